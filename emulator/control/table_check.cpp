@@ -1,0 +1,192 @@
+#include "emulator/control/table_check.hpp"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "emulator/control/plane_graph.hpp"
+
+namespace ttemu::control {
+
+using routing::to_string;
+
+std::string Walk::reason(const System& sys) const {
+  auto name = [&](int node) { return to_string(sys.chips.at(static_cast<size_t>(node)).id); };
+  switch (status) {
+    case kArrived:
+      return "";
+    case kNoRoute:
+      return fmt::format("no route at {}: its table has no entry for the destination", name(stuck));
+    case kDeadPort:
+      return fmt::format("{} forwards on P{}, which has no live link on this plane", name(stuck),
+                         port);
+    case kLoop: {
+      std::string chain;
+      for (int n : loop) chain += name(n) + " -> ";
+      return fmt::format("forwarding loop: {}{}", chain, name(loop.front()));
+    }
+  }
+  return "";
+}
+
+namespace {
+
+Walk walk_on(const PlaneGraph& graph, const TableSet& tables, int src, int dst) {
+  const System& sys = graph.system();
+  const int plane = graph.plane();
+  Walk walk;
+  const ChipId target = sys.chips.at(static_cast<size_t>(dst)).id;
+  std::vector<int> order{src};  // chips visited, in order
+  int at = src;
+  while (true) {
+    const ChipId self = sys.chips[static_cast<size_t>(at)].id;
+    auto hop = routing::next_hop(tables.at(plane, at), self, target);
+    if (hop.kind == routing::NextHop::kDeliver) return walk;
+    if (hop.kind == routing::NextHop::kNoRoute) {
+      walk.status = Walk::kNoRoute;
+      walk.stuck = at;
+      return walk;
+    }
+    const Neighbour* n = graph.on_port(at, hop.port);
+    if (!n) {
+      walk.status = Walk::kDeadPort;
+      walk.stuck = at;
+      walk.port = hop.port;
+      return walk;
+    }
+    walk.hops.push_back({PortId{self, hop.port}, *sys.peer(PortId{self, hop.port})});
+    at = n->peer;
+    auto seen = std::find(order.begin(), order.end(), at);
+    if (seen != order.end()) {
+      walk.status = Walk::kLoop;
+      walk.loop.assign(seen, order.end());
+      return walk;
+    }
+    order.push_back(at);
+  }
+}
+
+// Depth-first search for a cycle; returns its channels in order, or empty.
+std::vector<int> find_cycle(const std::vector<std::vector<int>>& adj) {
+  enum : uint8_t { kWhite, kGrey, kBlack };
+  std::vector<uint8_t> colour(adj.size(), kWhite);
+  std::vector<int> parent(adj.size(), -1);
+  for (size_t root = 0; root < adj.size(); ++root) {
+    if (colour[root] != kWhite) continue;
+    std::vector<std::pair<int, size_t>> stack{{static_cast<int>(root), 0}};
+    colour[root] = kGrey;
+    while (!stack.empty()) {
+      auto& [v, next] = stack.back();
+      const auto& out = adj[static_cast<size_t>(v)];
+      if (next == out.size()) {
+        colour[static_cast<size_t>(v)] = kBlack;
+        stack.pop_back();
+        continue;
+      }
+      int w = out[next++];
+      if (colour[static_cast<size_t>(w)] == kGrey) {
+        std::vector<int> cycle;
+        for (int x = v; x != w; x = parent[static_cast<size_t>(x)]) cycle.push_back(x);
+        cycle.push_back(w);
+        std::reverse(cycle.begin(), cycle.end());
+        return cycle;
+      }
+      if (colour[static_cast<size_t>(w)] == kWhite) {
+        colour[static_cast<size_t>(w)] = kGrey;
+        parent[static_cast<size_t>(w)] = v;
+        stack.push_back({w, 0});
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Walk walk_route(const System& sys, const TableSet& tables, int plane, int src, int dst,
+                const Failures& failures) {
+  return walk_on(PlaneGraph(sys, plane, failures), tables, src, dst);
+}
+
+PlaneReport check_plane(const System& sys, const TableSet& tables, int plane,
+                        const Failures& failures) {
+  PlaneReport report;
+  report.plane = plane;
+  // Channels: (link * 2 + direction) * kChannelClasses + class; direction 0 is a->b.
+  auto channel = [&](const Hop& hop, int vc) {
+    int link = sys.link_at(*sys.node(hop.from.chip), hop.from.port);
+    return (link * 2 + (sys.links[static_cast<size_t>(link)].a == hop.from ? 0 : 1)) *
+               kChannelClasses + vc;
+  };
+  std::vector<std::vector<int>> deps(sys.links.size() * 2 * kChannelClasses);
+  std::unordered_set<uint64_t> seen;
+  const PlaneGraph graph(sys, plane, failures);
+  // Connected components of the plane tell a missing route from a missing path.
+  std::vector<int> component(static_cast<size_t>(sys.node_count()), -1);
+  for (int v = 0; v < sys.node_count(); ++v) {
+    if (component[static_cast<size_t>(v)] >= 0) continue;
+    std::vector<int> stack{v};
+    component[static_cast<size_t>(v)] = v;
+    while (!stack.empty()) {
+      int x = stack.back();
+      stack.pop_back();
+      for (const auto& nb : graph.neighbours(x)) {
+        if (component[static_cast<size_t>(nb.peer)] < 0) {
+          component[static_cast<size_t>(nb.peer)] = v;
+          stack.push_back(nb.peer);
+        }
+      }
+    }
+  }
+  std::vector<PlaneReport::Failure> loops, missed, disconnected;
+  for (int src = 0; src < sys.node_count(); ++src) {
+    if (!failures.chip_ok(src)) continue;
+    for (int dst = 0; dst < sys.node_count(); ++dst) {
+      if (dst == src || !failures.chip_ok(dst)) continue;
+      ++report.pairs;
+      Walk walk = walk_on(graph, tables, src, dst);
+      const uint16_t home = sys.chips[static_cast<size_t>(src)].id.mesh;
+      for (size_t i = 1; i < walk.hops.size(); ++i) {
+        const Hop& a = walk.hops[i - 1];
+        const Hop& b = walk.hops[i];
+        int from = channel(a, a.from.chip.mesh == home ? 0 : 1);
+        int to = channel(b, b.from.chip.mesh == home && a.to.chip.mesh == home ? 0 : 1);
+        uint64_t key = (static_cast<uint64_t>(from) << 32) | static_cast<uint32_t>(to);
+        if (seen.insert(key).second) deps[static_cast<size_t>(from)].push_back(to);
+      }
+      if (walk.arrived()) {
+        ++report.reachable;
+        report.longest = std::max(report.longest, static_cast<int>(walk.hops.size()));
+        continue;
+      }
+      bool has_path = component[static_cast<size_t>(src)] == component[static_cast<size_t>(dst)];
+      if (has_path) ++report.missed;
+      else ++report.disconnected;
+      if (walk.status == Walk::kLoop) ++report.loops;
+      auto& list = walk.status == Walk::kLoop ? loops : has_path ? missed : disconnected;
+      if (list.size() < PlaneReport::kSample) list.push_back({src, dst, has_path, std::move(walk)});
+    }
+  }
+  for (auto* list : {&loops, &missed, &disconnected}) {
+    for (auto& f : *list) {
+      if (report.failures.size() < PlaneReport::kSample) report.failures.push_back(std::move(f));
+    }
+  }
+  for (int c : find_cycle(deps)) {
+    int dir = c / kChannelClasses;
+    const Link& l = sys.links[static_cast<size_t>(dir / 2)];
+    report.dependency_cycle.push_back({dir % 2 == 0 ? l.a : l.b, c % kChannelClasses});
+  }
+  return report;
+}
+
+std::string describe_cycle(const std::vector<Channel>& cycle) {
+  std::string out;
+  auto name = [](const Channel& c) { return to_string(c.port) + (c.vc ? "(inter-mesh vc)" : ""); };
+  for (const auto& c : cycle) out += name(c) + " -> ";
+  if (!cycle.empty()) out += name(cycle.front());
+  return out;
+}
+
+}  // namespace ttemu::control

@@ -1,0 +1,362 @@
+#include "launcher/topo_command.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "emulator/common/error.hpp"
+#include "emulator/control/routing_tables.hpp"
+#include "emulator/control/system_yaml.hpp"
+#include "emulator/control/table_check.hpp"
+#include "emulator/control/table_json.hpp"
+#include "tools/viz/topology_svg.hpp"
+
+namespace ttemu::launcher {
+
+using namespace ttemu::control;
+using routing::to_string;
+
+namespace {
+
+// Options shared by the topo subcommands.
+struct TopoOptions {
+  std::string file;
+  std::vector<std::string> failed;
+  int plane = 0;
+  bool json = false;
+  std::string device;
+  std::string src, dst;
+  std::vector<std::string> draw_path;
+  std::string out;
+  std::string tables_file;
+};
+
+int resolve_node(const System& sys, const std::string& name) {
+  auto chip = routing::parse_chip(name);
+  if (!chip) throw Error(fmt::format("'{}' is not a device name like M0D1", name));
+  auto node = sys.node(*chip);
+  if (!node) throw Error(fmt::format("device {} is not in {}", name, sys.source));
+  return *node;
+}
+
+void check_plane_option(const System& sys, int plane) {
+  if (plane < 0 || plane >= sys.planes) {
+    throw Error(fmt::format("plane {} does not exist: {} has plane(s) 0-{}", plane, sys.source,
+                            sys.planes - 1));
+  }
+}
+
+std::string dims_text(const Dims& d) {
+  return d.layers > 1 ? fmt::format("{}x{}x{}", d.rows, d.cols, d.layers)
+                      : fmt::format("{}x{}", d.rows, d.cols);
+}
+
+std::string plane_summary(const PlaneReport& r) {
+  std::string s = fmt::format("plane {}: {}/{} pairs reachable", r.plane, r.reachable, r.pairs);
+  if (r.disconnected) s += fmt::format(" ({} have no path on this plane)", r.disconnected);
+  if (r.missed) s += fmt::format(", {} MISSED by the tables", r.missed);
+  s += fmt::format(", longest route {} hop(s)", r.longest);
+  s += r.loops ? fmt::format(", {} FORWARDING LOOP(S)", r.loops) : ", no loops";
+  s += r.dependency_cycle.empty() ? ", channel dependencies acyclic"
+                                  : ", CHANNEL-DEPENDENCY CYCLE";
+  return s;
+}
+
+void print_plane_details(const System& sys, const PlaneReport& r) {
+  for (const auto& f : r.failures) {
+    fmt::print("    {} -> {}: {}{}\n", to_string(sys.chips[static_cast<size_t>(f.src)].id),
+               to_string(sys.chips[static_cast<size_t>(f.dst)].id),
+               f.has_path ? "" : "no path on this plane; ", f.walk.reason(sys));
+  }
+  if (long shown = static_cast<long>(r.failures.size()); r.missed + r.disconnected > shown) {
+    fmt::print("    ... and {} more\n", r.missed + r.disconnected - shown);
+  }
+  if (!r.dependency_cycle.empty()) {
+    fmt::print("    dependency cycle: {}\n", describe_cycle(r.dependency_cycle));
+  }
+}
+
+void run_validate(const TopoOptions& o) {
+  System sys = load_system(o.file);
+  int inter = 0;
+  for (const auto& l : sys.links) inter += l.inter_mesh();
+  fmt::print("{}: valid: {} mesh(es), {} chip(s), {} link(s) ({} between meshes), {} routing plane(s)\n",
+             o.file, sys.meshes.size(), sys.chips.size(), sys.links.size(), inter, sys.planes);
+}
+
+void run_show(const TopoOptions& o) {
+  System sys = load_system(o.file);
+  Failures failures = parse_failures(sys, o.failed);
+  TableSet tables = compute_tables(sys, failures);
+  int inter = 0;
+  for (const auto& l : sys.links) inter += l.inter_mesh();
+  fmt::print("{}: {} mesh(es), {} chip(s), {} host(s), {} routing plane(s)\n", o.file,
+             sys.meshes.size(), sys.chips.size(), sys.hosts.size(), sys.planes);
+  fmt::print("  links: {} inside meshes, {} between meshes\n", sys.links.size() - static_cast<size_t>(inter), inter);
+  if (!o.failed.empty()) {
+    std::string list;
+    for (const auto& f : o.failed) list += (list.empty() ? "" : ", ") + f;
+    fmt::print("  failed: {}\n", list);
+  }
+  for (const Mesh& m : sys.meshes) {
+    const Board& board = sys.boards[static_cast<size_t>(m.board)];
+    const ChipSpec& spec = sys.chip_specs[static_cast<size_t>(board.chip_spec)];
+    std::set<std::string> hosts(m.host_of_board.begin(), m.host_of_board.end());
+    hosts.erase("");
+    std::string host_text;
+    for (const auto& h : hosts) host_text += (host_text.empty() ? "" : ", ") + h;
+    fmt::print("\nMesh {}: {} x {} of board {} ({} of {} {}) = {} chips, host: {}\n", m.id,
+               dims_text(m.boards), board.name, board.name, dims_text(board.topology), spec.name,
+               spec.arch, dims_text(m.chips), host_text.empty() ? "none (reached over ethernet)" : host_text);
+    if (m.chips.cols <= 16) {
+      for (int layer = 0; layer < m.chips.layers; ++layer) {
+        if (m.chips.layers > 1) fmt::print("  layer {}\n", layer);
+        for (int r = 0; r < m.chips.rows; ++r) {
+          std::string row = "  ";
+          for (int c = 0; c < m.chips.cols; ++c) {
+            int v = sys.node_at(m, Coord{r, c, layer});
+            std::string name = to_string(sys.chips[static_cast<size_t>(v)].id);
+            if (sys.is_exit_node(v)) name += "*";
+            if (!failures.chip_ok(v)) name += "!";
+            row += fmt::format("{:<9}", name);
+          }
+          fmt::print("{}\n", row);
+        }
+      }
+    }
+    std::map<int, std::set<int>> exits;
+    for (const auto& l : sys.links) {
+      if (!l.inter_mesh()) continue;
+      for (auto [self, other] : {std::pair{l.a, l.b}, std::pair{l.b, l.a}}) {
+        if (self.chip.mesh == m.id) exits[self.chip.device].insert(other.chip.mesh);
+      }
+    }
+    if (!exits.empty()) {
+      std::string list;
+      for (const auto& [dev, meshes] : exits) {
+        std::string to;
+        for (int x : meshes) to += (to.empty() ? "" : ",") + std::to_string(x);
+        list += fmt::format("{}M{}D{} (to mesh {})", list.empty() ? "" : ", ", m.id, dev, to);
+      }
+      fmt::print("  exit nodes (*): {}\n", list);
+    }
+  }
+  if (inter) {
+    fmt::print("\nLinks between meshes:\n");
+    for (const auto& l : sys.links) {
+      if (l.inter_mesh()) {
+        fmt::print("  {:<10} <-> {:<10} plane {}\n", to_string(l.a), to_string(l.b), l.plane);
+      }
+    }
+  }
+  fmt::print("\nRouting (L0 dimension-ordered X then Y; L1 toward exit nodes):\n");
+  for (int p = 0; p < sys.planes; ++p) {
+    auto report = check_plane(sys, tables, p, failures);
+    fmt::print("  {}\n", plane_summary(report));
+    if (!report.ok()) print_plane_details(sys, report);
+  }
+}
+
+void run_path(const TopoOptions& o) {
+  System sys = load_system(o.file);
+  check_plane_option(sys, o.plane);
+  Failures failures = parse_failures(sys, o.failed);
+  int src = resolve_node(sys, o.src), dst = resolve_node(sys, o.dst);
+  for (int v : {src, dst}) {
+    if (!failures.chip_ok(v)) {
+      throw Error(fmt::format("device {} is failed", to_string(sys.chips[static_cast<size_t>(v)].id)));
+    }
+  }
+  TableSet tables = compute_tables(sys, failures);
+  Walk walk = walk_route(sys, tables, o.plane, src, dst, failures);
+  if (!walk.arrived()) {
+    throw Error(fmt::format("{} cannot reach {} on plane {}: {}", o.src, o.dst, o.plane,
+                            walk.reason(sys)));
+  }
+  if (o.json) {
+    nlohmann::json hops = nlohmann::json::array();
+    for (const auto& h : walk.hops) hops.push_back({{"from", to_string(h.from)}, {"to", to_string(h.to)}});
+    fmt::print("{}\n", nlohmann::json{{"plane", o.plane}, {"hops", hops}}.dump());
+    return;
+  }
+  fmt::print("Route from {} to {} on plane {}: {} hop(s)\n", to_string(sys.chips[static_cast<size_t>(src)].id),
+             to_string(sys.chips[static_cast<size_t>(dst)].id), o.plane, walk.hops.size());
+  fmt::print("  {:>3}  {:<12} {:<12}\n", "hop", "sender", "receiver");
+  for (size_t i = 0; i < walk.hops.size(); ++i) {
+    fmt::print("  {:>3}  {:<12} {:<12}\n", i + 1, to_string(walk.hops[i].from), to_string(walk.hops[i].to));
+  }
+}
+
+void print_table_matrix(const System& sys, const TableSet& tables, int plane, const Mesh& m,
+                        std::optional<int> only) {
+  auto cell = [](std::optional<uint8_t> p) { return p ? std::to_string(*p) : std::string("x"); };
+  fmt::print("\nPlane {}, mesh {}: L0 (intra-mesh) port toward each destination device\n", plane, m.id);
+  std::string head = fmt::format("  {:<8}", "src\\dst");
+  for (int d = 0; d < m.chips.size(); ++d) head += fmt::format("{:>4}", fmt::format("D{}", d));
+  fmt::print("{}\n", head);
+  for (int s = 0; s < m.chips.size(); ++s) {
+    int v = m.first_node + s;
+    if (only && *only != v) continue;
+    std::string row = fmt::format("  {:<8}", to_string(sys.chips[static_cast<size_t>(v)].id));
+    for (int d = 0; d < m.chips.size(); ++d) {
+      row += fmt::format("{:>4}", d == s ? "-" : cell(tables.at(plane, v).l0(static_cast<uint16_t>(d))));
+    }
+    fmt::print("{}\n", row);
+  }
+  if (sys.meshes.size() < 2) return;
+  fmt::print("Plane {}, mesh {}: L1 (inter-mesh) port toward each destination mesh\n", plane, m.id);
+  head = fmt::format("  {:<8}", "src\\dst");
+  for (const Mesh& dm : sys.meshes) head += fmt::format("{:>4}", fmt::format("M{}", dm.id));
+  fmt::print("{}\n", head);
+  for (int s = 0; s < m.chips.size(); ++s) {
+    int v = m.first_node + s;
+    if (only && *only != v) continue;
+    std::string row = fmt::format("  {:<8}", to_string(sys.chips[static_cast<size_t>(v)].id));
+    for (const Mesh& dm : sys.meshes) {
+      row += fmt::format("{:>4}", dm.id == m.id ? "-" : cell(tables.at(plane, v).l1(dm.id)));
+    }
+    fmt::print("{}\n", row);
+  }
+}
+
+void run_tables(const TopoOptions& o, bool plane_given) {
+  System sys = load_system(o.file);
+  if (plane_given) check_plane_option(sys, o.plane);
+  Failures failures = parse_failures(sys, o.failed);
+  std::optional<int> node;
+  if (!o.device.empty()) node = resolve_node(sys, o.device);
+  TableSet tables = compute_tables(sys, failures);
+  std::optional<int> plane = plane_given ? std::optional<int>(o.plane) : std::nullopt;
+  if (o.json) {
+    fmt::print("{}\n", tables_to_json(sys, tables, plane, node).dump());
+    return;
+  }
+  fmt::print("{}: routing tables (entries are ethernet port numbers; '-' self, 'x' no route)\n", o.file);
+  for (int p = 0; p < sys.planes; ++p) {
+    if (plane && *plane != p) continue;
+    for (const Mesh& m : sys.meshes) {
+      if (node && sys.chips[static_cast<size_t>(*node)].id.mesh != m.id) continue;
+      print_table_matrix(sys, tables, p, m, node);
+    }
+  }
+}
+
+void run_check(const TopoOptions& o) {
+  System sys = load_system(o.file);
+  Failures failures = parse_failures(sys, o.failed);
+  TableSet tables;
+  std::string what = "computed tables";
+  if (o.tables_file.empty()) {
+    tables = compute_tables(sys, failures);
+  } else {
+    std::ifstream in(o.tables_file);
+    if (!in) throw Error(fmt::format("{}: cannot open the file", o.tables_file));
+    nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
+    if (doc.is_discarded()) throw Error(fmt::format("{}: not valid JSON", o.tables_file));
+    tables = tables_from_json(sys, doc, o.tables_file);
+    what = o.tables_file;
+  }
+  fmt::print("{}: checking {}\n", o.file, what);
+  bool ok = true;
+  for (int p = 0; p < sys.planes; ++p) {
+    auto report = check_plane(sys, tables, p, failures);
+    fmt::print("  {}\n", plane_summary(report));
+    print_plane_details(sys, report);
+    ok = ok && report.ok();
+  }
+  if (!ok) throw Error(fmt::format("{} failed the checks (see above)", what));
+}
+
+void run_draw(const TopoOptions& o) {
+  System sys = load_system(o.file);
+  check_plane_option(sys, o.plane);
+  Failures failures = parse_failures(sys, o.failed);
+  viz::DrawOptions draw;
+  draw.failures = failures;
+  if (!o.draw_path.empty()) {
+    if (o.draw_path.size() != 2) throw Error("--path takes two devices: SRC DST");
+    int src = resolve_node(sys, o.draw_path[0]), dst = resolve_node(sys, o.draw_path[1]);
+    TableSet tables = compute_tables(sys, failures);
+    Walk walk = walk_route(sys, tables, o.plane, src, dst, failures);
+    if (!walk.arrived()) {
+      throw Error(fmt::format("{} cannot reach {} on plane {}: {}", o.draw_path[0],
+                              o.draw_path[1], o.plane, walk.reason(sys)));
+    }
+    draw.route = walk.hops;
+    draw.title_note = fmt::format("route {} -> {} on plane {}: {} hop(s)", o.draw_path[0],
+                                  o.draw_path[1], o.plane, walk.hops.size());
+  }
+  std::string svg = viz::draw_svg(sys, draw);
+  std::ofstream out(o.out);
+  out << svg;
+  out.close();
+  if (!out) throw Error(fmt::format("{}: cannot write the file", o.out));
+  fmt::print("wrote {}\n", o.out);
+}
+
+}  // namespace
+
+void add_topo_command(CLI::App& app) {
+  auto* topo = app.add_subcommand("topo", "Validate, show, route and draw a system specification");
+  topo->require_subcommand(1);
+  auto opts = std::make_shared<TopoOptions>();
+
+  auto file_arg = [&](CLI::App* cmd) {
+    cmd->add_option("FILE", opts->file, "System specification (YAML), e.g. topologies/galaxy.yaml")
+        ->required();
+  };
+  auto fail_opt = [&](CLI::App* cmd) {
+    cmd->add_option("--fail", opts->failed,
+                    "Route around a failed link (MxDyPz, either end) or chip (MxDy); repeatable");
+  };
+
+  auto* validate = topo->add_subcommand("validate", "Check a system specification; exit 0 if valid");
+  file_arg(validate);
+  validate->callback([opts] { run_validate(*opts); });
+
+  auto* show = topo->add_subcommand("show", "Meshes, chips, links, hosts, exit nodes and routing summary");
+  file_arg(show);
+  fail_opt(show);
+  show->callback([opts] { run_show(*opts); });
+
+  auto* path = topo->add_subcommand("path", "The hop-by-hop route between two devices");
+  file_arg(path);
+  path->add_option("SRC", opts->src, "Source device, e.g. M0D0")->required();
+  path->add_option("DST", opts->dst, "Destination device, e.g. M0D8")->required();
+  path->add_option("--plane", opts->plane, "Routing plane")->default_val(0);
+  path->add_flag("--json", opts->json, "Print one JSON object: {\"plane\", \"hops\": [{\"from\", \"to\"}]}");
+  fail_opt(path);
+  path->callback([opts] { run_path(*opts); });
+
+  auto* tables = topo->add_subcommand("tables", "The L0/L1 routing tables the control plane computes");
+  file_arg(tables);
+  tables->add_option("--device", opts->device, "Only this device's router, e.g. M0D1");
+  auto* plane_opt = tables->add_option("--plane", opts->plane, "Only this routing plane");
+  tables->add_flag("--json", opts->json, "Print JSON (the format 'topo check --tables' reads)");
+  fail_opt(tables);
+  tables->callback([opts, plane_opt] { run_tables(*opts, plane_opt->count() > 0); });
+
+  auto* check = topo->add_subcommand(
+      "check", "Check routing tables: reachability, forwarding loops, channel-dependency cycles");
+  file_arg(check);
+  check->add_option("--tables", opts->tables_file,
+                    "Check these tables (JSON from 'topo tables --json') instead of computed ones");
+  fail_opt(check);
+  check->callback([opts] { run_check(*opts); });
+
+  auto* draw = topo->add_subcommand("draw", "Draw meshes, chips, links and exit nodes as SVG");
+  file_arg(draw);
+  draw->add_option("--path", opts->draw_path, "Highlight the route between two devices: SRC DST")
+      ->expected(2);
+  draw->add_option("--plane", opts->plane, "Routing plane of the highlighted route")->default_val(0);
+  draw->add_option("-o,--output", opts->out, "Output SVG file")->required();
+  fail_opt(draw);
+  draw->callback([opts] { run_draw(*opts); });
+}
+
+}  // namespace ttemu::launcher
