@@ -58,6 +58,7 @@ struct Mesh {
   Dims chips;         // the resulting grid of chips
   int first_node = 0; // node index of device 0; the mesh's nodes are contiguous
   std::vector<std::string> host_of_board;  // row-major; empty string: no host (7.2 Galaxy)
+  int line = 0;       // where the specification declares it
 };
 
 struct Chip {

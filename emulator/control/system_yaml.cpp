@@ -75,7 +75,7 @@ class Reader {
   EdgePort edge_port(const YAML::Node& at, const std::string& text);
   PortId resolve(const System& sys, const EdgePort& e, const YAML::Node& at);
   void assign_planes(System& sys);
-  void check_connected(const System& sys, const YAML::Node& graph);
+  void check_connected(const System& sys);
 
   std::string source_;
   int last_line_ = 1;
@@ -247,6 +247,7 @@ void Reader::read_meshes(const YAML::Node& section, System& sys) {
   for (const auto& kv : section) {
     Mesh mesh;
     mesh.id = static_cast<uint16_t>(integer(kv.first, "Mesh id", 0, routing::kMaxMeshes - 1));
+    mesh.line = line_of(kv.first);
     std::string what = fmt::format("Mesh {}", mesh.id);
     if (std::any_of(sys.meshes.begin(), sys.meshes.end(),
                     [&](const Mesh& m) { return m.id == mesh.id; })) {
@@ -481,13 +482,18 @@ void Reader::read_graph(const YAML::Node& section, System& sys) {
       sys.links.push_back(Link{a, b, 0, line});
     }
   }
-  // Each link is written from both of its ends, as the spec's TG table does.
+  // Each link is written from both of its ends, as the spec's TG table does; report the
+  // first one-sided entry in file order.
+  const Listed* lonely = nullptr;
   for (const auto& [ab, listed] : directed) {
-    if (!directed.count({ab.second, ab.first})) {
-      fail_line(listed.line, fmt::format("Graph: connection {} <-> {} is one-sided: add {} <-> {}",
-                                         describe(listed.a), describe(listed.b),
-                                         describe(listed.b), describe(listed.a)));
+    if (!directed.count({ab.second, ab.first}) && (!lonely || listed.line < lonely->line)) {
+      lonely = &listed;
     }
+  }
+  if (lonely) {
+    fail_line(lonely->line, fmt::format("Graph: connection {} <-> {} is one-sided: add {} <-> {}",
+                                        describe(lonely->a), describe(lonely->b),
+                                        describe(lonely->b), describe(lonely->a)));
   }
 }
 
@@ -517,7 +523,7 @@ void Reader::assign_planes(System& sys) {
   }
 }
 
-void Reader::check_connected(const System& sys, const YAML::Node& graph) {
+void Reader::check_connected(const System& sys) {
   std::vector<int> comp(sys.meshes.size());
   std::iota(comp.begin(), comp.end(), 0);
   std::function<int(int)> find = [&](int x) {
@@ -531,8 +537,9 @@ void Reader::check_connected(const System& sys, const YAML::Node& graph) {
   }
   for (size_t i = 1; i < sys.meshes.size(); ++i) {
     if (find(static_cast<int>(i)) != find(0)) {
-      fail(graph, fmt::format("meshes {} and {} cannot reach each other: no chain of Graph "
-                              "connections joins them", sys.meshes[0].id, sys.meshes[i].id));
+      fail_line(sys.meshes[i].line,
+                fmt::format("meshes {} and {} cannot reach each other: no chain of Graph "
+                            "connections joins them", sys.meshes[0].id, sys.meshes[i].id));
     }
   }
 }
@@ -560,7 +567,7 @@ System Reader::read(const YAML::Node& root) {
   read_graph(top.count("graph") ? top["graph"] : YAML::Node(), sys);
   assign_planes(sys);
   sys.index();
-  check_connected(sys, top.count("graph") ? top["graph"] : root);
+  check_connected(sys);
   return sys;
 }
 

@@ -145,23 +145,26 @@ class Layout {
 std::string draw_svg(const System& sys, const DrawOptions& o) {
   Layout layout(sys);
   const int legend_h = 30;
-  int width = std::max(layout.width(), 760), height = layout.height() + legend_h;
+  int inter = 0;
+  for (const auto& l : sys.links) inter += l.inter_mesh();
+  const std::string subtitle = fmt::format(
+      "{} mesh(es), {} chips, {} links ({} between meshes), {} routing plane(s){}", sys.meshes.size(),
+      sys.chips.size(), sys.links.size(), inter, sys.planes,
+      o.title_note.empty() ? "" : "; " + o.title_note);
+  int width = std::max({layout.width(), 760, 2 * kMargin + 7 * static_cast<int>(subtitle.size())});
+  int height = layout.height() + legend_h;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "font-family=\"DejaVu Sans, Arial, sans-serif\">\n"
-      "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" "
-      "markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" "
+      "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"14\" "
+      "markerHeight=\"14\" markerUnits=\"userSpaceOnUse\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" "
       "fill=\"#d62728\"/></marker></defs>\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
       width, height);
-  int inter = 0;
-  for (const auto& l : sys.links) inter += l.inter_mesh();
   svg += fmt::format(
       "<text x=\"{}\" y=\"28\" font-size=\"18\" font-weight=\"bold\">{}</text>\n"
-      "<text x=\"{}\" y=\"48\" font-size=\"13\" fill=\"#444\">{} mesh(es), {} chips, {} links "
-      "({} between meshes), {} routing plane(s){}</text>\n",
-      kMargin, escape(sys.source), kMargin, sys.meshes.size(), sys.chips.size(), sys.links.size(),
-      inter, sys.planes, escape(o.title_note.empty() ? "" : "; " + o.title_note));
+      "<text x=\"{}\" y=\"48\" font-size=\"13\" fill=\"#444\">{}</text>\n",
+      kMargin, escape(sys.source), kMargin, escape(subtitle));
 
   // Meshes.
   for (const Mesh& m : sys.meshes) {
@@ -231,7 +234,7 @@ std::string draw_svg(const System& sys, const DrawOptions& o) {
         "marker-end=\"url(#arrow)\"><title>hop {}: {} -> {}</title></line>\n"
         "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#d62728\" text-anchor=\"middle\">{}: P{}&#8594;P{}</text>\n",
         sx, sy, ex, ey, i + 1, routing::to_string(h.from), routing::to_string(h.to),
-        (p.x + q.x) / 2 + (dy != 0 ? 30 : 0), (p.y + q.y) / 2 + (dy != 0 ? 4 : -8), i + 1,
+        (p.x + q.x) / 2 + (dy != 0 ? 30 : 0), dy != 0 ? (p.y + q.y) / 2 + 4 : p.y - kChip / 2 - 4, i + 1,
         h.from.port, h.to.port);
   }
 
