@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const ttemu::Error& e) {
+    std::fflush(stdout);  // what was printed so far comes before the reason
     fmt::print(stderr, "ttemu: error: {}\n", e.what());
     return 1;
   }

@@ -110,9 +110,9 @@ void run_show(const TopoOptions& o) {
     hosts.erase("");
     std::string host_text;
     for (const auto& h : hosts) host_text += (host_text.empty() ? "" : ", ") + h;
-    fmt::print("\nMesh {}: {} x {} of board {} ({} of {} {}) = {} chips, host: {}\n", m.id,
-               dims_text(m.boards), board.name, board.name, dims_text(board.topology), spec.name,
-               spec.arch, dims_text(m.chips), host_text.empty() ? "none (reached over ethernet)" : host_text);
+    fmt::print("\nMesh {}: {} board(s) {} ({} {} chips, {}) = {} chips, host: {}\n", m.id,
+               dims_text(m.boards), board.name, dims_text(board.topology), spec.name, spec.arch,
+               dims_text(m.chips), host_text.empty() ? "none (reached over ethernet)" : host_text);
     if (m.chips.cols <= 16) {
       for (int layer = 0; layer < m.chips.layers; ++layer) {
         if (m.chips.layers > 1) fmt::print("  layer {}\n", layer);

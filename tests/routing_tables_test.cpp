@@ -1,6 +1,7 @@
 #include "emulator/control/routing_tables.hpp"
 
 #include <cstdlib>
+#include <random>
 #include <gtest/gtest.h>
 
 #include "emulator/common/error.hpp"
@@ -211,12 +212,38 @@ TEST(Rerouting, AroundAFailedChip) {
     EXPECT_EQ(r.pairs, 31 * 30);
     EXPECT_EQ(r.reachable, r.pairs) << "plane " << plane;
     EXPECT_EQ(r.loops, 0);
+    EXPECT_TRUE(r.dependency_cycle.empty())
+        << "a hole forces turns that XY forbids; the tables must stay deadlock-free: "
+        << describe_cycle(r.dependency_cycle);
     for (int s = 0; s < sys.node_count(); ++s) {
       for (int d = 0; d < sys.node_count(); ++d) {
         if (s == d || s == dead || d == dead) continue;
         for (const Hop& h : walk_route(sys, tables, plane, s, d, f).hops) {
           EXPECT_NE(*sys.node(h.to.chip), dead);
         }
+      }
+    }
+  }
+}
+
+TEST(Rerouting, RandomFailuresNeverLeaveLoopsCyclesOrMissedRoutes) {
+  for (const char* file : {"galaxy.yaml", "tgg.yaml", "spec_4mesh_3x3.yaml"}) {
+    System sys = load(file);
+    std::mt19937 rng(20261122);
+    for (int trial = 0; trial < 12; ++trial) {
+      Failures f;
+      for (int k = 0; k < 1 + trial % 4; ++k) {
+        f.links.insert(static_cast<int>(rng() % sys.links.size()));
+      }
+      if (trial % 3 == 0) f.nodes.insert(static_cast<int>(rng() % sys.chips.size()));
+      TableSet tables = compute_tables(sys, f);
+      for (int plane = 0; plane < sys.planes; ++plane) {
+        PlaneReport r = check_plane(sys, tables, plane, f);
+        EXPECT_EQ(r.missed, 0) << file << " trial " << trial << " plane " << plane;
+        EXPECT_EQ(r.loops, 0) << file << " trial " << trial;
+        EXPECT_TRUE(r.dependency_cycle.empty())
+            << file << " trial " << trial << " plane " << plane << ": "
+            << describe_cycle(r.dependency_cycle);
       }
     }
   }

@@ -109,6 +109,25 @@ TEST(SystemSpec, BoardsTileIntoOneMeshWithOneHostPerBoard) {
   EXPECT_EQ(sys.chips[static_cast<size_t>(*sys.node(*parse_chip("M0D32")))].host, "host1");
 }
 
+TEST(SystemSpec, CountsTakeTheNumbersExplicitListsLeaveFree) {
+  System sys = parse_system(R"(
+ChipSpec:
+  C: {ethernet_ports: {N: 1, E: [0], S: 2, W: [7]}}
+Board:
+  B: {submodule: C, topology: 2x2}
+Mesh:
+  0: {submodule: B}
+)",
+                            "mixed.yaml");
+  const ChipSpec& c = sys.chip_specs[0];
+  EXPECT_EQ(c.ports[0], std::vector<uint8_t>{1});
+  EXPECT_EQ(c.ports[1], std::vector<uint8_t>{0});
+  EXPECT_EQ(c.ports[2], (std::vector<uint8_t>{2, 3}));
+  EXPECT_EQ(c.ports[3], std::vector<uint8_t>{7});
+  EXPECT_TRUE(linked(sys, "M0D0P0", "M0D1P7")) << "east meets west";
+  EXPECT_TRUE(linked(sys, "M0D0P2", "M0D2P1")) << "one link south: as many as the north side has";
+}
+
 TEST(SystemSpec, ThreeDimensionalMeshesLinkUpAndDown) {
   System sys = parse_system(R"(
 ChipSpec:

@@ -30,7 +30,10 @@ class PlaneRouter {
       : sys_(sys), g_(graph), tables_(tables), plane_(graph.plane()) {}
 
   void route_intra_mesh() {
-    for (const Mesh& mesh : sys_.meshes) route_mesh(mesh);
+    for (const Mesh& mesh : sys_.meshes) {
+      route_mesh(mesh);
+      if (has_dependency_cycle(mesh)) route_mesh_up_down(mesh);
+    }
   }
 
   // Mesh pairs in shared_pairs use one link both ways; the others edge-disjoint links.
@@ -45,6 +48,8 @@ class PlaneRouter {
 
  private:
   void route_mesh(const Mesh& mesh);
+  void route_mesh_up_down(const Mesh& mesh);
+  bool has_dependency_cycle(const Mesh& mesh) const;
   std::optional<Exit> choose_exit(int from_mesh, int to_mesh, const std::optional<Exit>& avoid,
                                   bool share) const;
   long centrality(int node) const;
@@ -100,6 +105,119 @@ void PlaneRouter::route_mesh(const Mesh& mesh) {
         }
       }
       tables_.at(plane_, src).set_l0(static_cast<uint16_t>(d), best->port);
+    }
+  }
+}
+
+bool PlaneRouter::has_dependency_cycle(const Mesh& mesh) const {
+  // Channel-dependency graph of this mesh's L0 routes alone; channel = local node * 16 + port.
+  const int n = mesh.chips.size();
+  std::vector<std::vector<int>> deps(static_cast<size_t>(n) * routing::kMaxPorts);
+  for (int s = 0; s < n; ++s) {
+    for (int d = 0; d < n; ++d) {
+      int v = mesh.first_node + s, prev = -1;
+      for (int hops = 0; v != mesh.first_node + d && hops < n; ++hops) {
+        auto port = tables_.at(plane_, v).l0(static_cast<uint16_t>(d));
+        const Neighbour* nb = port ? g_.on_port(v, *port) : nullptr;
+        if (!nb) break;
+        int ch = (v - mesh.first_node) * routing::kMaxPorts + *port;
+        if (prev >= 0) deps[static_cast<size_t>(prev)].push_back(ch);
+        prev = ch;
+        v = nb->peer;
+      }
+    }
+  }
+  for (auto& out : deps) {
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  }
+  return !find_cycle(deps).empty();
+}
+
+void PlaneRouter::route_mesh_up_down(const Mesh& mesh) {
+  // Up*/down* routing (Autonet): deadlock-free on any graph, used when holes in the mesh
+  // force dimension-ordered routes into cyclic turns. Links point "up" toward a root chip
+  // near the middle; a route climbs, then descends, never the reverse. Each chip descends
+  // whenever the destination lies below it, so every route a table makes is legal.
+  const int n = mesh.chips.size();
+  const auto& dist = dist_.at(mesh.id);
+  int root = -1;
+  long best = std::numeric_limits<long>::max();
+  for (int r = 0; r < n; ++r) {
+    if (!g_.alive(mesh.first_node + r)) continue;
+    long sum = 0;
+    for (int s = 0; s < n; ++s) {
+      int d = dist[static_cast<size_t>(r) * static_cast<size_t>(n) + static_cast<size_t>(s)];
+      if (g_.alive(mesh.first_node + s)) sum += d == kFar ? 1'000'000 : d;
+    }
+    if (sum < best) best = sum, root = r;
+  }
+  if (root < 0) return;
+  std::vector<int> level(static_cast<size_t>(n), kFar);
+  std::deque<int> queue{root};
+  level[static_cast<size_t>(root)] = 0;
+  auto local_neighbours = [&](int s) {
+    std::vector<std::pair<uint8_t, int>> out;  // (port, local peer)
+    for (const auto& nb : g_.neighbours(mesh.first_node + s)) {
+      int w = nb.peer - mesh.first_node;
+      if (w >= 0 && w < n) out.push_back({nb.port, w});
+    }
+    return out;
+  };
+  while (!queue.empty()) {
+    int v = queue.front();
+    queue.pop_front();
+    for (auto [port, w] : local_neighbours(v)) {
+      if (level[static_cast<size_t>(w)] == kFar) {
+        level[static_cast<size_t>(w)] = level[static_cast<size_t>(v)] + 1;
+        queue.push_back(w);
+      }
+    }
+  }
+  auto key = [&](int v) { return std::make_pair(level[static_cast<size_t>(v)], v); };
+  std::vector<int> order;
+  for (int v = 0; v < n; ++v) {
+    if (level[static_cast<size_t>(v)] != kFar) order.push_back(v);
+  }
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return key(a) < key(b); });
+  for (int d = 0; d < n; ++d) {
+    for (int s = 0; s < n; ++s) tables_.at(plane_, mesh.first_node + s).set_l0(static_cast<uint16_t>(d), std::nullopt);
+    if (level[static_cast<size_t>(d)] == kFar) continue;
+    // down[v]: hops from v to d going only down; found backwards from d along up links.
+    std::vector<int> down(static_cast<size_t>(n), kFar);
+    down[static_cast<size_t>(d)] = 0;
+    std::deque<int> q{d};
+    while (!q.empty()) {
+      int x = q.front();
+      q.pop_front();
+      for (auto [port, p] : local_neighbours(x)) {
+        if (key(p) < key(x) && down[static_cast<size_t>(p)] == kFar) {
+          down[static_cast<size_t>(p)] = down[static_cast<size_t>(x)] + 1;
+          q.push_back(p);
+        }
+      }
+    }
+    // legal[v]: hops of the shortest climb-then-descend route, in root-first order.
+    std::vector<int> legal(static_cast<size_t>(n), kFar);
+    for (int v : order) {
+      int best_v = down[static_cast<size_t>(v)];
+      for (auto [port, w] : local_neighbours(v)) {
+        if (key(w) < key(v) && legal[static_cast<size_t>(w)] != kFar) {
+          best_v = std::min(best_v, legal[static_cast<size_t>(w)] + 1);
+        }
+      }
+      legal[static_cast<size_t>(v)] = best_v;
+    }
+    for (int v : order) {
+      if (v == d || legal[static_cast<size_t>(v)] == kFar) continue;
+      std::optional<uint8_t> pick;
+      bool descend = down[static_cast<size_t>(v)] != kFar;
+      for (auto [port, w] : local_neighbours(v)) {
+        bool ok = descend ? key(w) > key(v) && down[static_cast<size_t>(w)] == down[static_cast<size_t>(v)] - 1
+                          : key(w) < key(v) && legal[static_cast<size_t>(w)] == legal[static_cast<size_t>(v)] - 1;
+        if (ok && (!pick || port < *pick)) pick = port;
+      }
+      tables_.at(plane_, mesh.first_node + v).set_l0(static_cast<uint16_t>(d), pick);
     }
   }
 }

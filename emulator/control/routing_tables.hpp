@@ -3,7 +3,8 @@
 //
 // L0 (intra-mesh): dimension-ordered, X (east/west) first, then Y, then Z (5.1). Around
 // failures a hop may leave that order, but only onto a shortest surviving path, so a route
-// never loops; check_plane() tells whether it stays deadlock-free.
+// never loops. Where that closes a channel-dependency cycle inside the mesh, the mesh's plane
+// is routed up*/down* instead: longer routes, but deadlock-free around any hole.
 // L1 (inter-mesh): toward the exit node of the next mesh on a shortest mesh path (ties to the
 // lowest mesh id). Each ordered mesh pair has one exit link, the one nearest the middle of the
 // mesh; the two directions of a pair use edge-disjoint links (5.2) where the topology has

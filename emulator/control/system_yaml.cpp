@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <regex>
@@ -173,7 +174,13 @@ void Reader::read_chip_specs(const YAML::Node& section, System& sys) {
     auto side_fields = fields(ports, what + " ethernet_ports", {"N", "E", "S", "W", "U", "D"});
     // Counts are numbered side by side in N, E, S, W, U, D order; lists name the ports.
     int next = 0;
-    std::set<int> used;
+    std::set<int> used, explicit_ports;
+    for (const auto& [key, v] : side_fields) {
+      if (!v.IsSequence()) continue;
+      for (const auto& p : v) {
+        if (p.IsScalar()) explicit_ports.insert(std::atoi(p.Scalar().c_str()));
+      }
+    }
     for (int s = 0; s < kSides; ++s) {
       std::string key(1, static_cast<char>(std::tolower(side_letter(static_cast<Side>(s)))));
       if (!side_fields.count(key)) continue;
@@ -185,9 +192,12 @@ void Reader::read_chip_specs(const YAML::Node& section, System& sys) {
           numbers.push_back(integer(p, side_what + " port", 0, routing::kMaxPorts - 1));
         }
       } else {
+        // Counts take the lowest numbers not yet taken, side by side.
         int count = integer(v, side_what + " port count", 0, routing::kMaxPorts);
-        for (int i = 0; i < count; ++i) numbers.push_back(next + i);
-        next += count;
+        for (int i = 0; i < count; ++i) {
+          while (explicit_ports.count(next)) ++next;
+          numbers.push_back(next++);
+        }
       }
       for (int p : numbers) {
         if (p >= routing::kMaxPorts) {
@@ -224,7 +234,7 @@ void Reader::read_boards(const YAML::Node& section, System& sys) {
 
 void Reader::read_hosts(const YAML::Node& section, System& sys) {
   line_of(section);
-  hosts_declared_ = true;
+  hosts_declared_ = section.size() > 0;  // "Host: []" declares nothing: mappings name hosts
   auto add = [&](const YAML::Node& n) {
     std::string name = scalar(n, "Host name");
     if (std::count(sys.hosts.begin(), sys.hosts.end(), name)) {

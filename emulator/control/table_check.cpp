@@ -67,7 +67,8 @@ Walk walk_on(const PlaneGraph& graph, const TableSet& tables, int src, int dst) 
   }
 }
 
-// Depth-first search for a cycle; returns its channels in order, or empty.
+}  // namespace
+
 std::vector<int> find_cycle(const std::vector<std::vector<int>>& adj) {
   enum : uint8_t { kWhite, kGrey, kBlack };
   std::vector<uint8_t> colour(adj.size(), kWhite);
@@ -101,8 +102,6 @@ std::vector<int> find_cycle(const std::vector<std::vector<int>>& adj) {
   }
   return {};
 }
-
-}  // namespace
 
 Walk walk_route(const System& sys, const TableSet& tables, int plane, int src, int dst,
                 const Failures& failures) {

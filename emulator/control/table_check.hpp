@@ -53,7 +53,7 @@ struct PlaneReport {
   long reachable = 0;    // pairs whose route arrives
   long disconnected = 0; // pairs with no path at all on this plane: unreachable, and reported
   long missed = 0;       // pairs with a path that the tables fail to follow (a defect)
-  long loops = 0;        // of those, forwarding loops
+  long loops = 0;        // walks that ended in a forwarding loop (among missed or disconnected)
   int longest = 0;       // hops of the longest route
   struct Failure {
     int src, dst;
@@ -72,5 +72,8 @@ PlaneReport check_plane(const System& sys, const TableSet& tables, int plane,
                         const Failures& failures = {});
 
 std::string describe_cycle(const std::vector<Channel>& cycle);
+
+// A directed cycle in a graph given as adjacency lists, as its vertices in order; empty if none.
+std::vector<int> find_cycle(const std::vector<std::vector<int>>& adj);
 
 }  // namespace ttemu::control

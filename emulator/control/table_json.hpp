@@ -1,5 +1,5 @@
 // Routing tables as JSON (spec 6.1: serialise the intra- and inter-mesh tables):
-//   {"planes": P, "routers": [{"device": "M0D1", "plane": 0,
+//   {"system": "<file>", "planes": P, "routers": [{"device": "M0D1", "plane": 0,
 //                              "l0": [port|null per device of the mesh],
 //                              "l1": [port|null per mesh id]}]}
 // Reading checks everything against the system and throws ttemu::Error naming the culprit.
