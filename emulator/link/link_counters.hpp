@@ -1,0 +1,42 @@
+// Per-link, per-end counters. They live in the chip's shared memory so the control plane reads
+// them without asking the chip (spec 1.1.2: observed rates, drops, link down); one writer (the
+// chip), any number of readers, relaxed atomics.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace ttemu::link {
+
+#define TTEMU_LINK_COUNTERS(X)                                                          \
+  X(frames_tx, "data frames sent, first transmissions")                                \
+  X(bytes_tx, "payload bytes sent, first transmissions")                               \
+  X(frames_rx, "data frames delivered to the routing layer")                           \
+  X(bytes_rx, "payload bytes delivered")                                               \
+  X(datagrams_tx, "datagrams sent")                                                    \
+  X(datagrams_rx, "datagrams received")                                                \
+  X(crc_errors, "frames that failed their CRC (dropped)")                              \
+  X(malformed, "datagrams or frames that could not be parsed (dropped)")               \
+  X(foreign, "frames from another job, chip, port or session (dropped)")               \
+  X(retransmits, "data frames sent again (go-back-N)")                                 \
+  X(duplicates, "data frames received twice (discarded)")                              \
+  X(out_of_order, "data frames received after a gap (discarded)")                     \
+  X(nacks_tx, "gaps reported to the sender")                                           \
+  X(timeouts, "retransmission timer expiries")                                         \
+  X(window_stalls, "sends refused because the window was full")                        \
+  X(up_transitions, "times the link came up")                                          \
+  X(down_transitions, "times the link was declared down")                              \
+  X(injected_corrupt, "frames corrupted by fault injection")                           \
+  X(injected_drop, "frames dropped by fault injection")
+
+struct LinkCounters {
+#define TTEMU_DECLARE(name, help) std::atomic<uint64_t> name{0};
+  TTEMU_LINK_COUNTERS(TTEMU_DECLARE)
+#undef TTEMU_DECLARE
+  std::atomic<uint32_t> state{0};  // LinkState
+
+  void add(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters are shared between processes");
+
+}  // namespace ttemu::link

@@ -1,0 +1,316 @@
+#include "emulator/link/tt_link.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace ttemu::link {
+
+namespace {
+
+// Sequence numbers are 16 bits and wrap: compare by signed distance.
+bool seq_lt(uint16_t a, uint16_t b) { return static_cast<int16_t>(static_cast<uint16_t>(a - b)) < 0; }
+uint16_t ahead(uint16_t from, uint16_t to) { return static_cast<uint16_t>(to - from); }
+
+}  // namespace
+
+const char* to_string(LinkState s) {
+  switch (s) {
+    case LinkState::kHandshake: return "handshake";
+    case LinkState::kUp: return "up";
+    case LinkState::kDown: return "down";
+  }
+  return "?";
+}
+
+TtLink::TtLink(const LinkConfig& config, const LinkIdentity& self, const LinkIdentity& peer,
+               uint32_t nonce, LinkCounters& counters)
+    : cfg_(config),
+      self_(self),
+      peer_(peer),
+      nonce_(nonce ? nonce : 1),
+      c_(counters),
+      rto_(config.initial_rto),
+      hello_backoff_(config.hello_interval) {
+  if (cfg_.window == 0 || cfg_.window > 32768) throw std::invalid_argument("TT-link window must be 1-32768");
+}
+
+void TtLink::start(Time now) {
+  started_ = now;
+  state_ = LinkState::kHandshake;
+  c_.state.store(static_cast<uint32_t>(state_), std::memory_order_relaxed);
+  hello_due_ = true;
+  hello_deadline_ = now + hello_backoff_;
+}
+
+size_t TtLink::send_room() const {
+  if (state_ != LinkState::kUp) return 0;
+  return cfg_.window - ahead(base_, next_);
+}
+
+bool TtLink::send(uint32_t dest_addr, std::span<const uint8_t> payload) {
+  if (payload.size() > kMaxPayload) throw std::invalid_argument("TT-link payload larger than kMaxPayload");
+  if (send_room() == 0) {
+    add(c_.window_stalls);
+    return false;
+  }
+  Outgoing o{next_, dest_addr, {}, Time{}, 0};
+  if (!spare_.empty()) {
+    o.payload = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  o.payload.assign(payload.begin(), payload.end());
+  unacked_.push_back(std::move(o));
+  ++next_;
+  add(c_.frames_tx);
+  add(c_.bytes_tx, payload.size());
+  return true;
+}
+
+void TtLink::on_datagram(std::span<const uint8_t> datagram, Time now) {
+  add(c_.datagrams_rx);
+  ParseResult r = parse_datagram(datagram, [&](const ParsedFrame& f) { on_frame(f, now); });
+  if (r.malformed) add(c_.malformed);
+  if (r.crc_error) add(c_.crc_errors);
+}
+
+void TtLink::on_frame(const ParsedFrame& f, Time now) {
+  if (f.header.type == FrameType::kHello) {
+    on_hello(f, now);
+    return;
+  }
+  if (f.header.session == 0 || f.header.session != (nonce_ ^ peer_nonce_) || peer_nonce_ == 0) {
+    add(c_.foreign);
+    return;
+  }
+  // A data or ack frame of our session proves the peer heard our hello, even if its own last
+  // hello was lost; after a down period it proves the peer is back.
+  if (state_ != LinkState::kUp) come_up(now);
+  on_ack(f.header.rx_seq, (f.header.flags & kFlagNack) != 0, now);
+  if (f.header.type != FrameType::kData) return;
+  const uint16_t seq = f.header.tx_seq;
+  if (seq == expected_) {
+    if (deliver_) deliver_(f.header.dest_addr, f.payload);
+    ++expected_;
+    add(c_.frames_rx);
+    add(c_.bytes_rx, f.payload.size());
+    ack_pending_ = true;
+    nack_sent_ = false;
+    ooo_max_ = expected_;
+  } else if (seq_lt(seq, expected_)) {
+    add(c_.duplicates);
+    ack_pending_ = true;
+  } else {
+    // A gap. Report it once; report again only when a frame we have already seen ahead of
+    // the gap comes back (the sender went back and the missing frame was lost again).
+    add(c_.out_of_order);
+    if (!nack_sent_ || !seq_lt(ooo_max_, seq)) {
+      nack_pending_ = ack_pending_ = nack_sent_ = true;
+    }
+    ooo_max_ = seq;
+  }
+}
+
+void TtLink::on_hello(const ParsedFrame& f, Time now) {
+  HelloBody body;
+  if (f.payload.size() != sizeof(body)) {
+    add(c_.malformed);
+    return;
+  }
+  std::memcpy(&body, f.payload.data(), sizeof(body));
+  if (body.job != peer_.job || body.mesh != peer_.mesh || body.device != peer_.device ||
+      body.port != peer_.port || body.nonce == 0 ||
+      (peer_nonce_ != 0 && body.nonce != peer_nonce_)) {
+    // Another job, chip or port, or a peer that restarted into a new session.
+    add(c_.foreign);
+    return;
+  }
+  peer_nonce_ = body.nonce;
+  if (body.peer_nonce == nonce_) {
+    session_ = nonce_ ^ peer_nonce_;
+    if (state_ != LinkState::kUp) come_up(now);
+  }
+  // Answer while either end is not up yet, so both get the proof they need.
+  if (!(body.flags & kHelloUp) || state_ != LinkState::kUp) hello_due_ = true;
+}
+
+void TtLink::on_ack(uint16_t ack, bool nack, Time now) {
+  if (ahead(base_, ack) > ahead(base_, next_)) return;  // not within what we sent
+  if (ack != base_) {
+    const Outgoing& newest = unacked_[ahead(base_, ack) - 1u];
+    if (newest.transmissions == 1) {  // Karn: time only frames sent once
+      Duration sample = now - newest.sent;
+      if (srtt_.count() == 0) {
+        srtt_ = sample;
+        rttvar_ = sample / 2;
+      } else {
+        Duration err = sample > srtt_ ? sample - srtt_ : srtt_ - sample;
+        rttvar_ = (3 * rttvar_ + err) / 4;
+        srtt_ = (7 * srtt_ + sample) / 8;
+      }
+      rto_ = std::clamp(srtt_ + 4 * rttvar_, cfg_.min_rto, cfg_.max_rto);
+    }
+    while (base_ != ack) {
+      spare_.push_back(std::move(unacked_.front().payload));
+      unacked_.pop_front();
+      ++base_;
+    }
+    if (seq_lt(cursor_, base_)) cursor_ = base_;
+    consecutive_timeouts_ = 0;
+    rto_deadline_.reset();
+    if (base_ != next_) arm_rto(now);
+  }
+  if (nack && base_ != next_) {
+    // Go back N, once per gap per round trip: repeated NACKs for the same gap are echoes.
+    Duration guard = srtt_.count() ? srtt_ : cfg_.min_rto;
+    if (!last_goback_ || *last_goback_ != base_ || now - last_goback_time_ >= guard) {
+      cursor_ = base_;
+      last_goback_ = base_;
+      last_goback_time_ = now;
+    }
+  }
+}
+
+void TtLink::on_timer(Time now) {
+  if (state_ != LinkState::kUp && hello_deadline_ && now >= *hello_deadline_) {
+    hello_due_ = true;
+    hello_backoff_ = std::min(hello_backoff_ * 2, cfg_.max_hello_interval);
+    hello_deadline_ = now + hello_backoff_;
+  }
+  if (state_ == LinkState::kUp && rto_deadline_ && now >= *rto_deadline_) {
+    add(c_.timeouts);
+    if (++consecutive_timeouts_ > cfg_.max_retries) {
+      go_down(now);
+    } else {
+      cursor_ = base_;
+      rto_ = std::min(rto_ * 2, cfg_.max_rto);
+      rto_deadline_ = now + rto_;
+    }
+  }
+}
+
+std::optional<Time> TtLink::next_deadline() const {
+  std::optional<Time> t;
+  auto consider = [&](std::optional<Time> x) {
+    if (x && (!t || *x < *t)) t = x;
+  };
+  if (state_ == LinkState::kUp) consider(rto_deadline_);
+  else consider(hello_deadline_);
+  if (!delayed_.empty()) consider(delayed_.front().first);
+  return t;
+}
+
+void TtLink::come_up(Time now) {
+  state_ = LinkState::kUp;
+  c_.state.store(static_cast<uint32_t>(state_), std::memory_order_relaxed);
+  add(c_.up_transitions);
+  session_ = nonce_ ^ peer_nonce_;
+  hello_deadline_.reset();
+  hello_backoff_ = cfg_.hello_interval;
+  consecutive_timeouts_ = 0;
+  ack_pending_ = true;  // tell the peer where we are
+  rto_deadline_.reset();
+  if (base_ != next_) {
+    cursor_ = base_;
+    rto_ = cfg_.initial_rto;
+    arm_rto(now);
+  }
+}
+
+void TtLink::go_down(Time now) {
+  state_ = LinkState::kDown;
+  c_.state.store(static_cast<uint32_t>(state_), std::memory_order_relaxed);
+  add(c_.down_transitions);
+  rto_deadline_.reset();
+  cursor_ = base_;
+  hello_due_ = true;
+  hello_backoff_ = cfg_.hello_interval;
+  hello_deadline_ = now + hello_backoff_;
+}
+
+void TtLink::arm_rto(Time now) {
+  if (!rto_deadline_) rto_deadline_ = now + rto_;
+}
+
+void TtLink::emit(const FrameHeader& header, std::span<const uint8_t> payload, Time now) {
+  const size_t size = kFrameOverhead + payload.size();
+  if (!packing_.empty() && packing_.size() + size > cfg_.max_datagram) flush_datagram(now);
+  const size_t at = packing_.size();
+  append_frame(packing_, header, payload);
+  if (!faults_) return;
+  auto verdict = faults_->on_frame(size, now - started_);
+  if (verdict.drop) {
+    packing_.resize(at);
+    add(c_.injected_drop);
+  } else if (verdict.corrupt) {
+    faults_->corrupt({packing_.data() + at, size});
+    add(c_.injected_corrupt);
+  }
+}
+
+void TtLink::flush_datagram(Time now) {
+  if (packing_.empty()) return;
+  if (faults_ && faults_->delay().count() > 0) {
+    delayed_.emplace_back(now + faults_->delay(), std::move(packing_));
+  } else {
+    out_->push_back(std::move(packing_));
+    add(c_.datagrams_tx);
+  }
+  packing_ = {};
+}
+
+void TtLink::poll_transmit(Time now, std::vector<std::vector<uint8_t>>& out) {
+  out_ = &out;
+  while (!delayed_.empty() && delayed_.front().first <= now) {
+    out.push_back(std::move(delayed_.front().second));
+    delayed_.pop_front();
+    add(c_.datagrams_tx);
+  }
+  if (hello_due_) {
+    HelloBody body;
+    body.job = self_.job;
+    body.mesh = self_.mesh;
+    body.device = self_.device;
+    body.port = self_.port;
+    body.flags = state_ == LinkState::kUp ? kHelloUp : 0;
+    body.nonce = nonce_;
+    body.peer_nonce = peer_nonce_;
+    FrameHeader h;
+    h.type = FrameType::kHello;
+    emit(h, {reinterpret_cast<const uint8_t*>(&body), sizeof(body)}, now);
+    hello_due_ = false;
+  }
+  if (state_ == LinkState::kUp) {
+    bool sent = false;
+    while (cursor_ != next_) {
+      Outgoing& o = unacked_[ahead(base_, cursor_)];
+      FrameHeader h;
+      h.dest_addr = o.dest_addr;
+      h.tx_seq = o.seq;
+      h.rx_seq = expected_;
+      h.type = FrameType::kData;
+      h.flags = !sent && nack_pending_ ? kFlagNack : 0;
+      h.session = session_;
+      if (o.transmissions++ > 0) add(c_.retransmits);
+      o.sent = now;
+      emit(h, o.payload, now);
+      ++cursor_;
+      sent = true;
+    }
+    if (ack_pending_ && !sent) {
+      FrameHeader h;
+      h.rx_seq = expected_;
+      h.type = FrameType::kAck;
+      h.flags = nack_pending_ ? kFlagNack : 0;
+      h.session = session_;
+      emit(h, {}, now);
+    }
+    if (nack_pending_) add(c_.nacks_tx);
+    ack_pending_ = nack_pending_ = false;
+    if (base_ != next_) arm_rto(now);
+  }
+  flush_datagram(now);
+  out_ = nullptr;
+}
+
+}  // namespace ttemu::link

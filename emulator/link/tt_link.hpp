@@ -1,0 +1,135 @@
+// One end of a TT-link (spec 2.1) as a state machine without I/O: the caller hands it
+// datagrams and the time, asks it for datagrams to send and for its next deadline. It owns no
+// socket, thread or clock, so the same code runs over UDP between chip processes and inside
+// one deterministic, seeded simulation.
+//
+// What it promises: a payload accepted by send() is delivered to the peer's routing layer
+// exactly once, in order, bit-exact (go-back-N ARQ over CRC-checked frames), or the link is
+// declared down after max_retries timeouts without progress; it keeps probing and resumes
+// where it stopped when the peer answers again. Frames from any other job, chip, port or
+// session are dropped and counted, never delivered.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "emulator/link/fault_injector.hpp"
+#include "emulator/link/frame.hpp"
+#include "emulator/link/link_counters.hpp"
+
+namespace ttemu::link {
+
+using Time = std::chrono::nanoseconds;  // monotonic, from any fixed origin
+using namespace std::chrono_literals;
+
+struct LinkIdentity {
+  uint64_t job = 0;
+  uint16_t mesh = 0, device = 0;
+  uint8_t port = 0;
+  bool operator==(const LinkIdentity&) const = default;
+};
+
+struct LinkConfig {
+  uint16_t window = 256;  // data frames in flight
+  Duration initial_rto = 20ms;
+  Duration min_rto = 2ms;
+  Duration max_rto = 500ms;
+  int max_retries = 12;  // timeouts in a row without progress before the link is down
+  Duration hello_interval = 5ms;
+  Duration max_hello_interval = 500ms;
+  size_t max_datagram = kMaxDatagram;
+};
+
+enum class LinkState : uint32_t { kHandshake = 0, kUp = 1, kDown = 2 };
+const char* to_string(LinkState s);
+
+class TtLink {
+ public:
+  using Delivery = std::function<void(uint32_t dest_addr, std::span<const uint8_t> payload)>;
+
+  TtLink(const LinkConfig& config, const LinkIdentity& self, const LinkIdentity& peer,
+         uint32_t nonce, LinkCounters& counters);
+
+  void set_delivery(Delivery d) { deliver_ = std::move(d); }
+  // Faults on what this end transmits (the wire toward the peer); nullptr for none.
+  void set_faults(std::unique_ptr<FaultInjector> f) { faults_ = std::move(f); }
+  void start(Time now);
+
+  LinkState state() const { return state_; }
+  bool up() const { return state_ == LinkState::kUp; }
+  // Frames send() accepts now (window room); 0 while the link is not up.
+  size_t send_room() const;
+  // Queues one payload for dest_addr; false (and a window stall counted) when there is no room.
+  bool send(uint32_t dest_addr, std::span<const uint8_t> payload);
+  // True when every frame sent has been acknowledged.
+  bool drained() const { return base_ == next_; }
+
+  void on_datagram(std::span<const uint8_t> datagram, Time now);
+  void on_timer(Time now);
+  std::optional<Time> next_deadline() const;
+  // Appends the datagrams to put on the wire now (frames packed up to max_datagram).
+  void poll_transmit(Time now, std::vector<std::vector<uint8_t>>& out);
+
+  const LinkCounters& counters() const { return c_; }
+
+ private:
+  struct Outgoing {
+    uint16_t seq;
+    uint32_t dest_addr;
+    std::vector<uint8_t> payload;
+    Time sent{};
+    int transmissions = 0;
+  };
+
+  void on_frame(const ParsedFrame& f, Time now);
+  void on_hello(const ParsedFrame& f, Time now);
+  void on_ack(uint16_t ack, bool nack, Time now);
+  void come_up(Time now);
+  void go_down(Time now);
+  void emit(const FrameHeader& header, std::span<const uint8_t> payload, Time now);
+  void flush_datagram(Time now);
+  void arm_rto(Time now);
+  void add(std::atomic<uint64_t>& c, uint64_t n = 1) { c_.add(c, n); }
+
+  LinkConfig cfg_;
+  LinkIdentity self_, peer_;
+  uint32_t nonce_, peer_nonce_ = 0, session_ = 0;
+  LinkCounters& c_;
+  Delivery deliver_;
+  std::unique_ptr<FaultInjector> faults_;
+  LinkState state_ = LinkState::kHandshake;
+  Time started_{};
+
+  // Sender: frames base_..next_-1 are unacknowledged; cursor_ is the next to (re)transmit.
+  std::deque<Outgoing> unacked_;
+  std::vector<std::vector<uint8_t>> spare_;  // recycled payload buffers
+  uint16_t base_ = 0, next_ = 0, cursor_ = 0;
+  std::optional<Time> rto_deadline_;
+  Duration rto_, srtt_{0}, rttvar_{0};
+  int consecutive_timeouts_ = 0;
+  std::optional<uint16_t> last_goback_;
+  Time last_goback_time_{};
+
+  // Receiver.
+  uint16_t expected_ = 0;
+  bool ack_pending_ = false, nack_pending_ = false, nack_sent_ = false;
+  uint16_t ooo_max_ = 0;
+
+  // Handshake and probing.
+  bool hello_due_ = false;
+  std::optional<Time> hello_deadline_;
+  Duration hello_backoff_;
+
+  // Datagram being packed, and datagrams held back by an injected delay.
+  std::vector<uint8_t> packing_;
+  std::vector<std::vector<uint8_t>>* out_ = nullptr;
+  std::deque<std::pair<Time, std::vector<uint8_t>>> delayed_;
+};
+
+}  // namespace ttemu::link

@@ -1,0 +1,298 @@
+// TT-link endpoints over a simulated wire, in one process, on a simulated clock: every hard
+// case (corruption, bursts, loss, cut links, strays) is reproducible from a seed.
+#include "emulator/link/tt_link.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <deque>
+#include <map>
+#include <random>
+
+namespace ttemu::link {
+namespace {
+
+constexpr uint64_t kJob = 0x7777;
+
+// Payload i of a stream: its index, then bytes derived from it. The receiver checks both.
+std::vector<uint8_t> pattern(uint32_t i, size_t size) {
+  std::vector<uint8_t> p(size);
+  for (size_t k = 0; k < size; ++k) p[k] = static_cast<uint8_t>((i * 131u + k * 7u) ^ (k >> 8));
+  if (size >= 4) std::memcpy(p.data(), &i, 4);
+  return p;
+}
+
+struct Wire {
+  Duration latency = 20us;
+  bool cut = false;  // drops everything
+  std::deque<std::pair<Time, std::vector<uint8_t>>> in_flight;
+};
+
+class Pair {
+ public:
+  Pair(uint64_t seed, DirectionFaults ab = {}, DirectionFaults ba = {}, LinkConfig cfg = {})
+      : a_(cfg, {kJob, 0, 0, 4}, {kJob, 0, 1, 12}, 0x1111, ca_),
+        b_(cfg, {kJob, 0, 1, 12}, {kJob, 0, 0, 4}, 0x2222, cb_) {
+    if (ab.any()) a_.set_faults(std::make_unique<FaultInjector>(ab, seed));
+    if (ba.any()) b_.set_faults(std::make_unique<FaultInjector>(ba, seed + 1));
+    b_.set_delivery([this](uint32_t dest, std::span<const uint8_t> p) {
+      EXPECT_EQ(dest, 0x1000u + (received_ % 64));
+      auto want = pattern(received_, p.size());
+      if (!std::equal(p.begin(), p.end(), want.begin(), want.end())) ++corrupt_;
+      ++received_;
+    });
+    a_.start(now_);
+    b_.start(now_);
+  }
+
+  // Runs until `frames` payloads of `size` bytes have been delivered and acknowledged, or the
+  // simulated time limit passes. Returns whether it finished.
+  bool stream(uint32_t frames, size_t size, Duration limit = 60s) {
+    Time end = now_ + limit;
+    while (now_ < end) {
+      while (sent_ < frames && a_.send_room() > 0) {
+        ASSERT_TRUE_OR(a_.send(0x1000u + (sent_ % 64), pattern(sent_, size)));
+        ++sent_;
+      }
+      pump();
+      if (received_ == frames && a_.drained()) return true;
+      if (!advance(end)) break;
+    }
+    return received_ == frames && a_.drained();
+  }
+
+  bool wait_up(Duration limit = 10s) {
+    Time end = now_ + limit;
+    while (!(a_.up() && b_.up()) && now_ < end) {
+      pump();
+      if (!advance(end)) break;
+    }
+    return a_.up() && b_.up();
+  }
+
+  void pump() {
+    std::vector<std::vector<uint8_t>> out;
+    a_.poll_transmit(now_, out);
+    for (auto& d : out) send_on(ab_, std::move(d));
+    out.clear();
+    b_.poll_transmit(now_, out);
+    for (auto& d : out) send_on(ba_, std::move(d));
+  }
+
+  // Moves the clock to the next event and handles it; false if nothing is scheduled.
+  bool advance(Time limit) {
+    std::optional<Time> t;
+    for (auto x : {a_.next_deadline(), b_.next_deadline(),
+                   ab_.in_flight.empty() ? std::optional<Time>() : ab_.in_flight.front().first,
+                   ba_.in_flight.empty() ? std::optional<Time>() : ba_.in_flight.front().first}) {
+      if (x && (!t || *x < *t)) t = x;
+    }
+    if (!t) return false;
+    now_ = std::max(now_, std::min(*t, limit));
+    for (auto* w : {&ab_, &ba_}) {
+      TtLink& to = w == &ab_ ? b_ : a_;
+      while (!w->in_flight.empty() && w->in_flight.front().first <= now_) {
+        to.on_datagram(w->in_flight.front().second, now_);
+        w->in_flight.pop_front();
+      }
+    }
+    a_.on_timer(now_);
+    b_.on_timer(now_);
+    return true;
+  }
+
+  void send_on(Wire& w, std::vector<uint8_t> d) {
+    trace_.push_back(d.size() ^ (static_cast<uint64_t>(now_.count()) << 20));
+    if (!w.cut) w.in_flight.emplace_back(now_ + w.latency, std::move(d));
+  }
+
+  TtLink a_, b_;
+  LinkCounters ca_, cb_;
+  Wire ab_, ba_;
+  Time now_{1s};
+  uint32_t sent_ = 0, received_ = 0, corrupt_ = 0;
+  std::vector<uint64_t> trace_;
+
+ private:
+  // gtest's ASSERT returns void; inside a bool function, fail loudly instead.
+  static void ASSERT_TRUE_OR(bool ok) {
+    if (!ok) ADD_FAILURE() << "send refused despite room";
+  }
+};
+
+TEST(TtLink, ComesUpAndDeliversAStreamExactlyOnceInOrder) {
+  Pair p(1);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(5000, 1024));
+  EXPECT_EQ(p.received_, 5000u);
+  EXPECT_EQ(p.corrupt_, 0u);
+  EXPECT_EQ(p.ca_.frames_tx, 5000u);
+  EXPECT_EQ(p.cb_.frames_rx, 5000u);
+  EXPECT_EQ(p.cb_.bytes_rx, 5000u * 1024);
+  EXPECT_EQ(p.ca_.retransmits, 0u);
+  EXPECT_EQ(p.cb_.crc_errors, 0u);
+  EXPECT_EQ(p.ca_.up_transitions, 1u);
+  EXPECT_LT(p.ca_.datagrams_tx, 5000u) << "frames share datagrams";
+}
+
+TEST(TtLink, SequenceNumbersWrapWithoutLoss) {
+  Pair p(2);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(70000, 16));
+  EXPECT_EQ(p.received_, 70000u);
+  EXPECT_EQ(p.corrupt_, 0u);
+}
+
+class ErrorRate : public ::testing::TestWithParam<double> {};
+
+TEST_P(ErrorRate, CorruptedFramesAreRetransmittedUntilTheStreamIsExact) {
+  DirectionFaults f;
+  f.corrupt = GetParam();
+  Pair p(3, f, f);  // data and acknowledgements both suffer
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(3000, 2048)) << "received " << p.received_;
+  EXPECT_EQ(p.received_, 3000u);
+  EXPECT_EQ(p.corrupt_, 0u) << "nothing corrupted reaches the routing layer";
+  EXPECT_GT(p.ca_.injected_corrupt, 0u);
+  EXPECT_GT(p.cb_.crc_errors, 0u) << "the receiver checks every frame";
+  EXPECT_GT(p.ca_.retransmits, 0u);
+  EXPECT_EQ(p.cb_.frames_rx, 3000u);
+}
+
+INSTANTIATE_TEST_SUITE_P(UpToTenPercent, ErrorRate, ::testing::Values(0.001, 0.01, 0.05, 0.10));
+
+TEST(TtLink, BurstErrorsAndDropsAreRecovered) {
+  DirectionFaults f;
+  f.burst.enter_bad = 0.01;
+  f.burst.leave_bad = 0.2;
+  f.burst.corrupt_in_bad = 0.7;
+  f.drop = 0.02;
+  Pair p(4, f, f);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(4000, 512));
+  EXPECT_EQ(p.corrupt_, 0u);
+  EXPECT_GT(p.ca_.injected_drop, 0u);
+  EXPECT_GT(p.ca_.injected_corrupt, 0u);
+}
+
+TEST(TtLink, BitErrorRateCorruptsLongFramesMoreOften) {
+  DirectionFaults f;
+  f.ber = 1e-5;
+  FaultInjector inj(f, 9);
+  int small = 0, large = 0;
+  for (int i = 0; i < 20000; ++i) {
+    small += inj.on_frame(64, Duration{0}).corrupt;
+    large += inj.on_frame(4096, Duration{0}).corrupt;
+  }
+  // 1-(1-1e-5)^(8*64) ~ 0.5%, ^(8*4096) ~ 28%.
+  EXPECT_NEAR(small / 20000.0, 0.0051, 0.003);
+  EXPECT_NEAR(large / 20000.0, 0.279, 0.02);
+}
+
+TEST(TtLink, ACutLinkIsDeclaredDownAndResumesWhereItStopped) {
+  LinkConfig cfg;
+  cfg.max_retries = 4;
+  Pair p(5, {}, {}, cfg);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(1000, 256));
+  p.ab_.cut = p.ba_.cut = true;
+  EXPECT_FALSE(p.stream(2000, 256, 5s));
+  EXPECT_EQ(p.a_.state(), LinkState::kDown);
+  EXPECT_EQ(p.ca_.down_transitions, 1u);
+  EXPECT_EQ(p.ca_.state, static_cast<uint32_t>(LinkState::kDown));
+  p.ab_.cut = p.ba_.cut = false;
+  ASSERT_TRUE(p.stream(2000, 256)) << "received " << p.received_;
+  EXPECT_EQ(p.received_, 2000u);
+  EXPECT_EQ(p.corrupt_, 0u) << "exactly once, in order, across the outage";
+  EXPECT_EQ(p.ca_.up_transitions, 2u);
+}
+
+TEST(TtLink, ScheduledDownIntervalsComeFromTheFaultPlan) {
+  DirectionFaults f;
+  f.down = {{Duration{5ms}, Duration{200ms}}};  // since the link started
+  LinkConfig cfg;
+  cfg.max_retries = 3;
+  Pair p(6, f, f, cfg);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(200000, 64, 30s));
+  EXPECT_EQ(p.corrupt_, 0u);
+  EXPECT_GE(p.ca_.injected_drop, 1u);
+  EXPECT_EQ(p.ca_.down_transitions, 1u) << "the outage outlasts the retries";
+  EXPECT_EQ(p.ca_.up_transitions, 2u);
+}
+
+TEST(TtLink, HelloFromAnotherJobChipOrPortIsRefused) {
+  LinkCounters c1, c2;
+  LinkConfig cfg;
+  TtLink a(cfg, {kJob, 0, 0, 4}, {kJob, 0, 1, 12}, 1, c1);
+  TtLink wrong_job(cfg, {kJob + 1, 0, 1, 12}, {kJob + 1, 0, 0, 4}, 2, c2);
+  a.start(Time{0});
+  wrong_job.start(Time{0});
+  std::vector<std::vector<uint8_t>> out;
+  for (int round = 0; round < 5; ++round) {
+    out.clear();
+    wrong_job.poll_transmit(Time{round}, out);
+    for (auto& d : out) a.on_datagram(d, Time{round});
+    out.clear();
+    a.poll_transmit(Time{round}, out);
+    for (auto& d : out) wrong_job.on_datagram(d, Time{round});
+  }
+  EXPECT_FALSE(a.up());
+  EXPECT_FALSE(wrong_job.up());
+  EXPECT_GE(c1.foreign, 1u);
+  EXPECT_GE(c2.foreign, 1u);
+}
+
+TEST(TtLink, StrayDatagramsAreCountedAndNeverDelivered) {
+  Pair p(7);
+  ASSERT_TRUE(p.wait_up());
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200; ++i) {  // random bytes
+    std::vector<uint8_t> junk(1 + rng() % 300);
+    for (auto& b : junk) b = static_cast<uint8_t>(rng());
+    p.b_.on_datagram(junk, p.now_);
+  }
+  // A well-formed data frame with a valid CRC but another session.
+  std::vector<uint8_t> forged;
+  FrameHeader h;
+  h.type = FrameType::kData;
+  h.session = 0xdeadbeef;
+  std::vector<uint8_t> payload(100, 0xAB);
+  append_frame(forged, h, payload);
+  p.b_.on_datagram(forged, p.now_);
+  EXPECT_EQ(p.received_, 0u);
+  EXPECT_GE(p.cb_.malformed + p.cb_.crc_errors, 190u);
+  EXPECT_EQ(p.cb_.foreign, 1u);
+  ASSERT_TRUE(p.stream(100, 100)) << "the link is unharmed";
+  EXPECT_EQ(p.corrupt_, 0u);
+}
+
+TEST(TtLink, SameSeedSameRun) {
+  auto run = [](uint64_t seed) {
+    DirectionFaults f;
+    f.corrupt = 0.05;
+    f.drop = 0.01;
+    Pair p(seed, f, f);
+    EXPECT_TRUE(p.wait_up());
+    EXPECT_TRUE(p.stream(2000, 300));
+    return std::make_tuple(p.trace_, p.ca_.retransmits.load(), p.cb_.crc_errors.load(), p.now_);
+  };
+  EXPECT_EQ(run(11), run(11));
+  EXPECT_NE(std::get<0>(run(11)), std::get<0>(run(12)));
+}
+
+TEST(TtLink, IdleLinksScheduleNothing) {
+  Pair p(8);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(10, 64));
+  // Let the last acknowledgement land.
+  while (p.advance(p.now_ + 1s) && (p.a_.next_deadline() || p.b_.next_deadline() ||
+                                     !p.ab_.in_flight.empty() || !p.ba_.in_flight.empty())) {
+    p.pump();
+  }
+  EXPECT_FALSE(p.a_.next_deadline());
+  EXPECT_FALSE(p.b_.next_deadline());
+}
+
+}  // namespace
+}  // namespace ttemu::link
