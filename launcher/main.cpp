@@ -2,23 +2,38 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fmt/format.h>
+#include <string>
+#include <vector>
 
 #include "emulator/common/error.hpp"
+#include "launcher/system_commands.hpp"
 #include "launcher/topo_command.hpp"
 
 int main(int argc, char** argv) {
+  // What follows "--" is a client command for `ttemu launch`, not ttemu's own arguments.
+  std::vector<std::string> client;
+  int own = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      own = i;
+      client.assign(argv + i + 1, argv + argc);
+      break;
+    }
+  }
   CLI::App app{"ttemu: a multi-process emulator of Tenstorrent's TT-Fabric"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ttemu 0.1.0");
+  int exit_status = 0;
   ttemu::launcher::add_topo_command(app);
+  ttemu::launcher::add_system_commands(app, client, exit_status);
   try {
-    app.parse(argc, argv);
+    app.parse(own, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const ttemu::Error& e) {
+  } catch (const std::exception& e) {
     std::fflush(stdout);  // what was printed so far comes before the reason
     fmt::print(stderr, "ttemu: error: {}\n", e.what());
     return 1;
   }
-  return 0;
+  return exit_status;
 }

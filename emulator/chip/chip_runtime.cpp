@@ -1,0 +1,434 @@
+#include "emulator/chip/chip_runtime.hpp"
+
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "emulator/chip/arch.hpp"
+#include "emulator/chip/chip_control.hpp"
+#include "emulator/common/asio.hpp"
+#include "emulator/common/error.hpp"
+#include "emulator/link/fault_plan.hpp"
+#include "emulator/link/tt_link.hpp"
+#include "emulator/link/udp_port.hpp"
+
+namespace ttemu::chip {
+
+namespace asio = boost::asio;
+using nlohmann::json;
+using link::Time;
+
+namespace {
+
+Time now() {
+  return std::chrono::duration_cast<Time>(std::chrono::steady_clock::now().time_since_epoch());
+}
+
+// Test-stream payloads: a header, then words derived from (stream, index), checked on arrival.
+struct StreamHeader {
+  uint64_t stream;
+  uint64_t index;
+};
+
+void fill_stream(std::span<uint8_t> out, uint64_t stream, uint64_t index) {
+  StreamHeader h{stream, index};
+  std::memcpy(out.data(), &h, std::min(out.size(), sizeof(h)));
+  uint64_t seed = (stream * 0x9E3779B97F4A7C15ull) ^ (index << 20);
+  for (size_t k = sizeof(h); k + 8 <= out.size(); k += 8) {
+    uint64_t w = seed ^ (k * 0xD1B54A32D192ED03ull);
+    std::memcpy(out.data() + k, &w, 8);
+  }
+  for (size_t k = out.size() & ~size_t{7}; k < out.size(); ++k) {
+    if (k >= sizeof(h)) out[k] = static_cast<uint8_t>(index + k);
+  }
+}
+
+bool check_stream(std::span<const uint8_t> in, uint64_t stream, uint64_t index,
+                  std::vector<uint8_t>& scratch) {
+  scratch.resize(in.size());
+  fill_stream(scratch, stream, index);
+  return std::memcmp(scratch.data(), in.data(), in.size()) == 0;
+}
+
+struct Port {
+  uint8_t number = 0;
+  std::unique_ptr<link::UdpPort> udp;
+  std::unique_ptr<asio::posix::stream_descriptor> fd;
+  std::unique_ptr<link::TtLink> link;
+  PortStatus* status = nullptr;
+  sockaddr_in peer{};
+  uint8_t* rb = nullptr;
+  size_t rb_size = 0;
+  std::vector<std::vector<uint8_t>> outbox;
+  size_t outbox_sent = 0;
+  bool write_waiting = false;
+  link::LinkState reported = link::LinkState::kHandshake;
+  bool reported_once = false;
+  // Stream sender (ttemu link test).
+  struct {
+    bool active = false;
+    uint64_t id = 0, total = 0, next = 0;
+    uint32_t size = 0;
+    Time start{};
+  } tx;
+  // Stream receiver.
+  uint64_t rx_stream = 0, rx_expected = 0;
+  // Ping (round trips through the peer's echo).
+  struct {
+    bool active = false, waiting = false;
+    uint64_t id = 0;
+    int count = 0, done = 0;
+    uint32_t size = 0;
+    Time sent{};
+    std::vector<double> rtt_us;
+  } ping;
+  std::deque<std::vector<uint8_t>> echoes;
+  std::vector<uint8_t> scratch;
+
+  ~Port() {
+    if (fd) fd->release();  // the UdpPort owns the descriptor
+  }
+};
+
+class Chip {
+ public:
+  Chip(const ChipOptions& o) : o_(o), signals_(io_, SIGTERM, SIGINT), timer_(io_), control_(io_) {
+    ppid_ = getppid();
+    control_.assign(asio::local::stream_protocol(), o.control_fd);
+  }
+
+  int run() {
+    ctl_seg_ = Segment::open(segment_name(o_.job, o_.chip, SegmentKind::kControl));
+    l1_seg_ = Segment::open(segment_name(o_.job, o_.chip, SegmentKind::kL1));
+    dram_seg_ = Segment::open(segment_name(o_.job, o_.chip, SegmentKind::kDram));
+    ctl_ = ctl_seg_.as<ChipControl>();
+    if (ctl_->magic != kControlMagic) throw Error("control block not initialised by the launcher");
+    ctl_->pid.store(static_cast<uint32_t>(getpid()));
+    signals_.async_wait([this](auto ec, int) {
+      if (!ec) stop();
+    });
+    read_control();
+    io_.run();
+    ctl_->running.store(0);
+    cleanup();
+    return exit_status_;
+  }
+
+ private:
+  void stop() {
+    stopping_ = true;
+    io_.stop();
+  }
+
+  void cleanup() {
+    ports_.clear();
+    // The launcher removes every segment at teardown; a chip removes its own too, so that
+    // nothing is left if the launcher is gone (killed, crashed).
+    for (auto kind : {SegmentKind::kControl, SegmentKind::kL1, SegmentKind::kDram}) {
+      unlink_segment(segment_name(o_.job, o_.chip, kind));
+    }
+    if (getppid() != ppid_ || control_eof_) ::unlink(o_.control_socket.c_str());
+  }
+
+  void send_control(const json& msg) {
+    std::string line = msg.dump() + "\n";
+    boost::system::error_code ec;
+    asio::write(control_, asio::buffer(line), ec);
+  }
+
+  void read_control() {
+    asio::async_read_until(control_, inbuf_, '\n', [this](auto ec, size_t n) {
+      if (ec) {  // the launcher is gone
+        control_eof_ = true;
+        stop();
+        return;
+      }
+      std::string line(asio::buffers_begin(inbuf_.data()), asio::buffers_begin(inbuf_.data()) + static_cast<long>(n));
+      inbuf_.consume(n);
+      try {
+        on_control(json::parse(line));
+      } catch (const std::exception& e) {
+        send_control({{"type", "error"}, {"message", e.what()}});
+        exit_status_ = 1;
+        stop();
+        return;
+      }
+      read_control();
+    });
+  }
+
+  void on_control(const json& m) {
+    const std::string type = m.at("type");
+    if (type == "config") configure(m);
+    else if (type == "peers") connect(m);
+    else if (type == "faults") set_faults(m);
+    else if (type == "stream") start_stream(m);
+    else if (type == "ping") start_ping(m);
+    else if (type == "stop") stop();
+    else throw Error("unknown control message '" + type + "'");
+  }
+
+  void configure(const json& m) {
+    ArchSpec arch = arch_spec(m.at("arch"));
+    job_hash_ = m.at("job_hash");
+    seed_ = m.value("seed", uint64_t{1});
+    link_cfg_.window = m.value("window", uint16_t{256});
+    std::random_device rd;
+    json bound = json::object(), tables = json::object();
+    for (const auto& l : m.at("links")) {
+      auto p = std::make_unique<Port>();
+      p->number = l.at("port");
+      p->status = &ctl_->ports[p->number];
+      p->udp = std::make_unique<link::UdpPort>(m.value("bind", std::string("127.0.0.1")));
+      p->status->udp_port.store(p->udp->local_port());
+      uint8_t* core = l1_seg_.as<uint8_t>(arch.eth_l1_offset(p->number));
+      const auto* rc = reinterpret_cast<const RouterConfig*>(core);
+      if (rc->magic == kRouterMagic) tables[std::to_string(p->number)] = rc->plane;
+      p->rb = core + kRouterBufferOffset;
+      p->rb_size = arch.eth_l1 - kRouterBufferOffset;
+      link::LinkIdentity self{job_hash_, o_.chip.mesh, o_.chip.device, p->number};
+      link::LinkIdentity peer{job_hash_, l.at("peer_mesh"), l.at("peer_device"), l.at("peer_port")};
+      p->link = std::make_unique<link::TtLink>(link_cfg_, self, peer, static_cast<uint32_t>(rd()) | 1u,
+                                               p->status->counters);
+      if (l.contains("faults")) install_faults(*p, l["faults"]);
+      Port* raw = p.get();
+      p->link->set_delivery([this, raw](uint32_t dest, std::span<const uint8_t> payload) {
+        on_delivery(*raw, dest, payload);
+      });
+      p->fd = std::make_unique<asio::posix::stream_descriptor>(io_, p->udp->fd());
+      bound[std::to_string(p->number)] = p->udp->local_port();
+      ports_[p->number] = std::move(p);
+    }
+    ctl_->running.store(1);
+    send_control({{"type", "bound"}, {"ports", bound}, {"tables", tables}});
+  }
+
+  void install_faults(Port& p, const json& f) {
+    link::DirectionFaults faults = link::faults_from_json(f);
+    uint64_t seed = seed_ * 0x9E3779B97F4A7C15ull ^ (uint64_t{o_.chip.mesh} << 40) ^
+                    (uint64_t{o_.chip.device} << 20) ^ p.number;
+    p.link->set_faults(faults.any() ? std::make_unique<link::FaultInjector>(faults, seed) : nullptr);
+  }
+
+  void connect(const json& m) {
+    Time t = now();
+    for (auto& [number, p] : ports_) {
+      const auto& peer = m.at("peers").at(std::to_string(number));
+      p->peer = link::make_address(peer.at("addr"), peer.at("udp"));
+      p->udp->set_peer(p->peer);
+      p->link->start(t);
+      arm_read(*p);
+      service(*p, t);
+    }
+    reschedule();
+  }
+
+  void set_faults(const json& m) {
+    auto it = ports_.find(m.at("port"));
+    if (it == ports_.end()) throw Error("faults for a port that is not wired");
+    install_faults(*it->second, m.at("faults"));
+  }
+
+  void start_stream(const json& m) {
+    Port& p = port(m);
+    p.tx.active = true;
+    p.tx.id = m.at("id");
+    p.tx.total = m.at("frames");
+    p.tx.size = m.at("size");
+    p.tx.next = 0;
+    p.tx.start = now();
+    service(p, p.tx.start);
+    reschedule();
+  }
+
+  void start_ping(const json& m) {
+    Port& p = port(m);
+    p.ping.active = true;
+    p.ping.waiting = false;
+    p.ping.id = m.at("id");
+    p.ping.count = m.at("count");
+    p.ping.size = m.at("size");
+    p.ping.done = 0;
+    p.ping.rtt_us.clear();
+    service(p, now());
+    reschedule();
+  }
+
+  Port& port(const json& m) {
+    auto it = ports_.find(m.at("port"));
+    if (it == ports_.end()) throw Error("port is not wired");
+    return *it->second;
+  }
+
+  void on_delivery(Port& p, uint32_t dest, std::span<const uint8_t> payload) {
+    if (dest == kStreamAddr) {
+      // Commit to the router's receive buffer in L1, then check what landed there.
+      size_t at = payload.size() < p.rb_size ? (p.rx_expected * payload.size()) % (p.rb_size - payload.size() + 1) : 0;
+      size_t n = std::min(payload.size(), p.rb_size);
+      std::memcpy(p.rb + at, payload.data(), n);
+      StreamHeader h{};
+      std::memcpy(&h, p.rb + at, std::min(n, sizeof(h)));
+      if (h.stream != p.rx_stream) {
+        p.rx_stream = h.stream;
+        p.rx_expected = 0;
+      }
+      bool ok = h.index == p.rx_expected && check_stream({p.rb + at, n}, h.stream, h.index, p.scratch);
+      ++p.rx_expected;
+      p.status->counters.add(ok ? p.status->stream_verified : p.status->stream_errors);
+    } else if (dest == kEchoAddr) {
+      p.echoes.emplace_back(payload.begin(), payload.end());
+    } else if (dest == kEchoReplyAddr && p.ping.waiting) {
+      p.ping.waiting = false;
+      p.ping.rtt_us.push_back(std::chrono::duration<double, std::micro>(now() - p.ping.sent).count());
+      ++p.ping.done;
+    }
+  }
+
+  void arm_read(Port& p) {
+    p.fd->async_wait(asio::posix::stream_descriptor::wait_read, [this, &p](auto ec) {
+      if (ec) return;
+      on_readable(p);
+      arm_read(p);
+    });
+  }
+
+  void on_readable(Port& p) {
+    Time t = now();
+    // Drain what has arrived, a bounded number of batches, then answer in one go.
+    for (int round = 0; round < 16; ++round) {
+      auto batch = p.udp->receive();
+      for (const auto& d : batch) {
+        if (!link::same_address(d.from, p.peer)) {
+          p.status->counters.add(p.status->counters.foreign);
+          continue;
+        }
+        p.link->on_datagram(d.bytes, t);
+      }
+      if (batch.size() < 64) break;
+    }
+    service(p, t);
+    reschedule();
+  }
+
+  void service(Port& p, Time t) {
+    while (!p.echoes.empty() && p.link->send_room() > 0) {
+      p.link->send(kEchoReplyAddr, p.echoes.front());
+      p.echoes.pop_front();
+    }
+    if (p.ping.active && !p.ping.waiting && p.ping.done < p.ping.count && p.link->send_room() > 0) {
+      p.scratch.assign(p.ping.size, 0);
+      fill_stream(p.scratch, p.ping.id, static_cast<uint64_t>(p.ping.done));
+      p.ping.sent = now();
+      p.ping.waiting = p.link->send(kEchoAddr, p.scratch);
+    }
+    if (p.tx.active) {
+      size_t room = p.link->send_room();
+      p.scratch.resize(p.tx.size);
+      for (; room > 0 && p.tx.next < p.tx.total; --room, ++p.tx.next) {
+        fill_stream(p.scratch, p.tx.id, p.tx.next);
+        p.link->send(kStreamAddr, p.scratch);
+      }
+    }
+    p.link->poll_transmit(t, p.outbox);
+    flush(p);
+    report(p);
+  }
+
+  void flush(Port& p) {
+    if (p.outbox_sent < p.outbox.size()) p.outbox_sent += p.udp->send(p.outbox, p.outbox_sent);
+    if (p.outbox_sent == p.outbox.size()) {
+      p.outbox.clear();
+      p.outbox_sent = 0;
+    } else if (!p.write_waiting) {
+      p.write_waiting = true;
+      p.fd->async_wait(asio::posix::stream_descriptor::wait_write, [this, &p](auto ec) {
+        p.write_waiting = false;
+        if (!ec) flush(p);
+      });
+    }
+  }
+
+  void report(Port& p) {
+    if (!p.reported_once || p.link->state() != p.reported) {
+      if (p.reported_once || p.link->state() != link::LinkState::kHandshake) {
+        send_control({{"type", "link"}, {"port", p.number}, {"state", link::to_string(p.link->state())}});
+      }
+      p.reported_once = true;
+      p.reported = p.link->state();
+    }
+    if (p.tx.active && p.tx.next == p.tx.total && p.link->drained()) {
+      p.tx.active = false;
+      double seconds = std::chrono::duration<double>(now() - p.tx.start).count();
+      send_control({{"type", "stream_done"}, {"port", p.number}, {"id", p.tx.id},
+                    {"frames", p.tx.total}, {"bytes", p.tx.total * p.tx.size}, {"seconds", seconds}});
+    }
+    if (p.ping.active && p.ping.done == p.ping.count) {
+      p.ping.active = false;
+      send_control({{"type", "ping_done"}, {"port", p.number}, {"id", p.ping.id}, {"rtt_us", p.ping.rtt_us}});
+    }
+  }
+
+  void reschedule() {
+    std::optional<Time> next;
+    for (auto& [n, p] : ports_) {
+      auto d = p->link->next_deadline();
+      if (d && (!next || *d < *next)) next = d;
+    }
+    if (next == armed_) return;
+    armed_ = next;
+    timer_.cancel();
+    if (!next) return;  // idle: nothing to wake up for
+    timer_.expires_at(std::chrono::steady_clock::time_point(std::chrono::duration_cast<std::chrono::steady_clock::duration>(*next)));
+    timer_.async_wait([this](auto ec) {
+      if (ec) return;
+      armed_.reset();
+      Time t = now();
+      for (auto& [n, p] : ports_) {
+        p->link->on_timer(t);
+        service(*p, t);
+      }
+      reschedule();
+    });
+  }
+
+  ChipOptions o_;
+  asio::io_context io_;
+  asio::signal_set signals_;
+  asio::steady_timer timer_;
+  asio::local::stream_protocol::socket control_;
+  asio::streambuf inbuf_;
+  Segment ctl_seg_, l1_seg_, dram_seg_;
+  ChipControl* ctl_ = nullptr;
+  std::map<int, std::unique_ptr<Port>> ports_;
+  link::LinkConfig link_cfg_;
+  uint64_t job_hash_ = 0, seed_ = 1;
+  std::optional<Time> armed_;
+  pid_t ppid_ = 0;
+  bool stopping_ = false, control_eof_ = false;
+  int exit_status_ = 0;
+};
+
+}  // namespace
+
+int run_chip(const ChipOptions& options) {
+  try {
+    Chip chip(options);
+    return chip.run();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "ttemu chip {}: error: {}\n", routing::to_string(options.chip), e.what());
+    for (auto kind : {SegmentKind::kControl, SegmentKind::kL1, SegmentKind::kDram}) {
+      unlink_segment(segment_name(options.job, options.chip, kind));
+    }
+    return 1;
+  }
+}
+
+}  // namespace ttemu::chip

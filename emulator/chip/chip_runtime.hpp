@@ -1,0 +1,27 @@
+// The life of one chip process: it maps its shared-memory segments, takes its configuration
+// from the launcher over a private control socket (JSON lines), binds one UDP socket per wired
+// ethernet port, runs a TT-link on each, and serves until told to stop or orphaned. Idle, it
+// sleeps in epoll: no timers run unless a link has frames in flight or is coming up.
+//
+// Control messages (launcher -> chip): config, peers, faults, stream, ping, stop.
+// Chip -> launcher: bound, link, stream_done, ping_done, error. See docs/architecture.md.
+#pragma once
+
+#include <string>
+
+#include "emulator/chip/segments.hpp"
+#include "emulator/routing/address.hpp"
+
+namespace ttemu::chip {
+
+struct ChipOptions {
+  JobId job;
+  routing::ChipId chip;
+  int control_fd = -1;
+  std::string control_socket;  // the launcher's socket, removed if the launcher is gone
+};
+
+// Returns the process exit status.
+int run_chip(const ChipOptions& options);
+
+}  // namespace ttemu::chip

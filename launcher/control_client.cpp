@@ -1,0 +1,58 @@
+#include "launcher/control_client.hpp"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "emulator/chip/segments.hpp"
+#include "emulator/common/asio.hpp"
+#include "emulator/common/error.hpp"
+
+namespace ttemu::launcher {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+
+std::string find_control_socket(const std::optional<std::string>& job) {
+  const std::string dir = chip::runtime_dir();
+  if (job) {
+    auto id = chip::JobId::parse(*job);
+    if (!id) throw Error(fmt::format("'{}' is not a job id (like 12345-1a2b3c4d)", *job));
+    std::string path = chip::control_socket_path(*id);
+    if (!fs::exists(path)) throw Error(fmt::format("no running job {}", *job));
+    return path;
+  }
+  std::vector<std::string> live;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    auto id = chip::JobId::parse(e.path().stem().string());
+    if (e.path().extension() == ".sock" && id && chip::process_alive(id->pid)) live.push_back(e.path().string());
+  }
+  if (live.empty()) throw Error("no running system: start one with 'ttemu launch'");
+  if (live.size() > 1) {
+    std::string names;
+    for (const auto& p : live) names += " " + fs::path(p).stem().string();
+    throw Error(fmt::format("{} systems are running; name one with --job:{}", live.size(), names));
+  }
+  return live.front();
+}
+
+nlohmann::json request(const std::string& socket_path, const nlohmann::json& message) {
+  asio::io_context io;
+  asio::local::stream_protocol::socket s(io);
+  boost::system::error_code ec;
+  s.connect(asio::local::stream_protocol::endpoint(socket_path), ec);
+  if (ec) throw Error(fmt::format("{}: cannot connect: {}", socket_path, ec.message()));
+  std::string line = message.dump() + "\n";
+  asio::write(s, asio::buffer(line), ec);
+  asio::streambuf buf;
+  size_t n = asio::read_until(s, buf, '\n', ec);
+  if (ec && n == 0) throw Error(fmt::format("{}: the launcher closed the connection", socket_path));
+  std::string reply(asio::buffers_begin(buf.data()), asio::buffers_begin(buf.data()) + static_cast<long>(n));
+  auto doc = nlohmann::json::parse(reply, nullptr, false);
+  if (doc.is_discarded()) throw Error(fmt::format("{}: malformed reply from the launcher", socket_path));
+  if (doc.contains("error")) throw Error(doc["error"].get<std::string>());
+  return doc;
+}
+
+}  // namespace ttemu::launcher

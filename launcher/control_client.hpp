@@ -1,0 +1,17 @@
+// Talking to a running launcher over its control socket: one JSON request, one JSON reply.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace ttemu::launcher {
+
+// The control socket of the job named (or of the only running job). Throws ttemu::Error.
+std::string find_control_socket(const std::optional<std::string>& job);
+
+// Sends one request and returns the reply; a reply with "error" throws ttemu::Error with it.
+nlohmann::json request(const std::string& socket_path, const nlohmann::json& message);
+
+}  // namespace ttemu::launcher

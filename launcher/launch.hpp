@@ -1,0 +1,30 @@
+// `ttemu launch`: the launcher and control plane of a running system. It computes the routing
+// tables, creates every chip's shared memory and writes the tables into it, starts one process
+// per chip, wires the links, waits until every link is up, then serves `ttemu status`, fault
+// changes and link tests on a private UNIX socket until Ctrl-C / SIGTERM (or until the client
+// command given after `--` exits), and tears everything down: no process, segment or socket
+// is left. If the launcher itself is killed, its chips exit by themselves.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ttemu::launcher {
+
+struct LaunchOptions {
+  std::string file;                   // system specification
+  std::string faults;                 // fault plan, optional
+  std::optional<uint64_t> seed;
+  std::vector<std::string> command;   // client to run against the live system
+  uint16_t window = 256;
+  std::optional<uint64_t> dram_mib;   // override the architecture's DRAM size
+  std::string bind = "127.0.0.1";
+  double ready_timeout = 120;         // seconds for every link to come up
+};
+
+// Returns the exit status: the client's when a command runs, else 0 after a clean stop.
+int run_launch(const LaunchOptions& options);
+
+}  // namespace ttemu::launcher

@@ -1,0 +1,180 @@
+#include "launcher/system_commands.hpp"
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "emulator/chip/chip_runtime.hpp"
+#include "emulator/chip/segments.hpp"
+#include "emulator/common/error.hpp"
+#include "launcher/control_client.hpp"
+#include "launcher/launch.hpp"
+
+namespace ttemu::launcher {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kDefaultSystem = "topologies/galaxy.yaml";
+
+std::string default_system() {
+  // Next to the binary's source tree when run from a checkout, else the working directory.
+  for (const char* candidate : {kDefaultSystem, TTEMU_SOURCE_DIR "/topologies/galaxy.yaml"}) {
+    if (std::ifstream(candidate)) return candidate;
+  }
+  return kDefaultSystem;
+}
+
+void print_status(const json& s) {
+  int alive = 0;
+  for (const auto& c : s["chips"]) alive += c["alive"].get<bool>();
+  int up = 0;
+  for (const auto& l : s["links"]) up += l["ends"][0]["state"] == "up" && l["ends"][1]["state"] == "up";
+  fmt::print("job {}  {}  up {:.1f} s  chips {}/{} running  links {}/{} up\n", s["job"].get<std::string>(),
+             s["system"].get<std::string>(), s["uptime_s"].get<double>(), alive, s["chips"].size(), up,
+             s["links"].size());
+  fmt::print("{:<11} {:<11} {:>5} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}\n", "link", "peer", "plane",
+             "state", "frames a>b", "frames b>a", "crc err", "retrans", "foreign", "downs");
+  for (const auto& l : s["links"]) {
+    const auto& a = l["ends"][0];
+    const auto& b = l["ends"][1];
+    auto c = [](const json& end, const char* k) { return end["counters"][k].get<uint64_t>(); };
+    std::string state = a["state"] == b["state"] ? a["state"].get<std::string>()
+                                                 : a["state"].get<std::string>() + "/" + b["state"].get<std::string>();
+    fmt::print("{:<11} {:<11} {:>5} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}\n", l["a"].get<std::string>(),
+               l["b"].get<std::string>(), l["plane"].get<int>(), state, c(a, "frames_tx"), c(b, "frames_tx"),
+               c(a, "crc_errors") + c(b, "crc_errors"), c(a, "retransmits") + c(b, "retransmits"),
+               c(a, "foreign") + c(b, "foreign") + c(a, "malformed") + c(b, "malformed"),
+               c(a, "down_transitions") + c(b, "down_transitions"));
+  }
+}
+
+}  // namespace
+
+void add_system_commands(CLI::App& app, const std::vector<std::string>& client_command, int& exit_status) {
+  // launch
+  auto lo = std::make_shared<LaunchOptions>();
+  auto* launch = app.add_subcommand("launch", "Start a system: one process per chip, links over UDP");
+  launch->add_option("FILE", lo->file, "System specification (default: the Galaxy 4x8)");
+  launch->add_option("--faults", lo->faults, "Fault plan (YAML, see docs/fault-plan.md)");
+  launch->add_option("--seed", lo->seed, "Seed for fault injection (overrides the plan's)");
+  launch->add_option("--window", lo->window, "TT-link window, frames in flight")->check(CLI::Range(1, 32768));
+  launch->add_option("--dram-mib", lo->dram_mib, "DRAM per chip in MiB (default: the architecture's)");
+  launch->add_option("--ready-timeout", lo->ready_timeout, "Seconds allowed for every link to come up");
+  launch->footer("Run a client against the live system: ttemu launch FILE -- CMD ARGS...\n"
+                 "(it sees TTEMU_JOB and TTEMU_CONTROL; the system stops when it exits, with its status)");
+  launch->callback([lo, &client_command, &exit_status] {
+    if (lo->file.empty()) lo->file = default_system();
+    lo->command = client_command;
+    exit_status = run_launch(*lo);
+  });
+
+  // chip (internal)
+  auto co = std::make_shared<std::tuple<std::string, std::string, int, std::string>>();
+  auto* chip = app.add_subcommand("chip", "Run one chip (started by 'ttemu launch')");
+  chip->group("");  // hidden from --help
+  chip->add_option("--job", std::get<0>(*co))->required();
+  chip->add_option("--chip", std::get<1>(*co))->required();
+  chip->add_option("--control-fd", std::get<2>(*co))->required();
+  chip->add_option("--control-socket", std::get<3>(*co));
+  chip->callback([co, &exit_status] {
+    auto job = chip::JobId::parse(std::get<0>(*co));
+    auto id = routing::parse_chip(std::get<1>(*co));
+    if (!job || !id) throw Error("ttemu chip: bad --job or --chip");
+    exit_status = chip::run_chip({*job, *id, std::get<2>(*co), std::get<3>(*co)});
+  });
+
+  // status
+  auto job = std::make_shared<std::string>();
+  auto json_out = std::make_shared<bool>(false);
+  auto* status = app.add_subcommand("status", "Show a running system: chips, link states, counters");
+  status->add_option("--job", *job, "Job id (default: the only running system)");
+  status->add_flag("--json", *json_out, "Print the status as one JSON object");
+  status->callback([job, json_out] {
+    auto s = request(find_control_socket(job->empty() ? std::nullopt : std::optional(*job)), {{"cmd", "status"}});
+    if (*json_out) fmt::print("{}\n", s.dump());
+    else print_status(s);
+  });
+
+  // link test / ping
+  auto* linkcmd = app.add_subcommand("link", "Drive one TT-link of a running system");
+  linkcmd->require_subcommand(1);
+  // port, frames, stream payload size, ping count, ping payload size
+  auto lt = std::make_shared<std::tuple<std::string, uint64_t, uint32_t, int, uint32_t>>("", 10000, 4096, 1000, 64);
+  auto* test = linkcmd->add_subcommand("test", "Send a checked stream over a link; report goodput and errors");
+  test->add_option("PORT", std::get<0>(*lt), "Sending end, e.g. M0D0P4")->required();
+  test->add_option("--frames", std::get<1>(*lt), "Payloads to send")->default_val(10000);
+  test->add_option("--size", std::get<2>(*lt), "Bytes per payload")->default_val(4096);
+  test->add_option("--job", *job, "Job id (default: the only running system)");
+  test->add_flag("--json", *json_out, "Print one JSON object");
+  test->callback([lt, job, json_out] {
+    auto r = request(find_control_socket(job->empty() ? std::nullopt : std::optional(*job)),
+                     {{"cmd", "stream"}, {"link", std::get<0>(*lt)}, {"frames", std::get<1>(*lt)}, {"size", std::get<2>(*lt)}});
+    if (*json_out) fmt::print("{}\n", r.dump());
+    else {
+      fmt::print("{} -> {}: {} payloads of {} B in {:.3f} s: {:.3f} GB/s; verified {}, errors {}; "
+                 "retransmits {}, CRC errors {}\n",
+                 r["link"].get<std::string>(), r["peer"].get<std::string>(), r["frames"].get<uint64_t>(),
+                 std::get<2>(*lt), r["seconds"].get<double>(), r["gb_per_s"].get<double>(),
+                 r["verified"].get<uint64_t>(), r["errors"].get<uint64_t>(), r["retransmits"].get<uint64_t>(),
+                 r["crc_errors"].get<uint64_t>());
+    }
+    if (r["errors"].get<uint64_t>() != 0 || r["verified"].get<uint64_t>() != r["frames"].get<uint64_t>()) {
+      throw Error("the stream did not arrive intact");
+    }
+  });
+  auto* ping = linkcmd->add_subcommand("ping", "Round trips over a link (the peer echoes); report latency");
+  ping->add_option("PORT", std::get<0>(*lt), "Sending end, e.g. M0D0P4")->required();
+  ping->add_option("--count", std::get<3>(*lt), "Round trips")->default_val(1000);
+  ping->add_option("--size", std::get<4>(*lt), "Bytes per payload")->default_val(64);
+  ping->add_option("--job", *job, "Job id (default: the only running system)");
+  ping->add_flag("--json", *json_out, "Print one JSON object");
+  ping->callback([lt, job, json_out] {
+    auto r = request(find_control_socket(job->empty() ? std::nullopt : std::optional(*job)),
+                     {{"cmd", "ping"}, {"link", std::get<0>(*lt)}, {"count", std::get<3>(*lt)}, {"size", std::get<4>(*lt)}});
+    std::vector<double> rtt = r["rtt_us"];
+    std::sort(rtt.begin(), rtt.end());
+    double sum = 0;
+    for (double x : rtt) sum += x;
+    json out = {{"link", r["link"]}, {"count", rtt.size()},
+                {"min_us", rtt.empty() ? 0 : rtt.front()},
+                {"avg_us", rtt.empty() ? 0 : sum / static_cast<double>(rtt.size())},
+                {"p50_us", rtt.empty() ? 0 : rtt[rtt.size() / 2]},
+                {"p99_us", rtt.empty() ? 0 : rtt[rtt.size() * 99 / 100]}};
+    if (*json_out) fmt::print("{}\n", out.dump());
+    else fmt::print("{}: {} round trips: min {:.1f} us, avg {:.1f} us, p50 {:.1f} us, p99 {:.1f} us\n",
+                    r["link"].get<std::string>(), rtt.size(), out["min_us"].get<double>(), out["avg_us"].get<double>(),
+                    out["p50_us"].get<double>(), out["p99_us"].get<double>());
+  });
+
+  // faults
+  auto* faults = app.add_subcommand("faults", "Change fault injection on a running system");
+  faults->require_subcommand(1);
+  auto plan_file = std::make_shared<std::string>();
+  auto* apply = faults->add_subcommand("apply", "Replace the running system's faults with a plan");
+  apply->add_option("PLAN", *plan_file, "Fault plan (YAML); an empty file clears all faults")->required();
+  apply->add_option("--job", *job, "Job id (default: the only running system)");
+  apply->callback([plan_file, job] {
+    std::ifstream in(*plan_file);
+    if (!in) throw Error(fmt::format("{}: cannot open the file", *plan_file));
+    std::stringstream text;
+    text << in.rdbuf();
+    auto r = request(find_control_socket(job->empty() ? std::nullopt : std::optional(*job)),
+                     {{"cmd", "faults"}, {"plan", text.str()}, {"source", *plan_file}});
+    fmt::print("applied {}: {} link direction(s) with faults\n", *plan_file, r["directions_with_faults"].get<int>());
+  });
+
+  // clean
+  auto* clean = app.add_subcommand("clean", "Remove shared memory and sockets left by dead jobs");
+  clean->callback([] {
+    auto removed = chip::clean_stale();
+    for (const auto& r : removed) fmt::print("removed {}\n", r);
+    fmt::print("{} leftover(s) removed\n", removed.size());
+  });
+}
+
+}  // namespace ttemu::launcher
