@@ -18,7 +18,7 @@ struct LaunchOptions {
   std::string faults;                 // fault plan, optional
   std::optional<uint64_t> seed;
   std::vector<std::string> command;   // client to run against the live system
-  uint16_t window = 256;
+  uint16_t window = 64;
   std::optional<uint64_t> dram_mib;   // override the architecture's DRAM size
   std::string bind = "127.0.0.1";
   double ready_timeout = 120;         // seconds for every link to come up

@@ -32,31 +32,40 @@ Time now() {
   return std::chrono::duration_cast<Time>(std::chrono::steady_clock::now().time_since_epoch());
 }
 
-// Test-stream payloads: a header, then words derived from (stream, index), checked on arrival.
+// Test-stream payloads: a header (stream, index), then the stream's pattern (random bytes
+// from the stream id). Checked on arrival: index in order, every byte as sent.
 struct StreamHeader {
   uint64_t stream;
   uint64_t index;
 };
 
-void fill_stream(std::span<uint8_t> out, uint64_t stream, uint64_t index) {
-  StreamHeader h{stream, index};
-  std::memcpy(out.data(), &h, std::min(out.size(), sizeof(h)));
-  uint64_t seed = (stream * 0x9E3779B97F4A7C15ull) ^ (index << 20);
-  for (size_t k = sizeof(h); k + 8 <= out.size(); k += 8) {
-    uint64_t w = seed ^ (k * 0xD1B54A32D192ED03ull);
-    std::memcpy(out.data() + k, &w, 8);
+class StreamPattern {
+ public:
+  void fill(std::span<uint8_t> out, uint64_t stream, uint64_t index) {
+    prepare(stream, out.size());
+    StreamHeader h{stream, index};
+    const size_t head = std::min(out.size(), sizeof(h));
+    std::memcpy(out.data(), &h, head);
+    std::memcpy(out.data() + head, base_.data() + head, out.size() - head);
   }
-  for (size_t k = out.size() & ~size_t{7}; k < out.size(); ++k) {
-    if (k >= sizeof(h)) out[k] = static_cast<uint8_t>(index + k);
-  }
-}
 
-bool check_stream(std::span<const uint8_t> in, uint64_t stream, uint64_t index,
-                  std::vector<uint8_t>& scratch) {
-  scratch.resize(in.size());
-  fill_stream(scratch, stream, index);
-  return std::memcmp(scratch.data(), in.data(), in.size()) == 0;
-}
+  bool check(std::span<const uint8_t> in, uint64_t stream) {
+    prepare(stream, in.size());
+    const size_t head = std::min(in.size(), sizeof(StreamHeader));
+    return std::memcmp(in.data() + head, base_.data() + head, in.size() - head) == 0;
+  }
+
+ private:
+  void prepare(uint64_t stream, size_t size) {
+    if (stream == stream_ && base_.size() >= size) return;
+    stream_ = stream;
+    base_.resize(std::max(size, base_.size()));
+    std::mt19937_64 rng(stream);
+    for (auto& b : base_) b = static_cast<uint8_t>(rng());
+  }
+  uint64_t stream_ = ~0ull;
+  std::vector<uint8_t> base_;
+};
 
 struct Port {
   uint8_t number = 0;
@@ -92,6 +101,7 @@ struct Port {
   } ping;
   std::deque<std::vector<uint8_t>> echoes;
   std::vector<uint8_t> scratch;
+  StreamPattern tx_pattern, rx_pattern;
 
   ~Port() {
     if (fd) fd->release();  // the UdpPort owns the descriptor
@@ -180,7 +190,7 @@ class Chip {
     ArchSpec arch = arch_spec(m.at("arch"));
     job_hash_ = m.at("job_hash");
     seed_ = m.value("seed", uint64_t{1});
-    link_cfg_.window = m.value("window", uint16_t{256});
+    link_cfg_.window = m.value("window", link_cfg_.window);
     std::random_device rd;
     json bound = json::object(), tables = json::object();
     for (const auto& l : m.at("links")) {
@@ -280,7 +290,7 @@ class Chip {
         p.rx_stream = h.stream;
         p.rx_expected = 0;
       }
-      bool ok = h.index == p.rx_expected && check_stream({p.rb + at, n}, h.stream, h.index, p.scratch);
+      bool ok = h.index == p.rx_expected && p.rx_pattern.check({p.rb + at, n}, h.stream);
       ++p.rx_expected;
       p.status->counters.add(ok ? p.status->stream_verified : p.status->stream_errors);
     } else if (dest == kEchoAddr) {
@@ -325,7 +335,7 @@ class Chip {
     }
     if (p.ping.active && !p.ping.waiting && p.ping.done < p.ping.count && p.link->send_room() > 0) {
       p.scratch.assign(p.ping.size, 0);
-      fill_stream(p.scratch, p.ping.id, static_cast<uint64_t>(p.ping.done));
+      p.tx_pattern.fill(p.scratch, p.ping.id, static_cast<uint64_t>(p.ping.done));
       p.ping.sent = now();
       p.ping.waiting = p.link->send(kEchoAddr, p.scratch);
     }
@@ -333,7 +343,7 @@ class Chip {
       size_t room = p.link->send_room();
       p.scratch.resize(p.tx.size);
       for (; room > 0 && p.tx.next < p.tx.total; --room, ++p.tx.next) {
-        fill_stream(p.scratch, p.tx.id, p.tx.next);
+        p.tx_pattern.fill(p.scratch, p.tx.id, p.tx.next);
         p.link->send(kStreamAddr, p.scratch);
       }
     }
@@ -345,7 +355,7 @@ class Chip {
   void flush(Port& p) {
     if (p.outbox_sent < p.outbox.size()) p.outbox_sent += p.udp->send(p.outbox, p.outbox_sent);
     if (p.outbox_sent == p.outbox.size()) {
-      p.outbox.clear();
+      p.link->recycle(p.outbox);
       p.outbox_sent = 0;
     } else if (!p.write_waiting) {
       p.write_waiting = true;

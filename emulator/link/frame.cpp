@@ -3,27 +3,31 @@
 #include <bit>
 #include <cstring>
 
-#include <zlib.h>
+#include <isa-l/crc.h>
 
 namespace ttemu::link {
 
 static_assert(std::endian::native == std::endian::little,
               "frames are little-endian on the wire; big-endian hosts need byte swaps here");
 
+// The Ethernet FCS polynomial (CRC-32/ISO-HDLC, as zlib's crc32), computed by Intel ISA-L
+// with carry-less multiplication: about ten times faster than a table.
 uint32_t crc32(std::span<const uint8_t> bytes) {
-  return static_cast<uint32_t>(::crc32(0L, bytes.data(), static_cast<uInt>(bytes.size())));
+  return crc32_gzip_refl(0, bytes.data(), bytes.size());
 }
 
 void append_frame(std::vector<uint8_t>& out, const FrameHeader& header,
                   std::span<const uint8_t> payload) {
-  size_t at = out.size();
-  out.resize(at + kFrameOverhead + payload.size());
+  const size_t at = out.size();
   FrameHeader h = header;
   h.length = static_cast<uint16_t>(payload.size());
-  std::memcpy(out.data() + at, &h, kHeaderBytes);
-  if (!payload.empty()) std::memcpy(out.data() + at + kHeaderBytes, payload.data(), payload.size());
+  // Appends without zero-filling first: this runs once per frame per transmission.
+  const auto* hb = reinterpret_cast<const uint8_t*>(&h);
+  out.insert(out.end(), hb, hb + kHeaderBytes);
+  out.insert(out.end(), payload.begin(), payload.end());
   uint32_t crc = crc32({out.data() + at, kHeaderBytes + payload.size()});
-  std::memcpy(out.data() + at + kHeaderBytes + payload.size(), &crc, kCrcBytes);
+  const auto* cb = reinterpret_cast<const uint8_t*>(&crc);
+  out.insert(out.end(), cb, cb + kCrcBytes);
 }
 
 bool decode_frame(std::span<const uint8_t> bytes, size_t& offset, ParsedFrame& frame,
@@ -43,8 +47,9 @@ bool decode_frame(std::span<const uint8_t> bytes, size_t& offset, ParsedFrame& f
   uint32_t stored;
   std::memcpy(&stored, bytes.data() + offset + kHeaderBytes + length, kCrcBytes);
   if (crc32(bytes.subspan(offset, kHeaderBytes + length)) != stored) {
-    result.crc_error = true;
-    return false;
+    ++result.crc_errors;
+    offset += kFrameOverhead + length;
+    return true;
   }
   uint8_t type = static_cast<uint8_t>(frame.header.type);
   if (type < static_cast<uint8_t>(FrameType::kData) || type > static_cast<uint8_t>(FrameType::kHello)) {

@@ -60,16 +60,19 @@ struct ParsedFrame {
   std::span<const uint8_t> payload;
 };
 
-// Walks a datagram frame by frame. Stops at the first frame that is malformed (too short,
-// impossible length) or fails its CRC: nothing after it can be trusted.
+// Walks a datagram frame by frame. A frame that fails its CRC is skipped and counted; if its
+// length field was hit, the frames after it fail their CRCs too. It stops at the first frame
+// that cannot be framed at all (too short, impossible length, unknown type).
 struct ParseResult {
   size_t frames = 0;
+  size_t crc_errors = 0;
   bool malformed = false;
-  bool crc_error = false;
 };
 template <class OnFrame>
 ParseResult parse_datagram(std::span<const uint8_t> datagram, OnFrame&& on_frame);
 
+// Decodes the frame at offset and advances past it. False when it cannot be framed (result
+// marked malformed); a CRC failure advances, counts, and returns true without a frame.
 bool decode_frame(std::span<const uint8_t> bytes, size_t& offset, ParsedFrame& frame,
                   ParseResult& result);
 
@@ -78,7 +81,10 @@ ParseResult parse_datagram(std::span<const uint8_t> datagram, OnFrame&& on_frame
   ParseResult result;
   size_t offset = 0;
   ParsedFrame frame;
-  while (offset < datagram.size() && decode_frame(datagram, offset, frame, result)) {
+  while (offset < datagram.size() && !result.malformed) {
+    size_t crc_before = result.crc_errors;
+    if (!decode_frame(datagram, offset, frame, result)) continue;
+    if (result.crc_errors != crc_before) continue;
     ++result.frames;
     on_frame(frame);
   }

@@ -71,7 +71,7 @@ void TtLink::on_datagram(std::span<const uint8_t> datagram, Time now) {
   add(c_.datagrams_rx);
   ParseResult r = parse_datagram(datagram, [&](const ParsedFrame& f) { on_frame(f, now); });
   if (r.malformed) add(c_.malformed);
-  if (r.crc_error) add(c_.crc_errors);
+  if (r.crc_errors) add(c_.crc_errors, r.crc_errors);
 }
 
 void TtLink::on_frame(const ParsedFrame& f, Time now) {
@@ -95,19 +95,14 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
     add(c_.frames_rx);
     add(c_.bytes_rx, f.payload.size());
     ack_pending_ = true;
-    nack_sent_ = false;
-    ooo_max_ = expected_;
   } else if (seq_lt(seq, expected_)) {
     add(c_.duplicates);
     ack_pending_ = true;
   } else {
-    // A gap. Report it once; report again only when a frame we have already seen ahead of
-    // the gap comes back (the sender went back and the missing frame was lost again).
+    // A gap: ask for a go-back with every acknowledgement until it is filled (one per batch of
+    // datagrams); the sender tells echoes from news.
     add(c_.out_of_order);
-    if (!nack_sent_ || !seq_lt(ooo_max_, seq)) {
-      nack_pending_ = ack_pending_ = nack_sent_ = true;
-    }
-    ooo_max_ = seq;
+    nack_pending_ = ack_pending_ = true;
   }
 }
 
@@ -157,16 +152,19 @@ void TtLink::on_ack(uint16_t ack, bool nack, Time now) {
     }
     if (seq_lt(cursor_, base_)) cursor_ = base_;
     consecutive_timeouts_ = 0;
+    // Progress ends any timeout backoff.
+    rto_ = srtt_.count() ? std::clamp(srtt_ + 4 * rttvar_, cfg_.min_rto, cfg_.max_rto) : cfg_.initial_rto;
     rto_deadline_.reset();
     if (base_ != next_) arm_rto(now);
   }
   if (nack && base_ != next_) {
-    // Go back N, once per gap per round trip: repeated NACKs for the same gap are echoes.
-    Duration guard = srtt_.count() ? srtt_ : cfg_.min_rto;
-    if (!last_goback_ || *last_goback_ != base_ || now - last_goback_time_ >= guard) {
+    // Go back N for a new gap, or for the same gap once the resent frame has had time to
+    // arrive (it was lost again); other NACKs for it are echoes of the first.
+    const Outgoing& first = unacked_.front();
+    Duration settle = srtt_ + srtt_ / 2 + 50us;
+    if (!last_goback_ || *last_goback_ != base_ || (cursor_ != base_ && now - first.sent > settle)) {
       cursor_ = base_;
       last_goback_ = base_;
-      last_goback_time_ = now;
     }
   }
 }
@@ -257,6 +255,20 @@ void TtLink::flush_datagram(Time now) {
     add(c_.datagrams_tx);
   }
   packing_ = {};
+  if (!spare_datagrams_.empty()) {
+    packing_ = std::move(spare_datagrams_.back());
+    spare_datagrams_.pop_back();
+  }
+  packing_.clear();
+  packing_.reserve(cfg_.max_datagram);
+}
+
+void TtLink::recycle(std::vector<std::vector<uint8_t>>& sent) {
+  for (auto& d : sent) {
+    if (spare_datagrams_.size() >= 64 || d.capacity() < cfg_.max_datagram) break;
+    spare_datagrams_.push_back(std::move(d));
+  }
+  sent.clear();
 }
 
 void TtLink::poll_transmit(Time now, std::vector<std::vector<uint8_t>>& out) {

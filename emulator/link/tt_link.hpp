@@ -36,7 +36,7 @@ struct LinkIdentity {
 };
 
 struct LinkConfig {
-  uint16_t window = 256;  // data frames in flight
+  uint16_t window = 64;  // data frames in flight (64 x 4 KiB covers a loopback round trip)
   Duration initial_rto = 20ms;
   Duration min_rto = 2ms;
   Duration max_rto = 500ms;
@@ -75,6 +75,8 @@ class TtLink {
   std::optional<Time> next_deadline() const;
   // Appends the datagrams to put on the wire now (frames packed up to max_datagram).
   void poll_transmit(Time now, std::vector<std::vector<uint8_t>>& out);
+  // Hands back sent datagrams so their buffers are reused (no allocation per datagram).
+  void recycle(std::vector<std::vector<uint8_t>>& sent);
 
   const LinkCounters& counters() const { return c_; }
 
@@ -114,12 +116,10 @@ class TtLink {
   Duration rto_, srtt_{0}, rttvar_{0};
   int consecutive_timeouts_ = 0;
   std::optional<uint16_t> last_goback_;
-  Time last_goback_time_{};
 
   // Receiver.
   uint16_t expected_ = 0;
-  bool ack_pending_ = false, nack_pending_ = false, nack_sent_ = false;
-  uint16_t ooo_max_ = 0;
+  bool ack_pending_ = false, nack_pending_ = false;
 
   // Handshake and probing.
   bool hello_due_ = false;
@@ -128,6 +128,7 @@ class TtLink {
 
   // Datagram being packed, and datagrams held back by an injected delay.
   std::vector<uint8_t> packing_;
+  std::vector<std::vector<uint8_t>> spare_datagrams_;
   std::vector<std::vector<uint8_t>>* out_ = nullptr;
   std::deque<std::pair<Time, std::vector<uint8_t>>> delayed_;
 };

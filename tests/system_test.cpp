@@ -1,0 +1,235 @@
+// Real systems: chip processes, shared memory, UDP links, the launcher, the CLI.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <fstream>
+#include <gtest/gtest.h>
+#include <random>
+#include <set>
+
+#include "emulator/link/frame.hpp"
+#include "tests/system_support.hpp"
+
+namespace ttemu::test {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+std::vector<int> chip_pids(const json& status) {
+  std::vector<int> pids;
+  for (const auto& c : status["chips"]) pids.push_back(c["pid"]);
+  return pids;
+}
+
+void expect_all_links_up(const json& status, size_t chips, size_t links) {
+  ASSERT_EQ(status["chips"].size(), chips);
+  for (const auto& c : status["chips"]) EXPECT_TRUE(c["alive"].get<bool>()) << c;
+  ASSERT_EQ(status["links"].size(), links);
+  for (const auto& l : status["links"]) {
+    for (const auto& end : l["ends"]) {
+      EXPECT_EQ(end["state"], "up") << end["port"];
+      EXPECT_GT(end["udp"].get<int>(), 0);
+    }
+  }
+}
+
+// Nothing left: no chip process, no segment, no control socket.
+void expect_nothing_left(const std::string& job, const std::vector<int>& pids) {
+  for (int pid : pids) EXPECT_TRUE(wait_gone(pid, 20s)) << "chip pid " << pid << " still running";
+  EXPECT_TRUE(segments_of(job).empty()) << segments_of(job).size() << " segments left";
+  bool socket_left = false;
+  for (const auto& e : fs::directory_iterator(fs::path("/tmp") / ("ttemu-" + std::to_string(getuid())))) {
+    socket_left = socket_left || e.path().filename().string().find(job) != std::string::npos;
+  }
+  EXPECT_FALSE(socket_left);
+}
+
+TEST(System, TwoChipsComeUpAndShutDownLeavingNothing) {
+  System sys({topo("n300.yaml")});
+  json s = sys.status();
+  expect_all_links_up(s, 2, 2);
+  auto pids = chip_pids(s);
+  EXPECT_EQ(segments_of(sys.job()).size(), 6u) << "control, L1 and DRAM per chip";
+  EXPECT_EQ(sys.stop(SIGTERM), 0);
+  expect_nothing_left(sys.job(), pids);
+}
+
+TEST(System, GalaxyComesUpWithEveryLinkUpAndShutsDownLeavingNothing) {
+  System sys({topo("galaxy.yaml")});
+  json s = sys.status();
+  expect_all_links_up(s, 32, 208);
+  auto pids = chip_pids(s);
+  std::set<int> unique(pids.begin(), pids.end());
+  EXPECT_EQ(unique.size(), 32u) << "one process per chip";
+  EXPECT_EQ(sys.stop(SIGINT), 0);
+  expect_nothing_left(sys.job(), pids);
+}
+
+TEST(System, KillingTheLauncherTakesEveryChipWithIt) {
+  System sys({topo("galaxy.yaml")});
+  auto pids = chip_pids(sys.status());
+  EXPECT_EQ(sys.stop(SIGKILL), 128 + SIGKILL);
+  expect_nothing_left(sys.job(), pids);
+}
+
+TEST(System, AChipThatDiesIsReportedAndTheRestKeepRunning) {
+  System sys({topo("t3k.yaml")});
+  json s = sys.status();
+  int victim = s["chips"][3]["pid"];
+  kill(victim, SIGKILL);
+  ASSERT_TRUE(sys.wait_for("chip M0D3 (pid " + std::to_string(victim) + ") was killed by signal 9", 20s))
+      << sys.output();
+  s = sys.status();
+  EXPECT_FALSE(s["chips"][3]["alive"].get<bool>());
+  EXPECT_TRUE(s["chips"][0]["alive"].get<bool>());
+  RunResult r = sys.ttemu({"link", "test", "M0D0P2", "--frames", "2000", "--size", "512", "--json"});
+  EXPECT_EQ(r.status, 0) << r.out;
+  auto pids = chip_pids(s);
+  EXPECT_EQ(sys.stop(), 0);
+  expect_nothing_left(sys.job(), pids);
+}
+
+json stream(System& sys, const std::string& port, int frames, int size) {
+  RunResult r = sys.ttemu({"link", "test", port, "--frames", std::to_string(frames), "--size",
+                     std::to_string(size), "--json"});
+  EXPECT_EQ(r.status, 0) << r.out;
+  return json::parse(r.out.substr(r.out.find('{')));
+}
+
+class FaultPlanFile {
+ public:
+  explicit FaultPlanFile(const std::string& text) {
+    char name[] = "/tmp/ttemu-plan-XXXXXX";
+    int fd = mkstemp(name);
+    close(fd);
+    path_ = name;
+    std::ofstream(path_) << text;
+  }
+  ~FaultPlanFile() { fs::remove(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(System, StreamsArriveExactAtTenPercentFrameErrors) {
+  FaultPlanFile plan("links:\n  - link: all\n    corrupt: 0.10\n");
+  System sys({topo("n300.yaml"), "--faults", plan.path(), "--seed", "7"});
+  json r = stream(sys, "M0D0P2", 20000, 1024);
+  EXPECT_EQ(r["verified"], 20000);
+  EXPECT_EQ(r["errors"], 0);
+  EXPECT_GT(r["crc_errors"].get<int>(), 500) << "about 10% of 20000 frames";
+  EXPECT_GT(r["retransmits"].get<int>(), 0);
+  json s = sys.status();
+  const auto& rx = s["links"][0]["ends"][1]["counters"];
+  EXPECT_EQ(rx["stream_errors"], 0);
+  EXPECT_GT(s["links"][0]["ends"][0]["counters"]["injected_corrupt"].get<int>(), 0);
+}
+
+TEST(System, StreamsArriveExactThroughBurstErrorsAndDrops) {
+  FaultPlanFile plan(
+      "links:\n  - link: M0D0P2\n    direction: both\n"
+      "    burst: {enter_bad: 0.02, leave_bad: 0.2, corrupt_in_bad: 0.8}\n    drop: 0.01\n");
+  System sys({topo("n300.yaml"), "--faults", plan.path()});
+  json r = stream(sys, "M0D0P2", 20000, 2048);
+  EXPECT_EQ(r["verified"], 20000);
+  EXPECT_EQ(r["errors"], 0);
+  EXPECT_GT(r["crc_errors"].get<int>(), 0);
+  // The other plane's link had no faults.
+  json clean = stream(sys, "M0D0P3", 2000, 2048);
+  EXPECT_EQ(clean["crc_errors"], 0);
+}
+
+TEST(System, FaultsChangeAtRunTime) {
+  System sys({topo("n300.yaml")});
+  EXPECT_EQ(stream(sys, "M0D0P2", 3000, 1024)["crc_errors"], 0);
+  FaultPlanFile plan("links:\n  - link: M0D1P6\n    direction: in\n    corrupt: 0.05\n");
+  RunResult r = sys.ttemu({"faults", "apply", plan.path()});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("1 link direction(s) with faults"), std::string::npos) << r.out;
+  json faulty = stream(sys, "M0D0P2", 3000, 1024);
+  EXPECT_EQ(faulty["verified"], 3000);
+  EXPECT_GT(faulty["crc_errors"].get<int>(), 0);
+  FaultPlanFile none("");
+  ASSERT_EQ(sys.ttemu({"faults", "apply", none.path()}).status, 0);
+  EXPECT_EQ(stream(sys, "M0D0P2", 3000, 1024)["crc_errors"], 0);
+}
+
+TEST(System, StrayDatagramsAreDroppedAndCounted) {
+  System sys({topo("n300.yaml")});
+  json s = sys.status();
+  int udp = s["links"][0]["ends"][1]["udp"];  // M0D1P6
+  int sock = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(udp));
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  std::mt19937 rng(1);
+  int sent = 0;
+  for (int i = 0; i < 50; ++i, ++sent) {  // garbage
+    std::vector<uint8_t> junk(1 + rng() % 500);
+    for (auto& b : junk) b = static_cast<uint8_t>(rng());
+    sendto(sock, junk.data(), junk.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
+  }
+  // A well-formed hello from another job, and a data frame with a valid CRC.
+  link::HelloBody hello;
+  hello.job = 12345;
+  hello.nonce = 99;
+  std::vector<uint8_t> d;
+  link::FrameHeader h;
+  h.type = link::FrameType::kHello;
+  link::append_frame(d, h, {reinterpret_cast<uint8_t*>(&hello), sizeof hello});
+  h.type = link::FrameType::kData;
+  h.session = 42;
+  std::vector<uint8_t> payload(64, 0x5a);
+  link::append_frame(d, h, payload);
+  sendto(sock, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
+  ++sent;
+  close(sock);
+  // Traffic on the same socket afterwards: once it has arrived, the strays were handled.
+  json r = stream(sys, "M0D0P2", 2000, 256);
+  EXPECT_EQ(r["verified"], 2000);
+  EXPECT_EQ(r["errors"], 0);
+  s = sys.status();
+  const auto& rx = s["links"][0]["ends"][1];
+  EXPECT_EQ(rx["counters"]["foreign"].get<int>(), sent);
+  EXPECT_EQ(rx["state"], "up");
+}
+
+TEST(System, AClientCommandRunsAgainstTheLiveSystemAndGivesItsStatus) {
+  RunResult ok = ttemu({"launch", topo("n300.yaml"), "--", TTEMU_BINARY, "link", "test", "M0D1P6", "--frames", "500"});
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  EXPECT_NE(ok.out.find("verified 500, errors 0"), std::string::npos) << ok.out;
+  RunResult fail = ttemu({"launch", topo("n300.yaml"), "--", "sh", "-c", "exit 3"});
+  EXPECT_EQ(fail.status, 3) << fail.out;
+}
+
+TEST(System, BadLaunchInputFailsWithOneLineAndLeavesNothing) {
+  FaultPlanFile plan("links:\n  - link: M0D0P9\n    corrupt: 0.1\n");
+  RunResult r = ttemu({"launch", topo("n300.yaml"), "--faults", plan.path()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find(plan.path() + ":2: port M0D0P9 has no link"), std::string::npos) << r.out;
+  RunResult s = ttemu({"status", "--job", "1-00000001"});
+  EXPECT_EQ(s.status, 1);
+  EXPECT_NE(s.out.find("no running job 1-00000001"), std::string::npos) << s.out;
+}
+
+TEST(System, CleanRemovesWhatDeadJobsLeft) {
+  // A segment named for a job whose launcher (pid 1's child that never was) is gone.
+  int dead = fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  std::string name = "/dev/shm/ttemu." + std::to_string(getuid()) + "." + std::to_string(dead) +
+                     "-0000abcd.M0D0.ctl";
+  std::ofstream(name) << "stale";
+  ASSERT_TRUE(fs::exists(name));
+  RunResult r = ttemu({"clean"});
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_FALSE(fs::exists(name));
+  EXPECT_NE(r.out.find("removed " + name), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace ttemu::test
