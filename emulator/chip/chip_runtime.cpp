@@ -322,6 +322,7 @@ class Chip {
         }
         p.link->on_datagram(d.bytes, t);
       }
+      if (p.link->nack_pending()) service(p, t);  // a gap: ask for the go-back now
       if (batch.size() < 64) break;
     }
     service(p, t);

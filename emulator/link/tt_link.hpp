@@ -67,6 +67,9 @@ class TtLink {
   size_t send_room() const;
   // Queues one payload for dest_addr; false (and a window stall counted) when there is no room.
   bool send(uint32_t dest_addr, std::span<const uint8_t> payload);
+  // True when a gap was seen and the go-back request should leave without waiting for the
+  // rest of a receive batch.
+  bool nack_pending() const { return nack_pending_; }
   // True when every frame sent has been acknowledged.
   bool drained() const { return base_ == next_; }
 
