@@ -1,0 +1,110 @@
+// A chip's fabric router (spec 2.2.2) as a state machine without I/O: packets arrive from
+// ethernet ports or from the center (local workers), wait in a routing buffer per input and
+// FVC, and move on when the next hop's buffer has room (credit-based flow control: a full
+// buffer back-pressures its producer; nothing is dropped for lack of space). Next hops come
+// from the L0/L1 tables (2.2.3) of the packet's routing plane.
+//
+// Failures it handles: TTL (5.4) - a packet that arrives with TTL 0 short of its destination
+// is dropped; timeout (5.5) - a head of buffer that cannot advance for `timeout` is dropped.
+// Either way the source gets a NACK on the control FVC and an event reports the router, the
+// packet and its source and destination.
+//
+// FVCs 0 .. data_fvcs-1 carry data; FVC data_fvcs is the control FVC (2.3.2). Each has its
+// own buffers and credits, so a stalled FVC never blocks another (2.3.1).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "emulator/routing/packet.hpp"
+#include "emulator/routing/routing_table.hpp"
+
+namespace ttemu::routing {
+
+using Time = std::chrono::nanoseconds;
+using Duration = std::chrono::nanoseconds;
+
+struct RouterConfig {
+  int data_fvcs = 2;
+  int rb_packets = 8;  // routing buffer depth per input per FVC, in packets
+  Duration timeout = std::chrono::milliseconds(200);
+};
+
+struct RouterEvent {
+  enum Kind : uint8_t { kTtlExpired, kTimeout, kNoRoute };
+  Kind kind;
+  ChipId at;
+  PacketHeader packet;
+  const char* name() const;
+};
+
+class FabricRouter {
+ public:
+  static constexpr uint8_t kCenter = 0xFF;  // the local device, as an input or output
+
+  // tables[plane] is this chip's table on that plane; ports are the wired ethernet ports.
+  FabricRouter(ChipId self, const RouterConfig& config, std::vector<RouterTable> tables,
+               const std::vector<uint8_t>& ports);
+
+  ChipId self() const { return self_; }
+  int fvcs() const { return cfg_.data_fvcs + 1; }
+  uint8_t control_fvc() const { return static_cast<uint8_t>(cfg_.data_fvcs); }
+
+  // A packet from the link on `port`; its producer held a credit, so there is room.
+  void on_arrival(uint8_t port, Packet packet, Time now);
+  // The router on the far end of `port` freed n slots of its buffer for `fvc`.
+  void on_credit(uint8_t port, uint8_t fvc, uint32_t n);
+  // A packet from a local worker or the center; false when that FVC's buffer is full.
+  bool inject(Packet packet, Time now);
+  size_t inject_room(uint8_t fvc) const;
+  // While stalled, the center takes no deliveries on this FVC (a stalled consumer).
+  void stall_center(uint8_t fvc, bool stalled);
+
+  struct Actions {
+    struct Send {
+      uint8_t port;
+      Packet packet;
+    };
+    struct Credit {
+      uint8_t port;  // send to the router on the far end of this port
+      uint8_t fvc;
+      uint32_t n;
+    };
+    std::vector<Send> sends;
+    std::vector<Credit> credits;
+    std::vector<Packet> delivered;  // for the center to commit
+    std::vector<RouterEvent> events;
+    void clear() { sends.clear(), credits.clear(), delivered.clear(), events.clear(); }
+  };
+  // Moves every packet that can move now.
+  void poll(Time now, Actions& out);
+  // When a blocked head would time out; nullopt when nothing waits.
+  std::optional<Time> next_deadline() const;
+  bool idle() const;
+
+ private:
+  struct Waiting {
+    Packet packet;
+    Time head_since;
+  };
+  using Key = std::pair<uint8_t, uint8_t>;  // (input port or kCenter, fvc)
+
+  void drop(Key in, RouterEvent::Kind why, Time now, Actions& out);
+  void nack(const PacketHeader& h);
+  void pop(Key in, Time now, Actions& out);
+
+  ChipId self_;
+  RouterConfig cfg_;
+  std::vector<RouterTable> tables_;
+  std::map<Key, std::deque<Waiting>> inputs_;
+  std::map<Key, uint32_t> credits_;  // (output port, fvc) -> free slots downstream
+  std::vector<bool> center_stalled_;
+  std::vector<Packet> pending_nacks_;
+  size_t rr_ = 0;  // round-robin start among inputs
+};
+
+}  // namespace ttemu::routing

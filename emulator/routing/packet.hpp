@@ -1,0 +1,58 @@
+// The TT-Fabric packet (spec 2.2.1: "a packet header appended to a payload"): the fabric
+// header every router reads, in one definition with its size asserted. Layout in
+// docs/packet-format.md.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "emulator/routing/address.hpp"
+
+namespace ttemu::routing {
+
+enum class Command : uint8_t {
+  kWrite = 1,          // commit payload at dst_addr
+  kReadRequest = 2,    // read size bytes at dst_addr, answer to return_addr
+  kReadResponse = 3,   // payload for return_addr
+  kAtomicInc = 4,      // add arg at dst_addr, wrapping at 2^(wrap+1)
+  kAtomicReadInc = 5,  // same, answering the old value
+  kWriteAck = 6,       // a write (or atomic) was committed
+  kNack = 7,           // a packet was dropped (TTL, timeout); sent to its source
+};
+const char* to_string(Command c);
+
+inline constexpr uint8_t kDefaultTtl = 64;
+
+struct PacketHeader {
+  uint16_t src_mesh = 0, src_device = 0;
+  uint16_t dst_mesh = 0, dst_device = 0;
+  uint64_t dst_addr = 0;     // target memory address at the destination
+  uint64_t return_addr = 0;  // reads: where the answer lands at the source
+  uint64_t packet_id = 0;    // unique per source: for tracing and NACKs
+  uint32_t size = 0;         // payload bytes (reads: bytes requested)
+  uint32_t arg = 0;          // atomics: increment
+  Command command = Command::kWrite;
+  uint8_t fvc = 0;           // fabric virtual channel
+  uint8_t txn_id = 0;        // 0-15 (spec 3.1)
+  uint8_t ttl = kDefaultTtl; // decremented per hop (spec 5.4)
+  uint8_t plane = 0;         // routing plane (2.2.4)
+  uint8_t wrap = 31;         // atomics: wrap boundary
+  uint16_t src_core = 0;     // the worker that issued it
+
+  ChipId src() const { return {src_mesh, src_device}; }
+  ChipId dst() const { return {dst_mesh, dst_device}; }
+};
+static_assert(sizeof(PacketHeader) == 48, "the fabric header is 48 bytes");
+
+struct Packet {
+  PacketHeader header;
+  std::vector<uint8_t> payload;
+
+  std::vector<uint8_t> encode() const;
+  // False if bytes are not a well-formed packet (short, or size disagreeing with the payload).
+  static bool decode(std::span<const uint8_t> bytes, Packet& out);
+};
+
+}  // namespace ttemu::routing

@@ -1,0 +1,96 @@
+#include "emulator/session/center.hpp"
+
+#include <cstring>
+
+namespace ttemu::session {
+
+using routing::Command;
+
+Packet Center::reply_to(const routing::PacketHeader& h, Command c, uint8_t fvc) const {
+  Packet r;
+  r.header.src_mesh = self_.mesh;
+  r.header.src_device = self_.device;
+  r.header.dst_mesh = h.src_mesh;
+  r.header.dst_device = h.src_device;
+  r.header.command = c;
+  r.header.packet_id = h.packet_id;
+  r.header.txn_id = h.txn_id;
+  r.header.src_core = h.src_core;
+  r.header.plane = h.plane;
+  r.header.fvc = fvc;
+  return r;
+}
+
+Center::Result Center::on_packet(Packet p) {
+  Result out;
+  const auto& h = p.header;
+  const auto control = static_cast<uint8_t>(data_fvcs_);
+  const auto other = static_cast<uint8_t>(data_fvcs_ > 1 ? (h.fvc + 1) % data_fvcs_ : 0);
+  switch (h.command) {
+    case Command::kWrite: {
+      auto dst = mem_(h.dst_addr, p.payload.size());
+      if (dst.size() == p.payload.size()) {
+        std::memcpy(dst.data(), p.payload.data(), p.payload.size());
+        ++commits_;
+      } else {
+        ++bad_;
+      }
+      out.replies.push_back(reply_to(h, Command::kWriteAck, control));
+      break;
+    }
+    case Command::kReadRequest: {
+      Packet r = reply_to(h, Command::kReadResponse, other);
+      r.header.dst_addr = h.return_addr;
+      auto src = mem_(h.dst_addr, h.size);
+      if (src.size() != h.size) {
+        ++bad_;
+        r.header.command = Command::kNack;
+        r.header.fvc = control;
+      } else {
+        r.payload.assign(src.begin(), src.end());
+        r.header.size = h.size;
+      }
+      out.replies.push_back(std::move(r));
+      break;
+    }
+    case Command::kAtomicInc:
+    case Command::kAtomicReadInc: {
+      auto word = mem_(h.dst_addr, 4);
+      uint32_t old = 0;
+      if (word.size() == 4) {
+        std::memcpy(&old, word.data(), 4);
+        // 3.6: the counter wraps to 0 past 2^(wrap+1) - 1.
+        uint64_t limit = h.wrap >= 31 ? (1ull << 32) : (1ull << (h.wrap + 1));
+        uint32_t next = static_cast<uint32_t>((uint64_t{old} + h.arg) % limit);
+        std::memcpy(word.data(), &next, 4);
+        ++commits_;
+      } else {
+        ++bad_;
+      }
+      if (h.command == Command::kAtomicInc) {
+        out.replies.push_back(reply_to(h, Command::kWriteAck, control));
+      } else {
+        Packet r = reply_to(h, Command::kReadResponse, other);
+        r.header.dst_addr = h.return_addr;
+        r.header.size = 4;
+        r.payload.resize(4);
+        std::memcpy(r.payload.data(), &old, 4);
+        out.replies.push_back(std::move(r));
+      }
+      break;
+    }
+    case Command::kReadResponse: {
+      auto dst = mem_(h.dst_addr, p.payload.size());
+      if (dst.size() == p.payload.size()) std::memcpy(dst.data(), p.payload.data(), p.payload.size());
+      out.for_workers.push_back(std::move(p));
+      break;
+    }
+    case Command::kWriteAck:
+    case Command::kNack:
+      out.for_workers.push_back(std::move(p));
+      break;
+  }
+  return out;
+}
+
+}  // namespace ttemu::session

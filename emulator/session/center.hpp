@@ -1,0 +1,49 @@
+// The center of a fabric node (spec 2.2.2.3, 2.4.1): the destination side of packet (RDMA)
+// mode. It commits a packet's payload straight to the address in its header, performs reads
+// and atomics, and produces the answers: write acknowledgements (control FVC), read responses
+// (on the other data FVC than the request, so reads never wait behind writes: SUE's VC0/VC1).
+// Packets addressed to this chip's own workers (acks, NACKs, read responses) are handed up.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "emulator/routing/packet.hpp"
+
+namespace ttemu::session {
+
+using routing::ChipId;
+using routing::Packet;
+
+// Addresses: bit 63 set selects DRAM, else L1; the rest is the offset.
+inline constexpr uint64_t kDramBit = 1ull << 63;
+
+class Center {
+ public:
+  // Returns the bytes at [addr, addr+size) of this chip's memory, or an empty span when the
+  // range is outside L1/DRAM.
+  using Memory = std::function<std::span<uint8_t>(uint64_t addr, size_t size)>;
+
+  Center(ChipId self, int data_fvcs, Memory memory) : self_(self), data_fvcs_(data_fvcs), mem_(std::move(memory)) {}
+
+  struct Result {
+    std::vector<Packet> replies;   // to inject into the router
+    std::vector<Packet> for_workers; // acks, NACKs, read responses for local workers
+  };
+  Result on_packet(Packet packet);
+
+  uint64_t commits() const { return commits_; }
+  uint64_t bad_addresses() const { return bad_; }
+
+ private:
+  Packet reply_to(const routing::PacketHeader& h, routing::Command c, uint8_t fvc) const;
+
+  ChipId self_;
+  int data_fvcs_;
+  Memory mem_;
+  uint64_t commits_ = 0, bad_ = 0;
+};
+
+}  // namespace ttemu::session

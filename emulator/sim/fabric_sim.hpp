@@ -1,0 +1,72 @@
+// The data-plane simulator of spec 6.2: a whole system inside one process, on a simulated
+// clock, driven by one seed. It runs the same FabricRouter, TT-link (TtLink, with its fault
+// injection) and Center code as the chip processes; only the wire (a delay queue) and memory
+// (plain vectors) are simulated. The same seed, topology and faults give the same event trace,
+// so a failing seed is a permanent reproduction.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "emulator/control/system.hpp"
+#include "emulator/control/table_set.hpp"
+#include "emulator/link/fault_injector.hpp"
+#include "emulator/link/tt_link.hpp"
+#include "emulator/routing/fabric_router.hpp"
+#include "emulator/session/center.hpp"
+
+namespace ttemu::sim {
+
+struct SimConfig {
+  uint64_t seed = 1;
+  link::Duration wire_latency = std::chrono::microseconds(1);
+  link::DirectionFaults faults;  // on every direction of every link
+  routing::RouterConfig router;
+  link::LinkConfig link;
+  size_t l1_bytes = 1 << 20;   // simulated memory per chip
+  size_t dram_bytes = 1 << 20;
+};
+
+class FabricSim {
+ public:
+  FabricSim(const control::System& sys, const control::TableSet& tables, SimConfig config);
+  ~FabricSim();
+
+  // As if a worker on `at` issued the packet; fills in the source and a packet id.
+  // False when the center's buffer for that FVC is full (try again after run()).
+  bool inject(routing::ChipId at, routing::Packet packet);
+  // Runs until nothing moves and nothing waits, or the simulated limit passes. True if idle.
+  bool run(link::Duration limit = std::chrono::seconds(10));
+  void stall_center(routing::ChipId at, uint8_t fvc, bool stalled);
+
+  std::span<uint8_t> memory(routing::ChipId at, uint64_t addr, size_t size);
+  link::Time now() const { return now_; }
+  const std::vector<std::string>& trace() const { return trace_; }
+  const std::vector<routing::RouterEvent>& events() const { return events_; }
+  // Packets that reached a worker at their source chip (acks, NACKs, read responses).
+  const std::vector<routing::Packet>& worker_inbox(routing::ChipId at) const;
+  const link::LinkCounters& counters(routing::PortId end) const;
+
+ private:
+  struct Node;
+  struct End;
+  void poll_all();
+  void route(Node& n, routing::FabricRouter::Actions& a);
+  bool step(link::Time limit);
+  void log(const std::string& line);
+
+  const control::System& sys_;
+  SimConfig cfg_;
+  link::Time now_{0};
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::map<routing::PortId, std::unique_ptr<End>> ends_;
+  std::vector<std::string> trace_;
+  std::vector<routing::RouterEvent> events_;
+  uint64_t next_packet_id_ = 1;
+};
+
+}  // namespace ttemu::sim

@@ -1,0 +1,237 @@
+// Routers, TT-links and centers of a whole system in one process on a simulated clock
+// (spec 6.2): directed hard cases, reproducible from a seed.
+#include "emulator/sim/fabric_sim.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "tests/test_support.hpp"
+
+namespace ttemu::sim {
+namespace {
+
+using routing::ChipId;
+using routing::Command;
+using routing::Packet;
+using test::load;
+
+Packet write(ChipId dst, uint64_t addr, std::vector<uint8_t> data, uint8_t fvc = 0, uint8_t plane = 0) {
+  Packet p;
+  p.header.dst_mesh = dst.mesh;
+  p.header.dst_device = dst.device;
+  p.header.dst_addr = addr;
+  p.header.size = static_cast<uint32_t>(data.size());
+  p.header.fvc = fvc;
+  p.header.plane = plane;
+  p.payload = std::move(data);
+  return p;
+}
+
+std::vector<uint8_t> pattern(int src, int dst, size_t n) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(static_cast<size_t>(src * 31 + dst * 7) + i);
+  return v;
+}
+
+// Every chip writes 256 bytes to every other chip at an address of its own.
+struct AllToAll {
+  explicit AllToAll(FabricSim& sim, const control::System& sys, size_t bytes = 256) {
+    for (int s = 0; s < sys.node_count(); ++s) {
+      for (int d = 0; d < sys.node_count(); ++d) {
+        if (s == d) continue;
+        pending.push_back({s, d});
+      }
+    }
+    // Inject as room allows, running the fabric in between.
+    size_t next = 0;
+    for (int round = 0; next < pending.size() && round < 10000; ++round) {
+      while (next < pending.size()) {
+        auto [s, d] = pending[next];
+        const auto& src = sys.chips[static_cast<size_t>(s)].id;
+        const auto& dst = sys.chips[static_cast<size_t>(d)].id;
+        if (!sim.inject(src, write(dst, static_cast<uint64_t>(s) * bytes, pattern(s, d, bytes)))) break;
+        ++next;
+      }
+      sim.run(std::chrono::microseconds(50));
+    }
+    idle = sim.run(std::chrono::seconds(30));
+    injected = next;
+  }
+  std::vector<std::pair<int, int>> pending;
+  size_t injected = 0;
+  bool idle = false;
+};
+
+void expect_all_to_all_landed(FabricSim& sim, const control::System& sys, size_t bytes = 256) {
+  for (int s = 0; s < sys.node_count(); ++s) {
+    for (int d = 0; d < sys.node_count(); ++d) {
+      if (s == d) continue;
+      auto got = sim.memory(sys.chips[static_cast<size_t>(d)].id, static_cast<uint64_t>(s) * bytes, bytes);
+      auto want = pattern(s, d, bytes);
+      ASSERT_TRUE(std::equal(got.begin(), got.end(), want.begin())) << s << " -> " << d;
+    }
+    // Every write was acknowledged to its source.
+    EXPECT_EQ(sim.worker_inbox(sys.chips[static_cast<size_t>(s)].id).size(), static_cast<size_t>(sys.node_count() - 1));
+  }
+}
+
+TEST(FabricSim, GalaxyAllToAllWritesLandBitExact) {
+  auto sys = load("galaxy.yaml");
+  auto tables = control::compute_tables(sys);
+  FabricSim sim(sys, tables, {});
+  AllToAll run(sim, sys);
+  ASSERT_EQ(run.injected, run.pending.size());
+  EXPECT_TRUE(run.idle);
+  expect_all_to_all_landed(sim, sys);
+  EXPECT_TRUE(sim.events().empty());
+}
+
+TEST(FabricSim, AllToAllAcrossTheFourMeshes) {
+  auto sys = load("spec_4mesh_3x3.yaml");
+  auto tables = control::compute_tables(sys);
+  FabricSim sim(sys, tables, {});
+  AllToAll run(sim, sys);
+  EXPECT_TRUE(run.idle);
+  expect_all_to_all_landed(sim, sys);
+}
+
+TEST(FabricSim, AllToAllSurvivesCrcErrorsOnEveryLink) {
+  auto sys = load("t3k.yaml");
+  auto tables = control::compute_tables(sys);
+  SimConfig cfg;
+  cfg.faults.corrupt = 0.05;
+  cfg.seed = 3;
+  FabricSim sim(sys, tables, cfg);
+  AllToAll run(sim, sys, 1024);
+  EXPECT_TRUE(run.idle);
+  expect_all_to_all_landed(sim, sys, 1024);
+  uint64_t crc = 0;
+  for (const auto& l : sys.links) crc += sim.counters(l.a).crc_errors + sim.counters(l.b).crc_errors;
+  EXPECT_GT(crc, 0u);
+}
+
+// Spec 5.4: a routing loop D1 -> D5 -> D6 -> D7 -> D11 -> D10 -> D9 -> D5 ... for D16;
+// with TTL 10 from D1 the router at D11 (M0D10 here) drops it.
+control::TableSet ttl_loop(const control::System& sys) {
+  auto t = control::compute_tables(sys);
+  constexpr uint8_t N = 0, E = 1, S = 2, W = 3;
+  const std::pair<int, uint8_t> loop[] = {{0, S}, {4, E}, {5, E}, {6, S}, {10, W}, {9, W}, {8, N}};
+  for (auto [device, port] : loop) t.at(0, device).set_l0(15, port);
+  return t;
+}
+
+std::vector<std::string> run_ttl_loop(uint64_t seed) {
+  auto sys = load("mesh_4x4.yaml");
+  auto tables = ttl_loop(sys);
+  SimConfig cfg;
+  cfg.seed = seed;
+  FabricSim sim(sys, tables, cfg);
+  Packet p = write({0, 15}, 0, std::vector<uint8_t>(64, 1));
+  p.header.ttl = 10;
+  EXPECT_TRUE(sim.inject({0, 0}, p));
+  EXPECT_TRUE(sim.run());
+  EXPECT_EQ(sim.events().size(), 1u);
+  if (!sim.events().empty()) {
+    const auto& ev = sim.events().front();
+    EXPECT_EQ(ev.kind, routing::RouterEvent::kTtlExpired);
+    EXPECT_EQ(ev.at, (ChipId{0, 10})) << "the router at the spec's D11";
+    EXPECT_EQ(ev.packet.src(), (ChipId{0, 0}));
+    EXPECT_EQ(ev.packet.dst(), (ChipId{0, 15}));
+  }
+  // The source hears of it: a NACK for its packet.
+  const auto& inbox = sim.worker_inbox({0, 0});
+  EXPECT_EQ(inbox.size(), 1u);
+  if (!inbox.empty()) {
+    EXPECT_EQ(inbox[0].header.command, Command::kNack);
+  }
+  EXPECT_EQ(sim.memory({0, 15}, 0, 1)[0], 0) << "nothing was written";
+  return sim.trace();
+}
+
+TEST(FabricSim, TheTtlLoopOfSpec5_4IsDroppedWhereTtlRunsOut) { run_ttl_loop(1); }
+
+TEST(FabricSim, StalledConsumerTimesOutAndNacksWhileAnotherFvcFlows) {
+  auto sys = load("mesh_4x4.yaml");
+  auto tables = control::compute_tables(sys);
+  SimConfig cfg;
+  cfg.router.timeout = std::chrono::milliseconds(5);
+  FabricSim sim(sys, tables, cfg);
+  sim.stall_center({0, 3}, 0, true);  // D3 stops consuming FVC 0
+  int sent0 = 0, sent1 = 0;
+  for (int i = 0; i < 6; ++i) sent0 += sim.inject({0, 0}, write({0, 3}, 64 * static_cast<uint64_t>(i), std::vector<uint8_t>(64, 7), 0));
+  for (int i = 0; i < 6; ++i) sent1 += sim.inject({0, 0}, write({0, 3}, 4096 + 64 * static_cast<uint64_t>(i), std::vector<uint8_t>(64, 9), 1));
+  ASSERT_EQ(sent0, 6);
+  ASSERT_EQ(sent1, 6);
+  sim.run(std::chrono::milliseconds(2));
+  // FVC 1 went through while FVC 0 waited.
+  EXPECT_EQ(sim.memory({0, 3}, 4096 + 64 * 5, 1)[0], 9);
+  EXPECT_EQ(sim.memory({0, 3}, 0, 1)[0], 0);
+  EXPECT_TRUE(sim.run(std::chrono::seconds(1)));
+  int timeouts = 0;
+  for (const auto& ev : sim.events()) timeouts += ev.kind == routing::RouterEvent::kTimeout;
+  EXPECT_EQ(timeouts, 6) << "every stalled packet is dropped in turn";
+  int nacks = 0, acks = 0;
+  for (const auto& p : sim.worker_inbox({0, 0})) {
+    nacks += p.header.command == Command::kNack;
+    acks += p.header.command == Command::kWriteAck;
+  }
+  EXPECT_EQ(nacks, 6);
+  EXPECT_EQ(acks, 6);
+}
+
+TEST(FabricSim, ReadsAndAtomicsAnswerTheSource) {
+  auto sys = load("galaxy.yaml");
+  auto tables = control::compute_tables(sys);
+  FabricSim sim(sys, tables, {});
+  auto far = sim.memory({0, 31}, 100, 8);
+  for (size_t i = 0; i < 8; ++i) far[i] = static_cast<uint8_t>(0xA0 + i);
+  Packet rd;
+  rd.header.dst_device = 31;
+  rd.header.dst_addr = 100;
+  rd.header.return_addr = 500;
+  rd.header.size = 8;
+  rd.header.command = Command::kReadRequest;
+  ASSERT_TRUE(sim.inject({0, 0}, rd));
+  Packet inc;
+  inc.header.dst_device = 31;
+  inc.header.dst_addr = 200;
+  inc.header.command = Command::kAtomicReadInc;
+  inc.header.arg = 5;
+  inc.header.wrap = 2;  // counts 0-7
+  inc.header.return_addr = 600;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(sim.inject({0, 0}, inc));
+  EXPECT_TRUE(sim.run());
+  auto back = sim.memory({0, 0}, 500, 8);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(back[i], 0xA0 + i);
+  uint32_t counter;
+  std::memcpy(&counter, sim.memory({0, 31}, 200, 4).data(), 4);
+  EXPECT_EQ(counter, (5u * 3) % 8) << "wrapped at 2^(2+1)";
+  for (const auto& p : sim.worker_inbox({0, 0})) {
+    if (p.header.command == Command::kReadResponse) {
+      EXPECT_NE(p.header.fvc, 0) << "responses ride another FVC";
+    }
+  }
+}
+
+TEST(FabricSim, SameSeedSameTrace) {
+  EXPECT_EQ(run_ttl_loop(5), run_ttl_loop(5));
+  auto galaxy = [](uint64_t seed) {
+    auto sys = load("galaxy.yaml");
+    auto tables = control::compute_tables(sys);
+    SimConfig cfg;
+    cfg.seed = seed;
+    cfg.faults.corrupt = 0.01;
+    FabricSim sim(sys, tables, cfg);
+    AllToAll run(sim, sys, 128);
+    EXPECT_TRUE(run.idle);
+    return sim.trace();
+  };
+  auto a = galaxy(9), b = galaxy(9), c = galaxy(10);
+  EXPECT_GT(a.size(), 2000u);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c) << "another seed, other faults, another trace";
+}
+
+}  // namespace
+}  // namespace ttemu::sim
