@@ -1,5 +1,6 @@
 #include "launcher/control_client.hpp"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -13,8 +14,13 @@ namespace ttemu::launcher {
 namespace asio = boost::asio;
 namespace fs = std::filesystem;
 
-std::string find_control_socket(const std::optional<std::string>& job) {
+std::string find_control_socket(const std::optional<std::string>& named) {
   const std::string dir = chip::runtime_dir();
+  // A client started by `ttemu launch ... -- CMD` talks to its own system.
+  std::optional<std::string> job = named;
+  if (!job) {
+    if (const char* env = std::getenv("TTEMU_JOB"); env && *env) job = env;
+  }
   if (job) {
     auto id = chip::JobId::parse(*job);
     if (!id) throw Error(fmt::format("'{}' is not a job id (like 12345-1a2b3c4d)", *job));

@@ -8,7 +8,8 @@
 
 namespace ttemu::launcher {
 
-// The control socket of the job named (or of the only running job). Throws ttemu::Error.
+// The control socket of the job named, else of $TTEMU_JOB, else of the only running job.
+// Throws ttemu::Error.
 std::string find_control_socket(const std::optional<std::string>& job);
 
 // Sends one request and returns the reply; a reply with "error" throws ttemu::Error with it.

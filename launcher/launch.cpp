@@ -400,7 +400,7 @@ class Launcher {
         auto it = plan.tx.find(self);
         link::DirectionFaults f = it == plan.tx.end() ? link::DirectionFaults{} : it->second;
         changed += f.any();
-        send(c, {{"type", "faults"}, {"port", port}, {"faults", link::to_json(f)}});
+        send(c, {{"type", "faults"}, {"port", port}, {"faults", link::to_json(f)}, {"seed", plan.seed ? *plan.seed : seed_}});
       }
     }
     plan_ = plan;
@@ -417,7 +417,18 @@ class Launcher {
     if (!c.alive) throw Error(fmt::format("chip {} is not running", to_string(port->chip)));
     routing::PortId peer = *sys_.peer(*port);
     auto& pc = chips_[static_cast<size_t>(*sys_.node(peer.chip))];
+    if (!pc.alive) throw Error(fmt::format("the far end {} is not running", to_string(peer.chip)));
+    if (!busy_.insert(*port).second) throw Error(fmt::format("a test is already running on {}", to_string(*port)));
     const uint64_t id = ++next_test_;
+    // A test that cannot finish (its link went down for good) answers with an error in time.
+    auto timer = std::make_shared<asio::steady_timer>(io_);
+    timer->expires_after(std::chrono::seconds(req.value("timeout_s", 120)));
+    timer->async_wait([this, id, reply, port = *port](auto ec) {
+      if (ec || !pending_.count(id)) return;
+      pending_.erase(id);
+      busy_.erase(port);
+      reply({{"error", fmt::format("the test on {} did not finish in time (is the link down?)", to_string(port))}});
+    });
     auto snapshot = [&pc, peer] {
       const auto& ps = pc.ctl.as<chip::ChipControl>()->ports[peer.port];
       return std::make_pair(ps.stream_verified.load(), ps.stream_errors.load());
@@ -426,7 +437,9 @@ class Launcher {
     const auto& tx = c.ctl.as<chip::ChipControl>()->ports[port->port].counters;
     const auto& rx = pc.ctl.as<chip::ChipControl>()->ports[peer.port].counters;
     auto base = std::make_tuple(tx.retransmits.load(), rx.crc_errors.load(), tx.timeouts.load());
-    pending_[id] = [=, &tx, &rx](const json& done) {
+    pending_[id] = [=, this, &tx, &rx](const json& done) {
+      timer->cancel();
+      busy_.erase(*port);
       json r = done;
       r.erase("type");
       r["link"] = to_string(*port);
@@ -515,6 +528,7 @@ class Launcher {
   std::map<pid_t, int> pid_to_node_;
   std::map<std::pair<int, int>, std::string> link_state_;
   std::map<uint64_t, std::function<void(const json&)>> pending_;
+  std::set<routing::PortId> busy_;  // ports with a link test or ping running
   uint64_t next_test_ = 0;
   Clock::time_point started_;
   int bound_ = 0, exited_ = 0, exit_status_ = 0;

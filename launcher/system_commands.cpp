@@ -37,8 +37,9 @@ void print_status(const json& s) {
   fmt::print("job {}  {}  up {:.1f} s  chips {}/{} running  links {}/{} up\n", s["job"].get<std::string>(),
              s["system"].get<std::string>(), s["uptime_s"].get<double>(), alive, s["chips"].size(), up,
              s["links"].size());
+  // stray: foreign and malformed datagrams and frames, both ends.
   fmt::print("{:<11} {:<11} {:>5} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}\n", "link", "peer", "plane",
-             "state", "frames a>b", "frames b>a", "crc err", "retrans", "foreign", "downs");
+             "state", "frames a>b", "frames b>a", "crc err", "retrans", "stray", "downs");
   for (const auto& l : s["links"]) {
     const auto& a = l["ends"][0];
     const auto& b = l["ends"][1];

@@ -40,7 +40,10 @@ void expect_nothing_left(const std::string& job, const std::vector<int>& pids) {
   for (int pid : pids) EXPECT_TRUE(wait_gone(pid, 20s)) << "chip pid " << pid << " still running";
   EXPECT_TRUE(segments_of(job).empty()) << segments_of(job).size() << " segments left";
   bool socket_left = false;
-  for (const auto& e : fs::directory_iterator(fs::path("/tmp") / ("ttemu-" + std::to_string(getuid())))) {
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  fs::path dir = xdg && *xdg ? fs::path(xdg) / "ttemu" : fs::path("/tmp") / ("ttemu-" + std::to_string(getuid()));
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
     socket_left = socket_left || e.path().filename().string().find(job) != std::string::npos;
   }
   EXPECT_FALSE(socket_left);

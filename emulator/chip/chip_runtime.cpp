@@ -1,6 +1,5 @@
 #include "emulator/chip/chip_runtime.hpp"
 
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -244,6 +243,7 @@ class Chip {
   void set_faults(const json& m) {
     auto it = ports_.find(m.at("port"));
     if (it == ports_.end()) throw Error("faults for a port that is not wired");
+    seed_ = m.value("seed", seed_);
     install_faults(*it->second, m.at("faults"));
   }
 

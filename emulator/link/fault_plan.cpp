@@ -77,15 +77,23 @@ class PlanReader {
         fail(kv.first, fmt::format("unknown key '{}' (seed, defaults, links)", key));
       }
     }
-    if (root["seed"]) plan.seed = static_cast<uint64_t>(number(root["seed"], "seed", 0, 9e15));
+    if (root["seed"]) {
+      try {
+        size_t used = 0;
+        plan.seed = std::stoull(root["seed"].Scalar(), &used, 10);
+        if (used != root["seed"].Scalar().size()) throw std::invalid_argument("trailing");
+      } catch (const std::exception&) {
+        fail(root["seed"], fmt::format("seed must be a whole number, not '{}'", root["seed"].Scalar()));
+      }
+    }
     DirectionFaults defaults;
     if (root["defaults"]) {
       if (!root["defaults"].IsMap()) fail(root["defaults"], "defaults must be a mapping of faults");
       apply(root["defaults"], defaults, "defaults");
     }
-    for (const auto& l : sys_.links) {
-      for (const auto& end : {l.a, l.b}) {
-        if (defaults.any()) plan.tx[end] = defaults;
+    if (root["defaults"]) {
+      for (const auto& l : sys_.links) {
+        for (const auto& end : {l.a, l.b}) plan.tx[end] = defaults;
       }
     }
     if (!root["links"]) return plan;
@@ -99,6 +107,9 @@ class PlanReader {
       }
       std::vector<routing::PortId> ends;  // the ports named
       if (name == "all") {
+        if (entry["direction"] && dir != "both") {
+          fail(entry["direction"], "link: all covers both directions of every link; drop direction");
+        }
         for (const auto& l : sys_.links) ends.push_back(l.a), ends.push_back(l.b);
         dir = "out";  // every port's outgoing wire covers every direction once
       } else {

@@ -40,7 +40,7 @@ struct LinkConfig {
   Duration initial_rto = 20ms;
   Duration min_rto = 2ms;
   Duration max_rto = 500ms;
-  int max_retries = 12;  // timeouts in a row without progress before the link is down
+  int max_retries = 12;  // retransmission rounds without progress; the next timeout is down
   Duration hello_interval = 5ms;
   Duration max_hello_interval = 500ms;
   size_t max_datagram = kMaxDatagram;

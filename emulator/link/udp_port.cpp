@@ -68,7 +68,7 @@ std::span<const Datagram> UdpPort::receive() {
   received_.clear();
   int got = ::recvmmsg(fd_, msgs_.data(), static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
   for (size_t i = 0; got > 0 && i < static_cast<size_t>(got); ++i) {
-    // A datagram longer than the buffer is truncated: pass it on truncated, to fail its CRC.
+    // A datagram longer than the buffer arrives truncated; the parser rejects what is cut off.
     received_.push_back({{buffers_[i].data(), msgs_[i].msg_len}, from_[i]});
   }
   return received_;

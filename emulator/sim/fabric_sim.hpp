@@ -17,7 +17,7 @@
 #include "emulator/link/fault_injector.hpp"
 #include "emulator/link/tt_link.hpp"
 #include "emulator/routing/fabric_router.hpp"
-#include "emulator/session/center.hpp"
+#include "emulator/session/fabric_node.hpp"
 
 namespace ttemu::sim {
 
@@ -55,7 +55,6 @@ class FabricSim {
   struct Node;
   struct End;
   void poll_all();
-  void route(Node& n, routing::FabricRouter::Actions& a);
   bool step(link::Time limit);
   void log(const std::string& line);
 

@@ -1,0 +1,66 @@
+#include "emulator/session/fabric_node.hpp"
+
+#include <cstring>
+
+namespace ttemu::session {
+
+using routing::kLinkCreditAddr;
+using routing::kLinkPacketAddr;
+using routing::Packet;
+
+FabricNode::FabricNode(routing::ChipId self, const routing::RouterConfig& config,
+                       std::vector<routing::RouterTable> tables, const std::vector<uint8_t>& ports,
+                       Center::Memory memory)
+    : router_(self, config, std::move(tables), ports), center_(self, config.data_fvcs, std::move(memory)) {
+  for (uint8_t p : ports) backlog_[p];
+}
+
+void FabricNode::on_link_payload(uint8_t port, uint32_t dest_addr, std::span<const uint8_t> payload,
+                                 routing::Time now) {
+  const auto fvcs = static_cast<uint32_t>(router_.fvcs());
+  if (dest_addr >= kLinkCreditAddr && dest_addr < kLinkCreditAddr + fvcs && payload.size() == 4) {
+    uint32_t n = 0;
+    std::memcpy(&n, payload.data(), 4);
+    router_.on_credit(port, static_cast<uint8_t>(dest_addr - kLinkCreditAddr), n);
+  } else if (dest_addr >= kLinkPacketAddr && dest_addr < kLinkPacketAddr + fvcs) {
+    Packet p;
+    if (Packet::decode(payload, p) && p.header.fvc == dest_addr - kLinkPacketAddr) {
+      router_.on_arrival(port, std::move(p), now);
+    }
+  }
+}
+
+void FabricNode::poll(routing::Time now, Output& out) {
+  bool again = true;
+  while (again) {
+    while (!replies_.empty() && router_.inject(replies_.front(), now)) replies_.pop_front();
+    actions_.clear();
+    router_.poll(now, actions_);
+    for (auto& ev : actions_.events) out.events.push_back(ev);
+    for (auto& s : actions_.sends) {
+      backlog_[s.port].push_back({kLinkPacketAddr + s.packet.header.fvc, s.packet.encode()});
+    }
+    for (auto& c : actions_.credits) {
+      std::vector<uint8_t> body(4);
+      std::memcpy(body.data(), &c.n, 4);
+      backlog_[c.port].push_back({kLinkCreditAddr + c.fvc, std::move(body)});
+    }
+    again = !actions_.delivered.empty();
+    for (auto& p : actions_.delivered) {
+      out.committed.push_back(p.header);
+      auto r = center_.on_packet(std::move(p));
+      for (auto& reply : r.replies) replies_.push_back(std::move(reply));
+      for (auto& w : r.for_workers) out.for_workers.push_back(std::move(w));
+    }
+  }
+}
+
+bool FabricNode::idle() const {
+  if (!router_.idle() || !replies_.empty()) return false;
+  for (const auto& [port, q] : backlog_) {
+    if (!q.empty()) return false;
+  }
+  return true;
+}
+
+}  // namespace ttemu::session

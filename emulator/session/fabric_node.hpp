@@ -1,0 +1,58 @@
+// One chip's fabric node without I/O: its router and its center, and what they exchange
+// with the chip's TT-links (packets and credits as link payloads). Chip processes drive it
+// from sockets and shared memory; the simulator drives it from a simulated clock. Both run
+// exactly this code.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "emulator/routing/fabric_router.hpp"
+#include "emulator/session/center.hpp"
+
+namespace ttemu::session {
+
+struct LinkPayload {
+  uint32_t dest_addr;
+  std::vector<uint8_t> bytes;
+};
+
+class FabricNode {
+ public:
+  FabricNode(routing::ChipId self, const routing::RouterConfig& config,
+             std::vector<routing::RouterTable> tables, const std::vector<uint8_t>& ports,
+             Center::Memory memory);
+
+  routing::ChipId self() const { return router_.self(); }
+  routing::FabricRouter& router() { return router_; }
+  Center& center() { return center_; }
+
+  // A TT-link on `port` delivered a payload (a packet or credits for the router).
+  void on_link_payload(uint8_t port, uint32_t dest_addr, std::span<const uint8_t> payload, routing::Time now);
+  // A local worker's packet; false if its FVC's buffer is full.
+  bool inject(routing::Packet packet, routing::Time now) { return router_.inject(std::move(packet), now); }
+
+  struct Output {
+    std::vector<routing::Packet> for_workers;   // acks, NACKs, read responses
+    std::vector<routing::RouterEvent> events;   // TTL expiry, timeouts, no route
+    std::vector<routing::PacketHeader> committed;  // packets this center handled
+    void clear() { for_workers.clear(), events.clear(), committed.clear(); }
+  };
+  // Moves everything that can move; payloads for each link wait in backlog(port).
+  void poll(routing::Time now, Output& out);
+  std::deque<LinkPayload>& backlog(uint8_t port) { return backlog_[port]; }
+  std::optional<routing::Time> next_deadline() const { return router_.next_deadline(); }
+  bool idle() const;
+
+ private:
+  routing::FabricRouter router_;
+  Center center_;
+  std::map<uint8_t, std::deque<LinkPayload>> backlog_;
+  std::deque<routing::Packet> replies_;  // center answers waiting for router room
+  routing::FabricRouter::Actions actions_;
+};
+
+}  // namespace ttemu::session
