@@ -192,7 +192,9 @@ class Launcher {
       link_state_[{v, port}] = "handshake";
     }
     return {{"type", "config"}, {"arch", sys_.spec_of(v).arch}, {"job_hash", job_.hash()},
-            {"seed", seed_}, {"window", o_.window}, {"bind", o_.bind}, {"links", links}};
+            {"seed", seed_}, {"window", o_.window}, {"bind", o_.bind}, {"links", links},
+            {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"rb_packets", o_.rb_packets},
+            {"timeout_ms", o_.timeout_ms}};
   }
 
   void send(ChipProc& c, const json& m) {
@@ -233,6 +235,13 @@ class Launcher {
         pending_.erase(it);
         done(m);
       }
+    } else if (type == "event") {
+      // 5.4 / 5.5: the control plane is told which router dropped what.
+      fmt::print(stderr, "ttemu: {} at {}: {} packet {} from {} to {} (ttl {})\n", m.value("kind", "?"),
+                 m.value("at", "?"), m.value("command", "?"), m.value("packet_id", 0), m.value("src", "?"),
+                 m.value("dst", "?"), m.value("ttl", 0));
+      events_.push_back(m);
+      if (events_.size() > 1000) events_.erase(events_.begin());
     } else if (type == "error") {
       fmt::print(stderr, "ttemu: chip {}: {}\n", name, m.value("message", "?"));
     }
@@ -354,6 +363,15 @@ class Launcher {
     if (!ready_) throw Error("the system is still coming up");
     if (cmd == "faults") return apply_faults(req, reply);
     if (cmd == "stream" || cmd == "ping") return run_test(cmd, req, reply);
+    if (cmd == "stall") {
+      auto chip = routing::parse_chip(req.at("chip").get<std::string>());
+      auto node = chip ? sys_.node(*chip) : std::nullopt;
+      if (!node) throw Error(fmt::format("'{}' is not a chip of {}", req.at("chip").get<std::string>(), o_.file));
+      int fvc = req.at("fvc");
+      if (fvc < 0 || fvc > o_.data_fvcs) throw Error(fmt::format("FVC {} does not exist (0-{})", fvc, o_.data_fvcs));
+      send(chips_[static_cast<size_t>(*node)], {{"type", "stall"}, {"fvc", fvc}, {"stalled", req.value("stalled", true)}});
+      return reply({{"ok", true}});
+    }
     if (cmd == "stop") {
       reply({{"ok", true}});
       return shutdown(0);
@@ -364,8 +382,16 @@ class Launcher {
   json status() {
     json chips = json::array(), links = json::array();
     for (auto& c : chips_) {
-      chips.push_back({{"name", to_string(sys_.chips[static_cast<size_t>(c.node)].id)}, {"pid", c.pid},
-                       {"alive", c.alive}, {"host", sys_.chips[static_cast<size_t>(c.node)].host}});
+      const auto& chip = sys_.chips[static_cast<size_t>(c.node)];
+      const auto* block = c.ctl.as<chip::ChipControl>();
+      const auto& mesh = sys_.mesh_of(c.node);
+      chips.push_back({{"name", to_string(chip.id)}, {"pid", c.pid}, {"alive", c.alive}, {"host", chip.host},
+                       {"mesh", chip.id.mesh}, {"device", chip.id.device}, {"row", chip.coord.row},
+                       {"col", chip.coord.col}, {"mesh_rows", mesh.chips.rows}, {"mesh_cols", mesh.chips.cols},
+                       {"l1_bytes", block->l1_bytes}, {"dram_bytes", block->dram_bytes},
+                       {"packets_injected", block->packets_injected.load()},
+                       {"packets_committed", block->packets_committed.load()},
+                       {"router_events", block->router_events.load()}});
     }
     for (const auto& l : sys_.links) {
       json ends = json::array();
@@ -385,6 +411,7 @@ class Launcher {
       links.push_back({{"a", to_string(l.a)}, {"b", to_string(l.b)}, {"plane", l.plane}, {"ends", ends}});
     }
     return {{"job", job_.text()}, {"system", o_.file}, {"ready", ready_}, {"seed", seed_},
+            {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"events", events_},
             {"uptime_s", std::chrono::duration<double>(Clock::now() - started_).count()},
             {"chips", chips}, {"links", links}};
   }
@@ -528,7 +555,8 @@ class Launcher {
   std::map<pid_t, int> pid_to_node_;
   std::map<std::pair<int, int>, std::string> link_state_;
   std::map<uint64_t, std::function<void(const json&)>> pending_;
-  std::set<routing::PortId> busy_;  // ports with a link test or ping running
+  std::set<routing::PortId> busy_;
+  std::vector<json> events_;  // router events reported by the chips, newest last  // ports with a link test or ping running
   uint64_t next_test_ = 0;
   Clock::time_point started_;
   int bound_ = 0, exited_ = 0, exit_status_ = 0;

@@ -8,6 +8,7 @@
 #include "emulator/common/error.hpp"
 #include "launcher/system_commands.hpp"
 #include "launcher/topo_command.hpp"
+#include "launcher/traffic.hpp"
 
 int main(int argc, char** argv) {
   // What follows "--" is a client command for `ttemu launch`, not ttemu's own arguments.
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   int exit_status = 0;
   ttemu::launcher::add_topo_command(app);
   ttemu::launcher::add_system_commands(app, client, exit_status);
+  ttemu::launcher::add_traffic_command(app, exit_status);
   try {
     app.parse(own, argv);
   } catch (const CLI::ParseError& e) {

@@ -13,6 +13,7 @@
 
 #include "emulator/link/link_counters.hpp"
 #include "emulator/routing/address.hpp"
+#include "emulator/routing/packet.hpp"
 #include "emulator/routing/routing_table.hpp"
 
 namespace ttemu::chip {
@@ -27,13 +28,72 @@ struct PortStatus {
   std::atomic<uint64_t> stream_errors{0};   // stream payloads that arrived wrong
 };
 
+// The router command buffer of the pull model (spec 2.2.2.4): a worker takes a ticket (atomic
+// read-and-increment), waits until its slot is free, writes its command there and marks it
+// ready; the router takes slots in ticket order and pulls the payload straight from the
+// worker's L1 or DRAM. A futex doorbell wakes the router; idle, nobody spins.
+inline constexpr uint32_t kCommandSlots = 256;
+inline constexpr int kMaxWorkers = 128;  // cores that may issue, per chip
+inline constexpr int kTxnIds = 16;       // spec 3.1
+
+enum SlotState : uint32_t { kSlotFree = 0, kSlotReady = 1 };
+
+struct FabricCommand {
+  std::atomic<uint32_t> state{kSlotFree};
+  uint32_t ticket = 0;
+  routing::Command command = routing::Command::kWrite;
+  int8_t fvc = -1;  // -1: the router chooses
+  uint8_t plane = 0, txn_id = 0;
+  uint16_t core = 0;
+  uint8_t wrap = 31;
+  uint8_t ttl = routing::kDefaultTtl;
+  uint16_t dst_mesh = 0, dst_device = 0;
+  uint32_t size = 0, arg = 0;
+  uint64_t src_addr = 0;     // local: what the router pulls (writes)
+  uint64_t dst_addr = 0;     // at the destination
+  uint64_t return_addr = 0;  // local: where read answers land
+  uint64_t status_addr = 0;  // local: a FabricStatus the router fills in; 0 for none
+};
+
+enum FabricStatusCode : int32_t {  // mirrored by libfabric_tt/tt_fabric.h
+  kStatusOk = 0,
+  kStatusBadDevice = -1,
+  kStatusBadAddress = -2,
+  kStatusBadSize = -3,
+  kStatusBadTxn = -4,
+  kStatusBadFvc = -5,
+  kStatusBadPlane = -6,
+};
+
+struct FabricStatus {  // spec 3.1's tt_fabric_status, as the router writes it
+  int32_t status;
+  int32_t fvc;
+};
+
+struct WorkerState {
+  std::atomic<uint32_t> txn[kTxnIds];  // packets in flight per transaction id (futex words)
+  std::atomic<uint32_t> nacks{0};      // packets the fabric dropped (TTL, timeout)
+  std::atomic<uint32_t> acks{0};
+};
+
+struct CommandBuffer {
+  std::atomic<uint32_t> next_ticket{0};  // workers take tickets here
+  std::atomic<uint32_t> served{0};       // tickets the router has taken (futex word)
+  std::atomic<uint32_t> doorbell{0};     // bumped when a slot is ready (futex word)
+  FabricCommand slots[kCommandSlots];
+  WorkerState workers[kMaxWorkers];
+};
+
 struct ChipControl {
   uint64_t magic = 0;
   uint32_t version = 1;
   std::atomic<uint32_t> pid{0};
   std::atomic<uint32_t> running{0};
   uint16_t mesh = 0, device = 0;
+  uint64_t l1_bytes = 0, dram_bytes = 0;
   PortStatus ports[routing::kMaxPorts];
+  CommandBuffer commands;
+  std::atomic<uint64_t> packets_injected{0}, packets_committed{0}, router_events{0};
 };
 
 struct RouterConfig {

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,8 @@
 #include "emulator/chip/chip_control.hpp"
 #include "emulator/common/asio.hpp"
 #include "emulator/common/error.hpp"
+#include "emulator/common/futex.hpp"
+#include "emulator/session/fabric_node.hpp"
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/link/tt_link.hpp"
 #include "emulator/link/udp_port.hpp"
@@ -127,6 +130,7 @@ class Chip {
     read_control();
     io_.run();
     ctl_->running.store(0);
+    stop_doorbell();
     cleanup();
     return exit_status_;
   }
@@ -181,7 +185,11 @@ class Chip {
     else if (type == "faults") set_faults(m);
     else if (type == "stream") start_stream(m);
     else if (type == "ping") start_ping(m);
-    else if (type == "stop") stop();
+    else if (type == "stall") {
+      if (node_) node_->router().stall_center(m.at("fvc").get<uint8_t>(), m.at("stalled").get<bool>());
+      pump(now());
+      reschedule();
+    } else if (type == "stop") stop();
     else throw Error("unknown control message '" + type + "'");
   }
 
@@ -216,8 +224,192 @@ class Chip {
       bound[std::to_string(p->number)] = p->udp->local_port();
       ports_[p->number] = std::move(p);
     }
+    make_fabric_node(m, arch);
     ctl_->running.store(1);
     send_control({{"type", "bound"}, {"ports", bound}, {"tables", tables}});
+  }
+
+  // --- the fabric node: router and center, fed by links and by workers --------------------
+
+  void make_fabric_node(const json& m, const ArchSpec& arch) {
+    routing::RouterConfig rc;
+    rc.data_fvcs = m.value("data_fvcs", rc.data_fvcs);
+    rc.rb_packets = m.value("rb_packets", rc.rb_packets);
+    rc.timeout = std::chrono::milliseconds(m.value("timeout_ms", 1000));
+    const int planes = m.value("planes", 1);
+    std::vector<routing::RouterTable> tables(static_cast<size_t>(planes));
+    std::vector<uint8_t> wired;
+    for (auto& [number, p] : ports_) {
+      wired.push_back(static_cast<uint8_t>(number));
+      const auto* rcfg = l1_seg_.as<RouterConfig>(arch.eth_l1_offset(number));
+      if (rcfg->magic == kRouterMagic && rcfg->plane < planes) {
+        tables[rcfg->plane] = routing::RouterTable::unpack(rcfg->table);  // from router L1
+      }
+    }
+    ctl_->l1_bytes = l1_seg_.size();
+    ctl_->dram_bytes = dram_seg_.size();
+    uint8_t* l1 = l1_seg_.as<uint8_t>();
+    uint8_t* dram = dram_seg_.as<uint8_t>();
+    const size_t l1_size = l1_seg_.size(), dram_size = dram_seg_.size();
+    node_ = std::make_unique<session::FabricNode>(
+        o_.chip, rc, std::move(tables), wired, [=](uint64_t addr, size_t size) {
+          const bool in_dram = (addr & session::kDramBit) != 0;
+          const uint64_t off = addr & ~session::kDramBit;
+          const size_t limit = in_dram ? dram_size : l1_size;
+          if (off > limit || size > limit - off) return std::span<uint8_t>();
+          return std::span<uint8_t>((in_dram ? dram : l1) + off, size);
+        });
+    doorbell_ = std::thread([this] { doorbell_loop(); });
+  }
+
+  // Sleeps on the command buffer's doorbell; wakes the event loop when a command is ready.
+  void doorbell_loop() {
+    auto& cb = ctl_->commands;
+    while (!doorbell_stop_.load()) {
+      const uint32_t seen = cb.doorbell.load(std::memory_order_acquire);
+      const auto& slot = cb.slots[cb.served.load() % kCommandSlots];
+      if (slot.state.load(std::memory_order_acquire) == kSlotReady && !drain_posted_.exchange(true)) {
+        asio::post(io_, [this] {
+          drain_posted_ = false;
+          pump(now());
+          reschedule();
+        });
+      }
+      futex_wait(cb.doorbell, seen, std::chrono::seconds(1));
+    }
+  }
+
+  void stop_doorbell() {
+    if (!doorbell_.joinable()) return;
+    doorbell_stop_ = true;
+    ctl_->commands.doorbell.fetch_add(1);
+    futex_wake(ctl_->commands.doorbell);
+    doorbell_.join();
+  }
+
+  // Takes ready commands in ticket order while the router has room for their packets.
+  void drain_commands(Time t) {
+    auto& cb = ctl_->commands;
+    while (true) {
+      const uint32_t ticket = cb.served.load(std::memory_order_relaxed);
+      FabricCommand& slot = cb.slots[ticket % kCommandSlots];
+      if (slot.state.load(std::memory_order_acquire) != kSlotReady || slot.ticket != ticket) return;
+      if (!issue(slot, t)) return;  // the router is full: resume when it drains
+      cmd_offset_ = 0;
+      cmd_fvc_ = -1;
+      slot.state.store(kSlotFree, std::memory_order_release);
+      cb.served.store(ticket + 1, std::memory_order_release);
+      futex_wake(cb.served);
+    }
+  }
+
+  // Pulls the command's data into packets of at most kMaxPacketPayload; false if interrupted.
+  bool issue(const FabricCommand& c, Time t) {
+    const int data_fvcs = node_->router().fvcs() - 1;
+    if (cmd_fvc_ < 0) {
+      int fvc = c.fvc;
+      if (fvc < 0) {  // automatic: the data FVC with the most room here
+        fvc = 0;
+        for (int v = 1; v < data_fvcs; ++v) {
+          if (node_->router().inject_room(static_cast<uint8_t>(v)) >
+              node_->router().inject_room(static_cast<uint8_t>(fvc))) {
+            fvc = v;
+          }
+        }
+      }
+      if (fvc >= data_fvcs) {
+        write_status(c, kStatusBadFvc, fvc);
+        return true;
+      }
+      cmd_fvc_ = fvc;
+      write_status(c, kStatusOk, fvc);
+    }
+    const bool carries = c.command == routing::Command::kWrite || c.command == routing::Command::kReadRequest;
+    const uint32_t total = carries ? c.size : 0;
+    do {
+      const uint32_t chunk = std::min(total - cmd_offset_, routing::kMaxPacketPayload);
+      routing::Packet p;
+      auto& h = p.header;
+      h.src_mesh = o_.chip.mesh;
+      h.src_device = o_.chip.device;
+      h.dst_mesh = c.dst_mesh;
+      h.dst_device = c.dst_device;
+      h.dst_addr = c.dst_addr + cmd_offset_;
+      h.return_addr = c.return_addr + cmd_offset_;
+      h.packet_id = ++packet_id_;
+      h.command = c.command;
+      h.fvc = static_cast<uint8_t>(cmd_fvc_);
+      h.txn_id = c.txn_id;
+      h.ttl = c.ttl;
+      h.plane = c.plane;
+      h.wrap = c.wrap;
+      h.arg = c.arg;
+      h.src_core = c.core;
+      if (c.command == routing::Command::kWrite) {
+        auto src = local(c.src_addr + cmd_offset_, chunk);
+        p.payload.assign(src.begin(), src.end());
+        h.size = static_cast<uint32_t>(p.payload.size());
+      } else if (c.command == routing::Command::kReadRequest) {
+        h.size = chunk;
+      }
+      if (!node_->inject(std::move(p), t)) {
+        --packet_id_;
+        return false;
+      }
+      ctl_->packets_injected.fetch_add(1, std::memory_order_relaxed);
+      cmd_offset_ += chunk;
+    } while (cmd_offset_ < total);
+    return true;
+  }
+
+  std::span<uint8_t> local(uint64_t addr, size_t size) {
+    const bool in_dram = (addr & session::kDramBit) != 0;
+    const uint64_t off = addr & ~session::kDramBit;
+    Segment& seg = in_dram ? dram_seg_ : l1_seg_;
+    if (off > seg.size() || size > seg.size() - off) return {};
+    return {seg.as<uint8_t>(off), size};
+  }
+
+  void write_status(const FabricCommand& c, int32_t status, int32_t fvc) {
+    if (!c.status_addr) return;
+    auto s = local(c.status_addr, sizeof(FabricStatus));
+    if (s.size() != sizeof(FabricStatus)) return;
+    FabricStatus st{status, fvc};
+    std::memcpy(s.data(), &st, sizeof st);
+  }
+
+  // Moves the fabric: commands into the router, router traffic onto links, answers to workers.
+  void pump(Time t) {
+    if (!node_) return;
+    out_.clear();
+    // Commands enter as the router makes room; the router makes room as it forwards.
+    for (int round = 0; round < 64; ++round) {
+      const uint32_t before = ctl_->commands.served.load(std::memory_order_relaxed);
+      drain_commands(t);
+      const size_t seen = out_.committed.size() + out_.events.size();
+      node_->poll(t, out_);
+      const bool took = ctl_->commands.served.load(std::memory_order_relaxed) != before;
+      if (!took && out_.committed.size() + out_.events.size() == seen) break;
+    }
+    for (const auto& ev : out_.events) {
+      ctl_->router_events.fetch_add(1, std::memory_order_relaxed);
+      send_control({{"type", "event"}, {"kind", ev.name()}, {"at", routing::to_string(ev.at)},
+                    {"src", routing::to_string(ev.packet.src())}, {"dst", routing::to_string(ev.packet.dst())},
+                    {"packet_id", ev.packet.packet_id}, {"ttl", ev.packet.ttl},
+                    {"command", routing::to_string(ev.packet.command)}});
+    }
+    ctl_->packets_committed.fetch_add(out_.committed.size(), std::memory_order_relaxed);
+    for (const auto& w : out_.for_workers) {
+      auto& ws = ctl_->commands.workers[w.header.src_core % kMaxWorkers];
+      if (w.header.command == routing::Command::kNack) ws.nacks.fetch_add(1);
+      else ws.acks.fetch_add(1);
+      auto& txn = ws.txn[w.header.txn_id % kTxnIds];
+      if (txn.load() > 0 && txn.fetch_sub(1) == 1) futex_wake(txn);
+    }
+    for (auto& [number, p] : ports_) {
+      if (node_->backlog(static_cast<uint8_t>(number)).empty()) continue;
+      service(*p, t);
+    }
   }
 
   void install_faults(Port& p, const json& f) {
@@ -299,6 +491,9 @@ class Chip {
       p.ping.waiting = false;
       p.ping.rtt_us.push_back(std::chrono::duration<double, std::micro>(now() - p.ping.sent).count());
       ++p.ping.done;
+    } else if (node_) {
+      node_->on_link_payload(p.number, dest, payload, now());
+      fabric_dirty_ = true;
     }
   }
 
@@ -326,10 +521,21 @@ class Chip {
       if (batch.size() < 64) break;
     }
     service(p, t);
+    if (fabric_dirty_) {
+      fabric_dirty_ = false;
+      pump(t);
+    }
     reschedule();
   }
 
   void service(Port& p, Time t) {
+    if (node_) {
+      auto& backlog = node_->backlog(p.number);
+      while (!backlog.empty() && p.link->send_room() > 0) {
+        p.link->send(backlog.front().dest_addr, backlog.front().bytes);
+        backlog.pop_front();
+      }
+    }
     while (!p.echoes.empty() && p.link->send_room() > 0) {
       p.link->send(kEchoReplyAddr, p.echoes.front());
       p.echoes.pop_front();
@@ -393,6 +599,10 @@ class Chip {
       auto d = p->link->next_deadline();
       if (d && (!next || *d < *next)) next = d;
     }
+    if (node_) {
+      auto d = node_->next_deadline();
+      if (d && (!next || *d < *next)) next = d;
+    }
     if (next == armed_) return;
     armed_ = next;
     timer_.cancel();
@@ -406,6 +616,7 @@ class Chip {
         p->link->on_timer(t);
         service(*p, t);
       }
+      pump(t);
       reschedule();
     });
   }
@@ -422,6 +633,14 @@ class Chip {
   link::LinkConfig link_cfg_;
   uint64_t job_hash_ = 0, seed_ = 1;
   std::optional<Time> armed_;
+  std::unique_ptr<session::FabricNode> node_;
+  session::FabricNode::Output out_;
+  std::thread doorbell_;
+  std::atomic<bool> doorbell_stop_{false}, drain_posted_{false};
+  bool fabric_dirty_ = false;
+  uint32_t cmd_offset_ = 0;
+  int cmd_fvc_ = -1;
+  uint64_t packet_id_ = 0;
   pid_t ppid_ = 0;
   bool stopping_ = false, control_eof_ = false;
   int exit_status_ = 0;

@@ -19,34 +19,36 @@ FabricRouter::FabricRouter(ChipId self, const RouterConfig& config, std::vector<
       center_stalled_(static_cast<size_t>(config.data_fvcs + 1), false) {
   if (cfg_.data_fvcs < 1 || cfg_.rb_packets < 1) throw std::invalid_argument("router needs FVCs and buffers");
   for (int v = 0; v < fvcs(); ++v) {
-    const auto fvc = static_cast<uint8_t>(v);
-    inputs_[{kCenter, fvc}];
+    inputs_[{kCenter, lane(static_cast<uint8_t>(v), 0)}];  // local traffic starts in class 0
+  }
+  for (int l = 0; l < lanes(); ++l) {
     for (uint8_t p : ports) {
-      inputs_[{p, fvc}];
-      credits_[{p, fvc}] = static_cast<uint32_t>(cfg_.rb_packets);
+      inputs_[{p, static_cast<uint8_t>(l)}];
+      credits_[{p, static_cast<uint8_t>(l)}] = static_cast<uint32_t>(cfg_.rb_packets);
     }
   }
 }
 
-void FabricRouter::on_arrival(uint8_t port, Packet packet, Time now) {
-  const uint8_t fvc = packet.header.fvc;
-  auto it = inputs_.find({port, fvc});
-  if (it == inputs_.end()) throw std::invalid_argument("packet on an unknown port or FVC");
+void FabricRouter::on_arrival(uint8_t port, uint8_t in_lane, Packet packet, Time now) {
+  auto it = inputs_.find({port, in_lane});
+  if (it == inputs_.end() || in_lane / 2 != packet.header.fvc) {
+    throw std::invalid_argument("packet on an unknown port or lane");
+  }
   auto& q = it->second;
   q.push_back({std::move(packet), now});
 }
 
-void FabricRouter::on_credit(uint8_t port, uint8_t fvc, uint32_t n) { credits_[{port, fvc}] += n; }
+void FabricRouter::on_credit(uint8_t port, uint8_t l, uint32_t n) { credits_[{port, l}] += n; }
 
 size_t FabricRouter::inject_room(uint8_t fvc) const {
-  auto it = inputs_.find({kCenter, fvc});
+  auto it = inputs_.find({kCenter, lane(fvc, 0)});
   if (it == inputs_.end()) return 0;
   return it->second.size() >= static_cast<size_t>(cfg_.rb_packets) ? 0 : static_cast<size_t>(cfg_.rb_packets) - it->second.size();
 }
 
 bool FabricRouter::inject(Packet packet, Time now) {
   if (packet.header.fvc >= fvcs() || inject_room(packet.header.fvc) == 0) return false;
-  inputs_[{kCenter, packet.header.fvc}].push_back({std::move(packet), now});
+  inputs_[{kCenter, lane(packet.header.fvc, 0)}].push_back({std::move(packet), now});
   return true;
 }
 
@@ -88,7 +90,7 @@ void FabricRouter::poll(Time now, Actions& out) {
   while (progress) {
     progress = false;
     // NACKs enter the control FVC at the center; they are few and are never refused.
-    for (auto& n : pending_nacks_) inputs_[{kCenter, control_fvc()}].push_back({std::move(n), now});
+    for (auto& n : pending_nacks_) inputs_[{kCenter, lane(control_fvc(), 0)}].push_back({std::move(n), now});
     pending_nacks_.clear();
     const size_t count = inputs_.size();
     auto start = inputs_.begin();
@@ -121,14 +123,15 @@ void FabricRouter::poll(Time now, Actions& out) {
         drop(in, RouterEvent::kTtlExpired, now, out);  // expired short of its destination
         progress = true;
       } else {
-        auto credit = credits_.find({hop.port, p.header.fvc});
+        const uint8_t out_lane = lane(p.header.fvc, self_.mesh == p.header.src_mesh ? 0 : 1);
+        auto credit = credits_.find({hop.port, out_lane});
         if (credit == credits_.end()) {
           drop(in, RouterEvent::kNoRoute, now, out);  // the table names an unwired port
           progress = true;
         } else if (credit->second > 0) {
           --credit->second;
           --p.header.ttl;
-          out.sends.push_back({hop.port, std::move(p)});
+          out.sends.push_back({hop.port, out_lane, std::move(p)});
           pop(in, now, out);
           progress = true;
         } else if (now - q.front().head_since >= cfg_.timeout) {

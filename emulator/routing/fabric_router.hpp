@@ -10,7 +10,11 @@
 // packet and its source and destination.
 //
 // FVCs 0 .. data_fvcs-1 carry data; FVC data_fvcs is the control FVC (2.3.2). Each has its
-// own buffers and credits, so a stalled FVC never blocks another (2.3.1).
+// own buffers and credits, so a stalled FVC never blocks another (2.3.1). Each FVC has two
+// lanes: lane class 0 while a packet is in its source mesh, class 1 once it has entered
+// another mesh (an inter-mesh virtual channel, as tt-metal keeps one). Traffic passing
+// through a mesh so never waits behind that mesh's own outbound traffic, which is what keeps
+// rings of meshes deadlock-free (see check_plane's channel classes, docs/routing.md).
 #pragma once
 
 #include <chrono>
@@ -52,12 +56,14 @@ class FabricRouter {
 
   ChipId self() const { return self_; }
   int fvcs() const { return cfg_.data_fvcs + 1; }
+  int lanes() const { return 2 * fvcs(); }
+  static uint8_t lane(uint8_t fvc, int cls) { return static_cast<uint8_t>(2 * fvc + cls); }
   uint8_t control_fvc() const { return static_cast<uint8_t>(cfg_.data_fvcs); }
 
-  // A packet from the link on `port`; its producer held a credit, so there is room.
-  void on_arrival(uint8_t port, Packet packet, Time now);
-  // The router on the far end of `port` freed n slots of its buffer for `fvc`.
-  void on_credit(uint8_t port, uint8_t fvc, uint32_t n);
+  // A packet from the link on `port` into a lane; its producer held a credit, so there is room.
+  void on_arrival(uint8_t port, uint8_t lane, Packet packet, Time now);
+  // The router on the far end of `port` freed n slots of its buffer for `lane`.
+  void on_credit(uint8_t port, uint8_t lane, uint32_t n);
   // A packet from a local worker or the center; false when that FVC's buffer is full.
   bool inject(Packet packet, Time now);
   size_t inject_room(uint8_t fvc) const;
@@ -67,11 +73,12 @@ class FabricRouter {
   struct Actions {
     struct Send {
       uint8_t port;
+      uint8_t lane;  // the buffer it goes to on the far end
       Packet packet;
     };
     struct Credit {
       uint8_t port;  // send to the router on the far end of this port
-      uint8_t fvc;
+      uint8_t lane;
       uint32_t n;
     };
     std::vector<Send> sends;
@@ -91,7 +98,7 @@ class FabricRouter {
     Packet packet;
     Time head_since;
   };
-  using Key = std::pair<uint8_t, uint8_t>;  // (input port or kCenter, fvc)
+  using Key = std::pair<uint8_t, uint8_t>;  // (input port or kCenter, lane)
 
   void drop(Key in, RouterEvent::Kind why, Time now, Actions& out);
   void nack(const PacketHeader& h);
@@ -101,7 +108,7 @@ class FabricRouter {
   RouterConfig cfg_;
   std::vector<RouterTable> tables_;
   std::map<Key, std::deque<Waiting>> inputs_;
-  std::map<Key, uint32_t> credits_;  // (output port, fvc) -> free slots downstream
+  std::map<Key, uint32_t> credits_;  // (output port, lane) -> free slots downstream
   std::vector<bool> center_stalled_;
   std::vector<Packet> pending_nacks_;
   size_t rr_ = 0;  // round-robin start among inputs

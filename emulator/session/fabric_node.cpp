@@ -17,41 +17,47 @@ FabricNode::FabricNode(routing::ChipId self, const routing::RouterConfig& config
 
 void FabricNode::on_link_payload(uint8_t port, uint32_t dest_addr, std::span<const uint8_t> payload,
                                  routing::Time now) {
-  const auto fvcs = static_cast<uint32_t>(router_.fvcs());
-  if (dest_addr >= kLinkCreditAddr && dest_addr < kLinkCreditAddr + fvcs && payload.size() == 4) {
+  const auto lanes = static_cast<uint32_t>(router_.lanes());
+  if (dest_addr >= kLinkCreditAddr && dest_addr < kLinkCreditAddr + lanes && payload.size() == 4) {
     uint32_t n = 0;
     std::memcpy(&n, payload.data(), 4);
     router_.on_credit(port, static_cast<uint8_t>(dest_addr - kLinkCreditAddr), n);
-  } else if (dest_addr >= kLinkPacketAddr && dest_addr < kLinkPacketAddr + fvcs) {
+  } else if (dest_addr >= kLinkPacketAddr && dest_addr < kLinkPacketAddr + lanes) {
+    const auto lane = static_cast<uint8_t>(dest_addr - kLinkPacketAddr);
     Packet p;
-    if (Packet::decode(payload, p) && p.header.fvc == dest_addr - kLinkPacketAddr) {
-      router_.on_arrival(port, std::move(p), now);
-    }
+    if (Packet::decode(payload, p) && p.header.fvc == lane / 2) router_.on_arrival(port, lane, std::move(p), now);
   }
 }
 
 void FabricNode::poll(routing::Time now, Output& out) {
-  bool again = true;
-  while (again) {
-    while (!replies_.empty() && router_.inject(replies_.front(), now)) replies_.pop_front();
+  // Repeat while anything moves: forwarding frees room for waiting answers, answers and
+  // deliveries make more to forward.
+  while (true) {
+    size_t injected = 0;
+    while (!replies_.empty() && router_.inject(replies_.front(), now)) {
+      replies_.pop_front();
+      ++injected;
+    }
     actions_.clear();
     router_.poll(now, actions_);
     for (auto& ev : actions_.events) out.events.push_back(ev);
     for (auto& s : actions_.sends) {
-      backlog_[s.port].push_back({kLinkPacketAddr + s.packet.header.fvc, s.packet.encode()});
+      backlog_[s.port].push_back({kLinkPacketAddr + s.lane, s.packet.encode()});
     }
     for (auto& c : actions_.credits) {
       std::vector<uint8_t> body(4);
       std::memcpy(body.data(), &c.n, 4);
-      backlog_[c.port].push_back({kLinkCreditAddr + c.fvc, std::move(body)});
+      backlog_[c.port].push_back({kLinkCreditAddr + c.lane, std::move(body)});
     }
-    again = !actions_.delivered.empty();
     for (auto& p : actions_.delivered) {
       out.committed.push_back(p.header);
       auto r = center_.on_packet(std::move(p));
       for (auto& reply : r.replies) replies_.push_back(std::move(reply));
       for (auto& w : r.for_workers) out.for_workers.push_back(std::move(w));
     }
+    const bool moved = injected > 0 || !actions_.delivered.empty() || !actions_.sends.empty() ||
+                       !actions_.events.empty();
+    if (!moved) break;
   }
 }
 

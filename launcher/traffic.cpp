@@ -1,0 +1,249 @@
+#include "launcher/traffic.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "emulator/chip/segments.hpp"
+#include "emulator/common/error.hpp"
+#include "launcher/control_client.hpp"
+#include "libfabric_tt/tt_fabric.h"
+
+namespace ttemu::launcher {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct TrafficOptions {
+  std::vector<std::string> patterns{"all_to_all"};
+  uint32_t size = 4096;
+  uint32_t count = 4;
+  int plane = 0;
+  int fvc = -1;
+  std::string src, dst;
+  uint64_t seed = 1;
+  bool json = false;
+  std::string job;
+};
+
+struct Chip {
+  std::string name;
+  uint16_t mesh, device;
+  int row, col;
+  uint64_t l1_bytes;
+};
+
+const std::vector<std::string> kPatterns = {"unicast", "all_to_all", "one_to_all", "all_to_one",
+                                            "neighbor_exchange", "random_pairing"};
+
+std::vector<std::pair<int, int>> pairs_for(const std::string& pattern, const std::vector<Chip>& chips,
+                                           int src, int dst, uint64_t seed) {
+  std::vector<std::pair<int, int>> out;
+  const int n = static_cast<int>(chips.size());
+  if (pattern == "unicast") {
+    out.push_back({src, dst});
+  } else if (pattern == "all_to_all") {
+    for (int s = 0; s < n; ++s)
+      for (int d = 0; d < n; ++d)
+        if (s != d) out.push_back({s, d});
+  } else if (pattern == "one_to_all") {
+    for (int d = 0; d < n; ++d)
+      if (d != src) out.push_back({src, d});
+  } else if (pattern == "all_to_one") {
+    for (int s = 0; s < n; ++s)
+      if (s != dst) out.push_back({s, dst});
+  } else if (pattern == "neighbor_exchange") {
+    for (int s = 0; s < n; ++s)
+      for (int d = 0; d < n; ++d)
+        if (chips[static_cast<size_t>(s)].mesh == chips[static_cast<size_t>(d)].mesh &&
+            std::abs(chips[static_cast<size_t>(s)].row - chips[static_cast<size_t>(d)].row) +
+                    std::abs(chips[static_cast<size_t>(s)].col - chips[static_cast<size_t>(d)].col) == 1)
+          out.push_back({s, d});
+  } else if (pattern == "random_pairing") {
+    std::vector<int> order(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+    std::mt19937_64 rng(seed);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int i = 0; i + 1 < n; i += 2) {  // each chip paired with one other, both ways
+      out.push_back({order[static_cast<size_t>(i)], order[static_cast<size_t>(i) + 1]});
+      out.push_back({order[static_cast<size_t>(i) + 1], order[static_cast<size_t>(i)]});
+    }
+  } else {
+    throw Error(fmt::format("unknown pattern '{}' (unicast, all_to_all, one_to_all, all_to_one, "
+                            "neighbor_exchange, random_pairing)", pattern));
+  }
+  return out;
+}
+
+uint8_t pattern_byte(int s, int d, uint32_t k, size_t i) {
+  return static_cast<uint8_t>((static_cast<uint32_t>(s) * 131u) ^ (static_cast<uint32_t>(d) * 31u) ^ (k * 7u) ^ static_cast<uint32_t>(i * 13));
+}
+
+json run_pattern(const std::string& pattern, const TrafficOptions& o, const std::string& socket) {
+  json status = request(socket, {{"cmd", "status"}});
+  std::vector<Chip> chips;
+  for (const auto& c : status["chips"]) {
+    chips.push_back({c["name"], c["mesh"], c["device"], c["row"], c["col"], c["l1_bytes"]});
+  }
+  auto index_of = [&](const std::string& name, int fallback) {
+    if (name.empty()) return fallback;
+    for (size_t i = 0; i < chips.size(); ++i) {
+      if (chips[i].name == name) return static_cast<int>(i);
+    }
+    throw Error(fmt::format("device {} is not in the running system", name));
+  };
+  const int src = index_of(o.src, 0), dst = index_of(o.dst, static_cast<int>(chips.size()) - 1);
+  auto pairs = pairs_for(pattern, chips, src, dst, o.seed);
+  if (pairs.empty()) throw Error(fmt::format("pattern {} has no pairs on this system", pattern));
+  const uint64_t block = uint64_t{o.size} * o.count;
+  const uint64_t l1 = chips[0].l1_bytes;
+  if (block * chips.size() > l1 / 2) {
+    throw Error(fmt::format("size x count x chips = {} bytes does not fit half of a chip's L1 ({} bytes)",
+                            block * chips.size(), l1 / 2));
+  }
+  const std::string job = status["job"];
+  // One worker per source chip; sources keep their data in the upper half of their L1.
+  std::map<int, tt_fabric*> workers;
+  auto close_all = [&] {
+    for (auto& [i, w] : workers) tt_fabric_close(w);
+  };
+  char err[256];
+  for (auto [s, d] : pairs) {
+    if (workers.count(s)) continue;
+    tt_fabric* w = tt_fabric_open(job.c_str(), chips[static_cast<size_t>(s)].mesh, chips[static_cast<size_t>(s)].device, 0, err, sizeof err);
+    if (!w) {
+      close_all();
+      throw Error(err);
+    }
+    workers[s] = w;
+  }
+  auto src_addr = [&](int s, int d) { return l1 / 2 + static_cast<uint64_t>(d) * block + 0 * static_cast<uint64_t>(s); };
+  auto dst_addr = [&](int s) { return static_cast<uint64_t>(s) * block; };
+  for (auto [s, d] : pairs) {
+    auto* mem = static_cast<uint8_t*>(tt_fabric_memory(workers[s], src_addr(s, d), block));
+    for (uint32_t k = 0; k < o.count; ++k)
+      for (size_t i = 0; i < o.size; ++i) mem[k * o.size + i] = pattern_byte(s, d, k, i);
+  }
+  json before = request(socket, {{"cmd", "status"}});
+  const auto start = Clock::now();
+  int rc = TT_FABRIC_OK;
+  for (uint32_t k = 0; k < o.count && rc == TT_FABRIC_OK; ++k) {
+    for (auto [s, d] : pairs) {
+      tt_fabric_status st;
+      rc = fabric_async_write(workers[s], static_cast<uint8_t>(o.plane), src_addr(s, d) + uint64_t{k} * o.size,
+                              {chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device},
+                              dst_addr(s) + uint64_t{k} * o.size, o.size, o.fvc, 0, &st);
+      if (rc != TT_FABRIC_OK) break;
+    }
+  }
+  for (auto& [s, w] : workers) {
+    if (rc == TT_FABRIC_OK) rc = fabric_async_write_barrier(w, 0);
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (rc != TT_FABRIC_OK) {
+    close_all();
+    throw Error(fmt::format("pattern {}: {}", pattern, tt_fabric_strerror(rc)));
+  }
+  json after = request(socket, {{"cmd", "status"}});
+  // Verify every byte at every destination, straight from its memory.
+  uint64_t verified = 0, errors = 0;
+  chip::JobId id = *chip::JobId::parse(job);
+  std::map<int, chip::Segment> mapped;
+  for (auto [s, d] : pairs) {
+    if (!mapped.count(d)) {
+      mapped.emplace(d, chip::Segment::open(chip::segment_name(id, {chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device}, chip::SegmentKind::kL1)));
+    }
+    const uint8_t* mem = mapped.at(d).as<uint8_t>(dst_addr(s));
+    for (uint32_t k = 0; k < o.count; ++k) {
+      bool ok = true;
+      for (size_t i = 0; i < o.size && ok; ++i) ok = mem[k * o.size + i] == pattern_byte(s, d, k, i);
+      (ok ? verified : errors) += o.size;
+    }
+  }
+  // Latency: single small writes, each waited for (write and its acknowledgement).
+  std::vector<double> rtt;
+  for (size_t i = 0; i < std::min<size_t>(pairs.size(), 64); ++i) {
+    auto [s, d] = pairs[i * pairs.size() / std::min<size_t>(pairs.size(), 64)];
+    auto t0 = Clock::now();
+    tt_fabric_status st;
+    fabric_async_write(workers[s], static_cast<uint8_t>(o.plane), src_addr(s, d), {chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device},
+                       dst_addr(s), 64, o.fvc, 1, &st);
+    fabric_async_write_barrier(workers[s], 1);
+    rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  uint32_t nacks = 0;
+  for (auto& [s, w] : workers) nacks += tt_fabric_nacks(w);
+  close_all();
+  std::sort(rtt.begin(), rtt.end());
+  double sum = 0;
+  for (double x : rtt) sum += x;
+  // Per-link load from the link counters.
+  double max_link = 0;
+  int links_used = 0;
+  for (size_t l = 0; l < after["links"].size(); ++l) {
+    for (size_t e = 0; e < 2; ++e) {
+      double bytes = after["links"][l]["ends"][e]["counters"]["bytes_tx"].get<double>() -
+                     before["links"][l]["ends"][e]["counters"]["bytes_tx"].get<double>();
+      if (bytes > 0) ++links_used;
+      max_link = std::max(max_link, bytes / seconds / 1e9);
+    }
+  }
+  const double bytes = static_cast<double>(pairs.size()) * static_cast<double>(block);
+  return {{"pattern", pattern}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
+          {"gb_per_s", bytes / seconds / 1e9}, {"verified", verified}, {"errors", errors}, {"nacks", nacks},
+          {"latency_us", {{"min", rtt.front()}, {"avg", sum / static_cast<double>(rtt.size())}, {"p99", rtt[rtt.size() * 99 / 100]}}},
+          {"links_used", links_used}, {"max_link_gb_per_s", max_link}};
+}
+
+}  // namespace
+
+void add_traffic_command(CLI::App& app, int& exit_status) {
+  auto o = std::make_shared<TrafficOptions>();
+  auto* t = app.add_subcommand("traffic", "Drive traffic patterns through a running system and verify every byte");
+  t->add_option("--pattern", o->patterns, "unicast, all_to_all, one_to_all, all_to_one, neighbor_exchange, random_pairing, or all")->delimiter(',');
+  t->add_option("--size", o->size, "Bytes per write")->check(CLI::Range(1u, static_cast<unsigned>(TT_FABRIC_MAX_SIZE)));
+  t->add_option("--count", o->count, "Writes per pair")->check(CLI::Range(1u, 100000u));
+  t->add_option("--plane", o->plane, "Routing plane");
+  t->add_option("--fvc", o->fvc, "FVC (-1: automatic)");
+  t->add_option("--src", o->src, "Source for unicast / one_to_all (default: the first chip)");
+  t->add_option("--dst", o->dst, "Destination for unicast / all_to_one (default: the last chip)");
+  t->add_option("--seed", o->seed, "Seed for random_pairing");
+  t->add_option("--job", o->job, "Job id (default: $TTEMU_JOB, else the only running system)");
+  t->add_flag("--json", o->json, "One JSON object per pattern");
+  t->callback([o, &exit_status] {
+    std::vector<std::string> patterns;
+    for (const auto& p : o->patterns) {
+      if (p == "all") patterns.insert(patterns.end(), kPatterns.begin(), kPatterns.end());
+      else patterns.push_back(p);
+    }
+    const std::string socket = find_control_socket(o->job.empty() ? std::nullopt : std::optional(o->job));
+    bool bad = false;
+    for (const auto& p : patterns) {
+      json r = run_pattern(p, *o, socket);
+      bad = bad || r["errors"].get<uint64_t>() > 0;
+      if (o->json) {
+        fmt::print("{}\n", r.dump());
+      } else {
+        fmt::print("{:<18} {:>5} pairs {:>10.0f} B in {:.4f} s: {:7.3f} GB/s  verified {} B, errors {}  "
+                   "latency min/avg/p99 {:.1f}/{:.1f}/{:.1f} us  links {} (max {:.3f} GB/s)\n",
+                   p, r["pairs"].get<size_t>(), r["bytes"].get<double>(), r["seconds"].get<double>(),
+                   r["gb_per_s"].get<double>(), r["verified"].get<uint64_t>(), r["errors"].get<uint64_t>(),
+                   r["latency_us"]["min"].get<double>(), r["latency_us"]["avg"].get<double>(),
+                   r["latency_us"]["p99"].get<double>(), r["links_used"].get<int>(),
+                   r["max_link_gb_per_s"].get<double>());
+      }
+      std::fflush(stdout);
+    }
+    if (bad) exit_status = 1;
+  });
+}
+
+}  // namespace ttemu::launcher

@@ -1,0 +1,292 @@
+// The worker side of the read/write API: validates a call, takes a ticket in the chip's
+// router command buffer, writes the command and rings the doorbell; barriers sleep on the
+// transaction counters the router decrements as acknowledgements arrive.
+#include "libfabric_tt/tt_fabric.h"
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "emulator/chip/arch.hpp"
+#include "emulator/chip/chip_control.hpp"
+#include "emulator/chip/segments.hpp"
+#include "emulator/common/error.hpp"
+#include "emulator/common/futex.hpp"
+#include "launcher/control_client.hpp"
+
+using namespace ttemu;
+
+struct tt_fabric {
+  chip::JobId job;
+  routing::ChipId self;
+  uint16_t core = 0;
+  chip::Segment ctl, l1, dram;
+  chip::ChipControl* block = nullptr;
+  chip::ArchSpec arch;
+  int planes = 1, data_fvcs = 2;
+  struct Target {
+    uint64_t l1_bytes, dram_bytes;
+    int row, col, rows, cols;
+  };
+  std::map<std::pair<uint16_t, uint16_t>, Target> targets;
+};
+
+static_assert(sizeof(tt_fabric_status) == sizeof(chip::FabricStatus));
+static_assert(int{TT_FABRIC_EDEVICE} == int{chip::kStatusBadDevice} && int{TT_FABRIC_EPLANE} == int{chip::kStatusBadPlane});
+
+namespace {
+
+std::chrono::milliseconds barrier_limit() {
+  const char* env = std::getenv("TTEMU_BARRIER_TIMEOUT_MS");
+  return std::chrono::milliseconds(env ? std::atol(env) : 60000);
+}
+
+bool in_range(uint64_t addr, size_t size, uint64_t l1, uint64_t dram) {
+  const bool is_dram = (addr & TT_FABRIC_DRAM) != 0;
+  const uint64_t off = addr & ~TT_FABRIC_DRAM;
+  const uint64_t limit = is_dram ? dram : l1;
+  return off <= limit && size <= limit - off;
+}
+
+int fail(tt_fabric_status* status, int code) {
+  if (status) *status = {code, -1};
+  return code;
+}
+
+struct Request {
+  routing::Command command;
+  uint8_t plane;
+  tt_fabric_device dst;
+  uint64_t src_addr = 0, dst_addr = 0, return_addr = 0;
+  uint32_t size = 0, arg = 0;
+  uint8_t wrap = 31;
+  int fvc = -1;
+  uint8_t txn = 0;
+};
+
+int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
+  if (!f) return fail(status, TT_FABRIC_EARG);
+  if (r.plane >= f->planes) return fail(status, TT_FABRIC_EPLANE);
+  if (r.txn >= chip::kTxnIds) return fail(status, TT_FABRIC_ETXN);
+  if (r.fvc < -1 || r.fvc >= f->data_fvcs) return fail(status, TT_FABRIC_EFVC);
+  auto t = f->targets.find({r.dst.mesh, r.dst.device});
+  if (t == f->targets.end()) return fail(status, TT_FABRIC_EDEVICE);
+  const bool moves_data = r.command == routing::Command::kWrite || r.command == routing::Command::kReadRequest;
+  if (moves_data && (r.size == 0 || r.size > TT_FABRIC_MAX_SIZE)) return fail(status, TT_FABRIC_ESIZE);
+  const uint32_t span = moves_data ? r.size : 4;
+  if (!in_range(r.dst_addr, span, t->second.l1_bytes, t->second.dram_bytes)) return fail(status, TT_FABRIC_EADDR);
+  if (r.command == routing::Command::kWrite && !in_range(r.src_addr, r.size, f->l1.size(), f->dram.size())) {
+    return fail(status, TT_FABRIC_EADDR);
+  }
+  const bool answers = r.command == routing::Command::kReadRequest || r.command == routing::Command::kAtomicReadInc;
+  if (answers && !in_range(r.return_addr, span, f->l1.size(), f->dram.size())) return fail(status, TT_FABRIC_EADDR);
+
+  // A status inside chip memory is the router's to fill (it knows the FVC it picks).
+  uint64_t status_addr = 0;
+  auto* sp = reinterpret_cast<uint8_t*>(status);
+  auto* l1 = f->l1.as<uint8_t>();
+  auto* dram = f->dram.as<uint8_t>();
+  if (sp >= l1 && sp + sizeof(*status) <= l1 + f->l1.size()) status_addr = static_cast<uint64_t>(sp - l1);
+  else if (sp >= dram && sp + sizeof(*status) <= dram + f->dram.size()) status_addr = TT_FABRIC_DRAM | static_cast<uint64_t>(sp - dram);
+  if (status) *status = {TT_FABRIC_OK, r.fvc};
+
+  auto& cb = f->block->commands;
+  const uint32_t packets = moves_data ? (r.size + routing::kMaxPacketPayload - 1) / routing::kMaxPacketPayload : 1;
+  const uint32_t ticket = cb.next_ticket.fetch_add(1);
+  // Our slot is free once the router has taken the ticket kCommandSlots before ours.
+  for (uint32_t served; (served = cb.served.load(std::memory_order_acquire)) + chip::kCommandSlots <= ticket;) {
+    futex_wait(cb.served, served, std::chrono::milliseconds(100));
+  }
+  chip::FabricCommand& slot = cb.slots[ticket % chip::kCommandSlots];
+  while (slot.state.load(std::memory_order_acquire) != chip::kSlotFree) {
+  }
+  slot.ticket = ticket;
+  slot.command = r.command;
+  slot.fvc = static_cast<int8_t>(r.fvc);
+  slot.plane = r.plane;
+  slot.txn_id = r.txn;
+  slot.core = f->core;
+  slot.wrap = r.wrap;
+  slot.ttl = routing::kDefaultTtl;
+  slot.dst_mesh = r.dst.mesh;
+  slot.dst_device = r.dst.device;
+  slot.size = r.size;
+  slot.arg = r.arg;
+  slot.src_addr = r.src_addr;
+  slot.dst_addr = r.dst_addr;
+  slot.return_addr = r.return_addr;
+  slot.status_addr = status_addr;
+  f->block->commands.workers[f->core].txn[r.txn].fetch_add(packets);
+  slot.state.store(chip::kSlotReady, std::memory_order_release);
+  cb.doorbell.fetch_add(1, std::memory_order_release);
+  futex_wake(cb.doorbell, 1);
+  return TT_FABRIC_OK;
+}
+
+int barrier(tt_fabric* f, uint8_t txn) {
+  if (!f) return TT_FABRIC_EARG;
+  if (txn >= chip::kTxnIds) return TT_FABRIC_ETXN;
+  auto& counter = f->block->commands.workers[f->core].txn[txn];
+  const auto deadline = std::chrono::steady_clock::now() + barrier_limit();
+  for (int spin = 0;; ++spin) {
+    uint32_t v = counter.load(std::memory_order_acquire);
+    if (v == 0) return TT_FABRIC_OK;
+    if (spin < 2000) continue;  // a short, bounded spin while traffic flows
+    if (std::chrono::steady_clock::now() > deadline) return TT_FABRIC_ETIMEDOUT;
+    futex_wait(counter, v, std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+tt_fabric* tt_fabric_open(const char* job, uint16_t mesh, uint16_t device, uint16_t core, char* error,
+                          size_t error_len) {
+  auto set_error = [&](const std::string& e) {
+    if (error && error_len) {
+      std::snprintf(error, error_len, "%s", e.c_str());
+    }
+  };
+  try {
+    auto socket = launcher::find_control_socket(job ? std::optional<std::string>(job) : std::nullopt);
+    auto status = launcher::request(socket, {{"cmd", "status"}});
+    auto f = std::make_unique<tt_fabric>();
+    auto id = chip::JobId::parse(status.at("job").get<std::string>());
+    f->job = *id;
+    f->self = {mesh, device};
+    f->planes = status.value("planes", 1);
+    f->data_fvcs = status.value("data_fvcs", 2);
+    bool found = false;
+    for (const auto& c : status.at("chips")) {
+      f->targets[{c.at("mesh").get<uint16_t>(), c.at("device").get<uint16_t>()}] = {
+          c.at("l1_bytes").get<uint64_t>(), c.at("dram_bytes").get<uint64_t>(), c.at("row").get<int>(),
+          c.at("col").get<int>(), c.at("mesh_rows").get<int>(), c.at("mesh_cols").get<int>()};
+      found = found || (c.at("mesh") == mesh && c.at("device") == device);
+    }
+    if (!found) throw Error(fmt::format("device M{}D{} is not in the running system", mesh, device));
+    if (core >= chip::kMaxWorkers) throw Error(fmt::format("core {} out of range (0-{})", core, chip::kMaxWorkers - 1));
+    f->core = core;
+    f->ctl = chip::Segment::open(chip::segment_name(f->job, f->self, chip::SegmentKind::kControl));
+    f->l1 = chip::Segment::open(chip::segment_name(f->job, f->self, chip::SegmentKind::kL1));
+    f->dram = chip::Segment::open(chip::segment_name(f->job, f->self, chip::SegmentKind::kDram));
+    f->block = f->ctl.as<chip::ChipControl>();
+    f->arch = f->l1.size() >= chip::arch_spec("blackhole").l1_total() ? chip::arch_spec("blackhole") : chip::arch_spec("wormhole_b0");
+    return f.release();
+  } catch (const std::exception& e) {
+    set_error(e.what());
+    return nullptr;
+  }
+}
+
+void tt_fabric_close(tt_fabric* f) { delete f; }
+
+void* tt_fabric_memory(tt_fabric* f, uint64_t addr, size_t size) {
+  if (!f || !in_range(addr, size, f->l1.size(), f->dram.size())) return nullptr;
+  const uint64_t off = addr & ~TT_FABRIC_DRAM;
+  return (addr & TT_FABRIC_DRAM ? f->dram.as<uint8_t>() : f->l1.as<uint8_t>()) + off;
+}
+
+uint64_t tt_fabric_core_l1(tt_fabric* f) {
+  if (!f) return 0;
+  if (f->core < f->arch.tensix_cores) return static_cast<uint64_t>(f->core) * f->arch.tensix_l1;
+  return 0;
+}
+
+uint64_t tt_fabric_core_l1_size(tt_fabric* f) { return f ? f->arch.tensix_l1 : 0; }
+
+uint32_t tt_fabric_nacks(tt_fabric* f) { return f ? f->block->commands.workers[f->core].nacks.load() : 0; }
+
+const char* tt_fabric_strerror(int code) {
+  switch (code) {
+    case TT_FABRIC_OK: return "success";
+    case TT_FABRIC_EDEVICE: return "no such device";
+    case TT_FABRIC_EADDR: return "address outside L1 or DRAM";
+    case TT_FABRIC_ESIZE: return "size is 0 or too large";
+    case TT_FABRIC_ETXN: return "transaction id outside 0-15";
+    case TT_FABRIC_EFVC: return "no such FVC";
+    case TT_FABRIC_EPLANE: return "no such routing plane";
+    case TT_FABRIC_ETIMEDOUT: return "barrier timed out";
+    case TT_FABRIC_EARG: return "bad argument";
+  }
+  return "unknown error";
+}
+
+int fabric_async_write(tt_fabric* f, uint8_t plane, uint64_t src_addr, tt_fabric_device dst, uint64_t dst_addr,
+                       uint32_t size, int fvc, uint8_t txn, tt_fabric_status* status) {
+  Request r{routing::Command::kWrite, plane, dst};
+  r.src_addr = src_addr;
+  r.dst_addr = dst_addr;
+  r.size = size;
+  r.fvc = fvc;
+  r.txn = txn;
+  return submit(f, r, status);
+}
+
+int fabric_async_write_multicast(tt_fabric* f, uint8_t plane, tt_fabric_device origin, uint8_t e, uint8_t w,
+                                 uint8_t n, uint8_t s, uint64_t src_addr, uint64_t dst_addr, uint32_t size,
+                                 int fvc, uint8_t txn, uint32_t /*mcast_flags*/, tt_fabric_status* status) {
+  if (!f) return fail(status, TT_FABRIC_EARG);
+  auto o = f->targets.find({origin.mesh, origin.device});
+  if (o == f->targets.end()) return fail(status, TT_FABRIC_EDEVICE);
+  // Validate every write first, so that an error sends nothing.
+  std::vector<tt_fabric_device> group;
+  for (const auto& [key, t] : f->targets) {
+    if (key.first != origin.mesh) continue;
+    const int dr = t.row - o->second.row, dc = t.col - o->second.col;
+    if (dr >= -n && dr <= s && dc >= -w && dc <= e) group.push_back({key.first, key.second});
+  }
+  for (const auto& d : group) {
+    auto t = f->targets.at({d.mesh, d.device});
+    if (!in_range(dst_addr, size, t.l1_bytes, t.dram_bytes)) return fail(status, TT_FABRIC_EADDR);
+  }
+  for (const auto& d : group) {
+    int rc = fabric_async_write(f, plane, src_addr, d, dst_addr, size, fvc, txn, status);
+    if (rc != TT_FABRIC_OK) return rc;
+  }
+  return TT_FABRIC_OK;
+}
+
+int fabric_async_write_barrier(tt_fabric* f, uint8_t txn) { return barrier(f, txn); }
+int fabric_async_read_barrier(tt_fabric* f, uint8_t txn) { return barrier(f, txn); }
+
+int fabric_async_read(tt_fabric* f, uint8_t plane, tt_fabric_device src, uint64_t src_addr, uint64_t return_addr,
+                      uint32_t size, int fvc, uint8_t txn, tt_fabric_status* status) {
+  Request r{routing::Command::kReadRequest, plane, src};
+  r.dst_addr = src_addr;
+  r.return_addr = return_addr;
+  r.size = size;
+  r.fvc = fvc;
+  r.txn = txn;
+  return submit(f, r, status);
+}
+
+int fabric_async_atomic_inc(tt_fabric* f, uint8_t plane, tt_fabric_device dst, uint64_t dst_addr, uint32_t inc,
+                            uint8_t wrap, int fvc, uint8_t txn, tt_fabric_status* status) {
+  Request r{routing::Command::kAtomicInc, plane, dst};
+  r.dst_addr = dst_addr;
+  r.arg = inc;
+  r.wrap = wrap;
+  r.fvc = fvc;
+  r.txn = txn;
+  return submit(f, r, status);
+}
+
+int fabric_async_atomic_read_inc(tt_fabric* f, uint8_t plane, uint64_t return_addr, tt_fabric_device dst,
+                                 uint64_t dst_addr, uint32_t inc, uint8_t wrap, int fvc, uint8_t txn,
+                                 tt_fabric_status* status) {
+  Request r{routing::Command::kAtomicReadInc, plane, dst};
+  r.dst_addr = dst_addr;
+  r.return_addr = return_addr;
+  r.arg = inc;
+  r.wrap = wrap;
+  r.fvc = fvc;
+  r.txn = txn;
+  return submit(f, r, status);
+}
+
+}  // extern "C"

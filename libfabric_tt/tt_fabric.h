@@ -1,0 +1,89 @@
+/* The TT-Fabric read/write API of spec section 3, for programs that act as a worker on one
+ * core of one chip of a running ttemu system (started with `ttemu launch`).
+ *
+ * Addresses are in chip memory: an offset into the chip's L1 (all cores' L1, Tensix cores
+ * first), or TT_FABRIC_DRAM | offset for DRAM. A worker writes its source data into its own
+ * chip's memory (tt_fabric_memory) and the router pulls it from there (the pull model).
+ * Calls return TT_FABRIC_OK or a negative error, and fill *status; on an error nothing is
+ * sent and nothing is written anywhere. A status that lives in chip memory is filled in by
+ * the router, which also reports the FVC it chose when fvc is -1. */
+#ifndef TT_FABRIC_H
+#define TT_FABRIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tt_fabric tt_fabric;
+
+typedef struct {
+  int32_t status; /* TT_FABRIC_OK or an error below */
+  int32_t fvc;    /* the FVC used (chosen by the fabric when -1 was asked), -1 if unknown yet */
+} tt_fabric_status;
+
+typedef struct {
+  uint16_t mesh;
+  uint16_t device;
+} tt_fabric_device;
+
+enum {
+  TT_FABRIC_OK = 0,
+  TT_FABRIC_EDEVICE = -1,   /* no such device in the system */
+  TT_FABRIC_EADDR = -2,     /* address range outside the L1 or DRAM it names */
+  TT_FABRIC_ESIZE = -3,     /* size 0, or larger than TT_FABRIC_MAX_SIZE */
+  TT_FABRIC_ETXN = -4,      /* transaction id outside 0-15 */
+  TT_FABRIC_EFVC = -5,      /* no such FVC (use -1 for automatic) */
+  TT_FABRIC_EPLANE = -6,    /* no such routing plane */
+  TT_FABRIC_ETIMEDOUT = -7, /* a barrier waited longer than its limit */
+  TT_FABRIC_EARG = -8,      /* a null handle or another impossible argument */
+};
+
+#define TT_FABRIC_DRAM (1ull << 63)
+#define TT_FABRIC_MAX_SIZE (1u << 20)
+
+/* Opens a worker on core `core` of chip MxDy of the job (NULL: $TTEMU_JOB, else the only
+ * running job). On failure returns NULL and puts a one-line reason in error. */
+tt_fabric* tt_fabric_open(const char* job, uint16_t mesh, uint16_t device, uint16_t core,
+                          char* error, size_t error_len);
+void tt_fabric_close(tt_fabric* f);
+
+/* This chip's memory at addr, or NULL when [addr, addr+size) is outside it. */
+void* tt_fabric_memory(tt_fabric* f, uint64_t addr, size_t size);
+/* Where this worker's own core L1 starts (an L1 address). */
+uint64_t tt_fabric_core_l1(tt_fabric* f);
+uint64_t tt_fabric_core_l1_size(tt_fabric* f);
+/* Packets of this worker that the fabric dropped (TTL expiry, timeout) and NACKed. */
+uint32_t tt_fabric_nacks(tt_fabric* f);
+const char* tt_fabric_strerror(int code);
+
+int fabric_async_write(tt_fabric* f, uint8_t routing_plane, uint64_t src_addr, tt_fabric_device dst,
+                       uint64_t dst_addr, uint32_t size, int fvc, uint8_t transaction_id,
+                       tt_fabric_status* status);
+/* Writes to every device within the given hops of origin (east, west, north, south). */
+int fabric_async_write_multicast(tt_fabric* f, uint8_t routing_plane, tt_fabric_device origin,
+                                 uint8_t e_depth, uint8_t w_depth, uint8_t n_depth, uint8_t s_depth,
+                                 uint64_t src_addr, uint64_t dst_addr, uint32_t size, int fvc,
+                                 uint8_t transaction_id, uint32_t mcast_flags,
+                                 tt_fabric_status* status);
+/* Returns once every write with this transaction id has been committed at its destination. */
+int fabric_async_write_barrier(tt_fabric* f, uint8_t transaction_id);
+int fabric_async_read(tt_fabric* f, uint8_t routing_plane, tt_fabric_device src, uint64_t src_addr,
+                      uint64_t return_addr, uint32_t size, int fvc, uint8_t transaction_id,
+                      tt_fabric_status* status);
+int fabric_async_read_barrier(tt_fabric* f, uint8_t transaction_id);
+int fabric_async_atomic_inc(tt_fabric* f, uint8_t routing_plane, tt_fabric_device dst, uint64_t dst_addr,
+                            uint32_t inc_value, uint8_t wrap_boundary, int fvc, uint8_t transaction_id,
+                            tt_fabric_status* status);
+int fabric_async_atomic_read_inc(tt_fabric* f, uint8_t routing_plane, uint64_t return_addr,
+                                 tt_fabric_device dst, uint64_t dst_addr, uint32_t inc_value,
+                                 uint8_t wrap_boundary, int fvc, uint8_t transaction_id,
+                                 tt_fabric_status* status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TT_FABRIC_H */
