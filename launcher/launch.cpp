@@ -27,6 +27,7 @@
 #include "emulator/common/error.hpp"
 #include "emulator/control/routing_tables.hpp"
 #include "emulator/control/system_yaml.hpp"
+#include "emulator/control/table_json.hpp"
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/link/tt_link.hpp"
 
@@ -62,6 +63,14 @@ class Launcher {
   int run() {
     sys_ = control::load_system(o_.file);
     tables_ = control::compute_tables(sys_);
+    if (!o_.tables.empty()) {
+      // Deliberately chosen (or broken) tables, as `ttemu topo tables --json` writes them.
+      std::ifstream in(o_.tables);
+      if (!in) throw Error(fmt::format("{}: cannot open the file", o_.tables));
+      json doc = json::parse(in, nullptr, false);
+      if (doc.is_discarded()) throw Error(fmt::format("{}: not valid JSON", o_.tables));
+      tables_ = control::tables_from_json(sys_, doc, o_.tables);
+    }
     if (!o_.faults.empty()) plan_ = link::load_fault_plan(o_.faults, sys_);
     seed_ = o_.seed ? *o_.seed : plan_.seed ? *plan_.seed : 1;
     auto stale = chip::clean_stale();

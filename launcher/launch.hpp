@@ -16,6 +16,7 @@ namespace ttemu::launcher {
 struct LaunchOptions {
   std::string file;                   // system specification
   std::string faults;                 // fault plan, optional
+  std::string tables;                 // routing tables (JSON) instead of computed ones, optional
   std::optional<uint64_t> seed;
   std::vector<std::string> command;   // client to run against the live system
   uint16_t window = 64;

@@ -63,6 +63,7 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   launch->add_option("FILE", lo->file, "System specification (default: the Galaxy 4x8)");
   launch->add_option("--faults", lo->faults, "Fault plan (YAML, see docs/fault-plan.md)");
   launch->add_option("--seed", lo->seed, "Seed for fault injection (overrides the plan's)");
+  launch->add_option("--tables", lo->tables, "Routing tables (JSON from 'ttemu topo tables --json') instead of computed ones");
   launch->add_option("--window", lo->window, "TT-link window, frames in flight")->check(CLI::Range(1, 32768));
   launch->add_option("--dram-mib", lo->dram_mib, "DRAM per chip in MiB (default: the architecture's)");
   launch->add_option("--ready-timeout", lo->ready_timeout, "Seconds allowed for every link to come up");
@@ -171,6 +172,23 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
                      {{"cmd", "faults"}, {"plan", text.str()}, {"source", *plan_file}});
     fmt::print("applied {}: {} link direction(s) with faults\n", *plan_file, r["directions_with_faults"].get<int>());
   });
+
+  // fabric stall / resume
+  auto* fabric = app.add_subcommand("fabric", "Act on a running system's fabric routers");
+  fabric->require_subcommand(1);
+  auto stall_opts = std::make_shared<std::pair<std::string, int>>("", 0);
+  for (const char* verb : {"stall", "resume"}) {
+    bool stall = std::string(verb) == "stall";
+    auto* cmd = fabric->add_subcommand(verb, stall ? "Stop a chip's center from consuming one FVC (a stalled consumer)"
+                                                   : "Let a stalled chip's center consume again");
+    cmd->add_option("CHIP", stall_opts->first, "e.g. M0D3")->required();
+    cmd->add_option("--fvc", stall_opts->second, "FVC")->required();
+    cmd->add_option("--job", *job, "Job id (default: $TTEMU_JOB, else the only running system)");
+    cmd->callback([stall_opts, job, stall] {
+      request(find_control_socket(job->empty() ? std::nullopt : std::optional(*job)),
+              {{"cmd", "stall"}, {"chip", stall_opts->first}, {"fvc", stall_opts->second}, {"stalled", stall}});
+    });
+  }
 
   // clean
   auto* clean = app.add_subcommand("clean", "Remove shared memory and sockets left by dead jobs");

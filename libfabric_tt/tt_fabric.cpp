@@ -199,6 +199,27 @@ uint64_t tt_fabric_core_l1(tt_fabric* f) {
 
 uint64_t tt_fabric_core_l1_size(tt_fabric* f) { return f ? f->arch.tensix_l1 : 0; }
 
+int tt_fabric_devices(tt_fabric* f, tt_fabric_device* out, int max) {
+  if (!f) return 0;
+  int n = 0;
+  for (const auto& [key, t] : f->targets) {
+    if (out && n < max) out[n] = {key.first, key.second};
+    ++n;
+  }
+  return n;
+}
+
+int tt_fabric_device_position(tt_fabric* f, tt_fabric_device d, int* row, int* col) {
+  if (!f) return TT_FABRIC_EARG;
+  auto t = f->targets.find({d.mesh, d.device});
+  if (t == f->targets.end()) return TT_FABRIC_EDEVICE;
+  if (row) *row = t->second.row;
+  if (col) *col = t->second.col;
+  return TT_FABRIC_OK;
+}
+
+int tt_fabric_data_fvcs(tt_fabric* f) { return f ? f->data_fvcs : 0; }
+
 uint32_t tt_fabric_nacks(tt_fabric* f) { return f ? f->block->commands.workers[f->core].nacks.load() : 0; }
 
 const char* tt_fabric_strerror(int code) {

@@ -55,6 +55,12 @@ void* tt_fabric_memory(tt_fabric* f, uint64_t addr, size_t size);
 /* Where this worker's own core L1 starts (an L1 address). */
 uint64_t tt_fabric_core_l1(tt_fabric* f);
 uint64_t tt_fabric_core_l1_size(tt_fabric* f);
+/* The devices of the system: fills up to max entries, returns how many there are. */
+int tt_fabric_devices(tt_fabric* f, tt_fabric_device* out, int max);
+/* A device's row and column in its mesh; TT_FABRIC_OK or TT_FABRIC_EDEVICE. */
+int tt_fabric_device_position(tt_fabric* f, tt_fabric_device d, int* row, int* col);
+/* Data FVCs of the system (FVC numbers 0 .. n-1; the control FVC is not for workers). */
+int tt_fabric_data_fvcs(tt_fabric* f);
 /* Packets of this worker that the fabric dropped (TTL expiry, timeout) and NACKed. */
 uint32_t tt_fabric_nacks(tt_fabric* f);
 const char* tt_fabric_strerror(int code);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include "emulator/link/frame.hpp"
 #include "tests/system_support.hpp"
@@ -232,6 +233,76 @@ TEST(System, CleanRemovesWhatDeadJobsLeft) {
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_FALSE(fs::exists(name));
   EXPECT_NE(r.out.find("removed " + name), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace ttemu::test
+
+namespace ttemu::test {
+namespace {
+
+// --- fabric routers and the read/write API across processes -------------------------------
+
+RunResult client_on(const std::vector<std::string>& launch_args, const std::string& filter) {
+  std::vector<std::string> args{"launch"};
+  args.insert(args.end(), launch_args.begin(), launch_args.end());
+  args.insert(args.end(), {"--", TTEMU_FABRIC_CLIENT, "--gtest_filter=" + filter});
+  return ttemu(args);
+}
+
+TEST(Fabric, GalaxyWritesReadsAtomicsMulticastAndBadArguments) {
+  RunResult r = client_on({topo("galaxy.yaml")}, "Fabric.*");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("[  PASSED  ] 5 tests"), std::string::npos) << r.out;
+}
+
+TEST(Fabric, FourMeshClusterWritesReadsAndAtomicsAcrossMeshes) {
+  RunResult r = client_on({topo("spec_4mesh_3x3.yaml")}, "Fabric.*");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("[  PASSED  ] 5 tests"), std::string::npos) << r.out;
+}
+
+TEST(Fabric, TrafficVerifiesEveryPatternWithCrcErrorsOnEveryLink) {
+  FaultPlanFile plan("links:\n  - link: all\n    corrupt: 0.02\n");
+  RunResult r = ttemu({"launch", topo("galaxy.yaml"), "--faults", plan.path(), "--", TTEMU_BINARY, "traffic",
+                       "--pattern", "all", "--count", "2", "--json"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  int patterns = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    json p = json::parse(line);
+    ++patterns;
+    EXPECT_EQ(p["errors"], 0) << line;
+    EXPECT_EQ(p["verified"], p["bytes"]) << line;
+    EXPECT_GT(p["gb_per_s"].get<double>(), 0);
+  }
+  EXPECT_EQ(patterns, 6);
+}
+
+TEST(Fabric, ARoutingLoopIsDroppedWhereTtlRunsOutAndTheSenderIsTold) {
+  RunResult t = ttemu({"topo", "tables", topo("mesh_4x4.yaml"), "--json"});
+  ASSERT_EQ(t.status, 0);
+  json doc = json::parse(t.out);
+  // Spec 5.4's loop toward D16 (M0D15): D1 -> D5 -> D6 -> D7 -> D11 -> D10 -> D9 -> D5 ...
+  const std::pair<int, int> loop[] = {{0, 2}, {4, 1}, {5, 1}, {6, 2}, {10, 3}, {9, 3}, {8, 0}};
+  for (auto [device, port] : loop) doc["routers"][static_cast<size_t>(device)]["l0"][15] = port;
+  FaultPlanFile tables(doc.dump());  // any temporary file
+  RunResult r = client_on({topo("mesh_4x4.yaml"), "--tables", tables.path()}, "Loop.*");
+  EXPECT_EQ(r.status, 0) << r.out;
+  // TTL 64 from M0D0: one hop to the loop, then around it; it runs out at M0D10 (the spec's D11).
+  EXPECT_NE(r.out.find("ttl_expired at M0D10: write packet 1 from M0D0 to M0D15 (ttl 0)"), std::string::npos) << r.out;
+}
+
+TEST(Fabric, AStalledConsumerTimesOutNacksTheSenderAndOtherFvcsFlow) {
+  RunResult r = ttemu({"launch", topo("mesh_4x4.yaml"), "--timeout-ms", "200", "--", "sh", "-c",
+                       std::string(TTEMU_BINARY) + " fabric stall M0D3 --fvc 0 && " + TTEMU_FABRIC_CLIENT +
+                           " --gtest_filter=Stall.*"});
+  EXPECT_EQ(r.status, 0) << r.out;
+  size_t timeouts = 0;
+  for (size_t at = r.out.find("timeout at"); at != std::string::npos; at = r.out.find("timeout at", at + 1)) ++timeouts;
+  EXPECT_EQ(timeouts, 4u) << r.out;
+  EXPECT_NE(r.out.find("from M0D0 to M0D3"), std::string::npos) << r.out;
 }
 
 }  // namespace

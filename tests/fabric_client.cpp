@@ -1,0 +1,186 @@
+// A worker program against a live system: run as `ttemu launch FILE -- ttemu_fabric_client`
+// (it finds the system through TTEMU_JOB). Exercises the read/write API of spec section 3
+// across every chip and checks what lands, through the fabric and in chip memory directly.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "libfabric_tt/tt_fabric.h"
+
+namespace {
+
+struct Handle {
+  tt_fabric* f = nullptr;
+  ~Handle() { tt_fabric_close(f); }
+};
+
+constexpr uint16_t kCore = 2;
+
+class Fabric : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char err[256] = {};
+    probe_.f = tt_fabric_open(nullptr, 0, 0, kCore, err, sizeof err);
+    ASSERT_NE(probe_.f, nullptr) << err;
+    devices_.resize(static_cast<size_t>(tt_fabric_devices(probe_.f, nullptr, 0)));
+    tt_fabric_devices(probe_.f, devices_.data(), static_cast<int>(devices_.size()));
+    for (const auto& d : devices_) {
+      auto h = std::make_unique<Handle>();
+      h->f = tt_fabric_open(nullptr, d.mesh, d.device, kCore, err, sizeof err);
+      ASSERT_NE(h->f, nullptr) << err;
+      handles_.push_back(std::move(h));
+    }
+  }
+  tt_fabric* at(size_t i) { return handles_[i]->f; }
+  uint8_t* mem(size_t i, uint64_t addr, size_t n) { return static_cast<uint8_t*>(tt_fabric_memory(at(i), addr, n)); }
+
+  Handle probe_;
+  std::vector<tt_fabric_device> devices_;
+  std::vector<std::unique_ptr<Handle>> handles_;
+};
+
+uint8_t byte(size_t s, size_t d, size_t i) { return static_cast<uint8_t>(s * 37 + d * 11 + i); }
+
+constexpr uint64_t kSrc = 1 << 20, kDst = 2 << 20, kBack = 3 << 20, kCounter = 4 << 20, kStatus = 5 << 20;
+constexpr uint32_t kBytes = 512;
+
+TEST_F(Fabric, AllToAllWritesThenReadsBackBitExact) {
+  const size_t n = devices_.size();
+  for (size_t s = 0; s < n; ++s)
+    for (size_t d = 0; d < n; ++d)
+      for (size_t i = 0; i < kBytes; ++i) mem(s, kSrc + d * kBytes, kBytes)[i] = byte(s, d, i);
+  for (size_t s = 0; s < n; ++s) {
+    for (size_t d = 0; d < n; ++d) {
+      if (s == d) continue;
+      tt_fabric_status st;
+      ASSERT_EQ(fabric_async_write(at(s), 0, kSrc + d * kBytes, devices_[d], kDst + s * kBytes, kBytes, -1, 3, &st), TT_FABRIC_OK);
+    }
+  }
+  for (size_t s = 0; s < n; ++s) ASSERT_EQ(fabric_async_write_barrier(at(s), 3), TT_FABRIC_OK);
+  // Once the barrier returns, everything is committed: look at the destinations' memory.
+  for (size_t s = 0; s < n; ++s)
+    for (size_t d = 0; d < n; ++d)
+      if (s != d) ASSERT_EQ(std::memcmp(mem(d, kDst + s * kBytes, kBytes), mem(s, kSrc + d * kBytes, kBytes), kBytes), 0) << s << "->" << d;
+  // Read it back through the fabric, on another transaction id.
+  for (size_t s = 0; s < n; ++s)
+    for (size_t d = 0; d < n; ++d)
+      if (s != d) ASSERT_EQ(fabric_async_read(at(s), 0, devices_[d], kDst + s * kBytes, kBack + d * kBytes, kBytes, -1, 4, nullptr), TT_FABRIC_OK);
+  for (size_t s = 0; s < n; ++s) ASSERT_EQ(fabric_async_read_barrier(at(s), 4), TT_FABRIC_OK);
+  for (size_t s = 0; s < n; ++s)
+    for (size_t d = 0; d < n; ++d)
+      if (s != d) ASSERT_EQ(std::memcmp(mem(s, kBack + d * kBytes, kBytes), mem(s, kSrc + d * kBytes, kBytes), kBytes), 0);
+  for (size_t s = 0; s < n; ++s) EXPECT_EQ(tt_fabric_nacks(at(s)), 0u);
+}
+
+TEST_F(Fabric, AtomicsCountEveryIncrementOnce) {
+  const size_t n = devices_.size();
+  const size_t target = n - 1;
+  std::memset(mem(target, kCounter, 8), 0, 8);
+  for (size_t s = 0; s < n; ++s) {
+    ASSERT_EQ(fabric_async_atomic_inc(at(s), 0, devices_[target], kCounter, 2, 31, -1, 5, nullptr), TT_FABRIC_OK);
+    ASSERT_EQ(fabric_async_atomic_read_inc(at(s), 0, kBack, devices_[target], kCounter + 4, 1, 31, -1, 5, nullptr), TT_FABRIC_OK);
+  }
+  for (size_t s = 0; s < n; ++s) ASSERT_EQ(fabric_async_write_barrier(at(s), 5), TT_FABRIC_OK);
+  uint32_t sum, tickets;
+  std::memcpy(&sum, mem(target, kCounter, 4), 4);
+  std::memcpy(&tickets, mem(target, kCounter + 4, 4), 4);
+  EXPECT_EQ(sum, 2 * n);
+  EXPECT_EQ(tickets, n);
+  // Read-and-increment hands every worker a different ticket (spec 2.2.2.2.1).
+  std::set<uint32_t> seen;
+  for (size_t s = 0; s < n; ++s) {
+    uint32_t v;
+    std::memcpy(&v, mem(s, kBack, 4), 4);
+    seen.insert(v);
+  }
+  EXPECT_EQ(seen.size(), n);
+  EXPECT_EQ(*seen.rbegin(), n - 1);
+}
+
+TEST_F(Fabric, MulticastReachesExactlyTheDevicesInRange) {
+  const size_t n = devices_.size();
+  for (size_t d = 0; d < n; ++d) std::memset(mem(d, kDst, 64), 0, 64);
+  std::memset(mem(0, kSrc, 64), 0x5c, 64);
+  const size_t origin = n / 2;
+  ASSERT_EQ(fabric_async_write_multicast(at(0), 0, devices_[origin], 1, 1, 1, 0, kSrc, kDst, 64, -1, 6, 0, nullptr), TT_FABRIC_OK);
+  ASSERT_EQ(fabric_async_write_barrier(at(0), 6), TT_FABRIC_OK);
+  int orow, ocol;
+  ASSERT_EQ(tt_fabric_device_position(at(0), devices_[origin], &orow, &ocol), TT_FABRIC_OK);
+  for (size_t d = 0; d < n; ++d) {
+    int row, col;
+    tt_fabric_device_position(at(0), devices_[d], &row, &col);
+    // e=1, w=1, n=1, s=0: one column either side, the origin's row and the row above.
+    const bool in = devices_[d].mesh == devices_[origin].mesh && col >= ocol - 1 && col <= ocol + 1 &&
+                    row >= orow - 1 && row <= orow;
+    EXPECT_EQ(mem(d, kDst, 1)[0] == 0x5c, in) << "device " << d << " at " << row << "," << col;
+  }
+}
+
+TEST_F(Fabric, InvalidArgumentsAreRefusedAndWriteNothing) {
+  const size_t n = devices_.size();
+  std::memset(mem(n - 1, kDst, 64), 0x11, 64);
+  tt_fabric_status st;
+  EXPECT_EQ(fabric_async_write(at(0), 0, kSrc, {999, 0}, kDst, 64, -1, 0, &st), TT_FABRIC_EDEVICE);
+  EXPECT_EQ(st.status, TT_FABRIC_EDEVICE);
+  EXPECT_EQ(fabric_async_write(at(0), 0, kSrc, devices_[n - 1], uint64_t{1} << 40, 64, -1, 0, &st), TT_FABRIC_EADDR);
+  EXPECT_EQ(fabric_async_write(at(0), 0, kSrc, devices_[n - 1], TT_FABRIC_DRAM | (uint64_t{1} << 40), 64, -1, 0, &st), TT_FABRIC_EADDR);
+  EXPECT_EQ(fabric_async_write(at(0), 0, kSrc, devices_[n - 1], kDst, 0, -1, 0, &st), TT_FABRIC_ESIZE);
+  EXPECT_EQ(fabric_async_write(at(0), 0, kSrc, devices_[n - 1], kDst, TT_FABRIC_MAX_SIZE + 1, -1, 0, &st), TT_FABRIC_ESIZE);
+  EXPECT_EQ(fabric_async_write(at(0), 0, kSrc, devices_[n - 1], kDst, 64, -1, 16, &st), TT_FABRIC_ETXN);
+  EXPECT_EQ(fabric_async_write(at(0), 0, kSrc, devices_[n - 1], kDst, 64, 7, 0, &st), TT_FABRIC_EFVC);
+  EXPECT_EQ(fabric_async_write(at(0), 200, kSrc, devices_[n - 1], kDst, 64, -1, 0, &st), TT_FABRIC_EPLANE);
+  EXPECT_EQ(fabric_async_write(nullptr, 0, kSrc, devices_[n - 1], kDst, 64, -1, 0, &st), TT_FABRIC_EARG);
+  EXPECT_EQ(fabric_async_write_barrier(at(0), 0), TT_FABRIC_OK) << "nothing is in flight";
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(mem(n - 1, kDst, 64)[i], 0x11);
+}
+
+TEST_F(Fabric, AutomaticFvcIsReportedInTheStatus) {
+  auto* st = static_cast<tt_fabric_status*>(tt_fabric_memory(at(0), kStatus, sizeof(tt_fabric_status)));
+  st->fvc = -1;
+  ASSERT_EQ(fabric_async_write(at(0), 0, kSrc, devices_.back(), kDst, 64, -1, 7, st), TT_FABRIC_OK);
+  ASSERT_EQ(fabric_async_write_barrier(at(0), 7), TT_FABRIC_OK);
+  EXPECT_EQ(st->status, TT_FABRIC_OK);
+  EXPECT_GE(st->fvc, 0);
+  EXPECT_LT(st->fvc, tt_fabric_data_fvcs(at(0)));
+}
+
+// Used by the TTL test: the system runs with a routing loop toward M0D15.
+TEST(Loop, AWriteIntoARoutingLoopIsNackedNotLanded) {
+  char err[256] = {};
+  Handle src, dst;
+  src.f = tt_fabric_open(nullptr, 0, 0, kCore, err, sizeof err);
+  dst.f = tt_fabric_open(nullptr, 0, 15, kCore, err, sizeof err);
+  ASSERT_TRUE(src.f && dst.f) << err;
+  std::memset(tt_fabric_memory(dst.f, kDst, 64), 0, 64);
+  std::memset(tt_fabric_memory(src.f, kSrc, 64), 0x77, 64);
+  ASSERT_EQ(fabric_async_write(src.f, 0, kSrc, {0, 15}, kDst, 64, 0, 1, nullptr), TT_FABRIC_OK);
+  ASSERT_EQ(fabric_async_write_barrier(src.f, 1), TT_FABRIC_OK) << "the NACK completes the transaction";
+  EXPECT_EQ(tt_fabric_nacks(src.f), 1u);
+  EXPECT_EQ(static_cast<uint8_t*>(tt_fabric_memory(dst.f, kDst, 1))[0], 0);
+}
+
+// Used by the timeout test: M0D3's center has stopped consuming FVC 0.
+TEST(Stall, AStalledFvcTimesOutWhileAnotherFlows) {
+  char err[256] = {};
+  Handle src, dst;
+  src.f = tt_fabric_open(nullptr, 0, 0, kCore, err, sizeof err);
+  dst.f = tt_fabric_open(nullptr, 0, 3, kCore, err, sizeof err);
+  ASSERT_TRUE(src.f && dst.f) << err;
+  auto* d = static_cast<uint8_t*>(tt_fabric_memory(dst.f, kDst, 8192));
+  std::memset(d, 0, 8192);
+  std::memset(tt_fabric_memory(src.f, kSrc, 64), 0x42, 64);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(fabric_async_write(src.f, 0, kSrc, {0, 3}, kDst + 64 * i, 64, 0, 1, nullptr), TT_FABRIC_OK);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(fabric_async_write(src.f, 0, kSrc, {0, 3}, kDst + 4096 + 64 * i, 64, 1, 2, nullptr), TT_FABRIC_OK);
+  ASSERT_EQ(fabric_async_write_barrier(src.f, 2), TT_FABRIC_OK);
+  EXPECT_EQ(d[4096 + 64 * 3], 0x42) << "FVC 1 flows";
+  EXPECT_EQ(fabric_async_write_barrier(src.f, 1), TT_FABRIC_OK) << "the NACKs complete the stalled writes";
+  EXPECT_EQ(tt_fabric_nacks(src.f), 4u);
+  EXPECT_EQ(d[0], 0) << "nothing committed on the stalled FVC";
+}
+
+}  // namespace
