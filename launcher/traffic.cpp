@@ -30,6 +30,7 @@ struct TrafficOptions {
   int fvc = -1;
   std::string src, dst;
   uint64_t seed = 1;
+  int samples = 64;
   bool json = false;
   std::string job;
 };
@@ -170,8 +171,9 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const std:
   }
   // Latency: single small writes, each waited for (write and its acknowledgement).
   std::vector<double> rtt;
-  for (size_t i = 0; i < std::min<size_t>(pairs.size(), 64); ++i) {
-    auto [s, d] = pairs[i * pairs.size() / std::min<size_t>(pairs.size(), 64)];
+  const size_t samples = static_cast<size_t>(std::max(1, o.samples));
+  for (size_t i = 0; i < samples; ++i) {
+    auto [s, d] = pairs[(i * pairs.size() / samples) % pairs.size()];
     auto t0 = Clock::now();
     tt_fabric_status st;
     fabric_async_write(workers[s], static_cast<uint8_t>(o.plane), src_addr(s, d), {chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device},
@@ -199,7 +201,8 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const std:
   const double bytes = static_cast<double>(pairs.size()) * static_cast<double>(block);
   return {{"pattern", pattern}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
           {"gb_per_s", bytes / seconds / 1e9}, {"verified", verified}, {"errors", errors}, {"nacks", nacks},
-          {"latency_us", {{"min", rtt.front()}, {"avg", sum / static_cast<double>(rtt.size())}, {"p99", rtt[rtt.size() * 99 / 100]}}},
+          {"latency_us", {{"min", rtt.front()}, {"avg", sum / static_cast<double>(rtt.size())},
+                          {"p50", rtt[rtt.size() / 2]}, {"p99", rtt[rtt.size() * 99 / 100]}}},
           {"links_used", links_used}, {"max_link_gb_per_s", max_link}};
 }
 
@@ -216,6 +219,7 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
   t->add_option("--src", o->src, "Source for unicast / one_to_all (default: the first chip)");
   t->add_option("--dst", o->dst, "Destination for unicast / all_to_one (default: the last chip)");
   t->add_option("--seed", o->seed, "Seed for random_pairing");
+  t->add_option("--latency-samples", o->samples, "Single writes timed (write and acknowledgement) per pattern");
   t->add_option("--job", o->job, "Job id (default: $TTEMU_JOB, else the only running system)");
   t->add_flag("--json", o->json, "One JSON object per pattern");
   t->callback([o, &exit_status] {

@@ -22,130 +22,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tools/bench/raw_udp.hpp"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using namespace ttemu::bench;
 using nlohmann::json;
-
-struct Socket {
-  int fd;
-  uint16_t port;
-};
-
-Socket udp_socket() {
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  int size = 4 << 20;
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  return {fd, ntohs(a.sin_port)};
-}
-
-sockaddr_in loopback(uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
-
-// Raw UDP throughput: a child receives with recvmmsg until an end marker; the parent sends
-// `bytes` in datagrams of `size` with sendmmsg. Returns received payload bytes per second.
-double raw_throughput(size_t size, size_t bytes) {
-  Socket rx = udp_socket();
-  int result[2];
-  if (pipe(result) != 0) return 0;
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<std::vector<uint8_t>> bufs(64, std::vector<uint8_t>(65536));
-    std::vector<mmsghdr> msgs(64);
-    std::vector<iovec> iov(64);
-    size_t got = 0;
-    Clock::time_point first{};
-    bool started = false, done = false;
-    while (!done) {
-      for (size_t i = 0; i < 64; ++i) {
-        iov[i] = {bufs[i].data(), bufs[i].size()};
-        msgs[i] = {};
-        msgs[i].msg_hdr.msg_iov = &iov[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
-      }
-      int n = recvmmsg(rx.fd, msgs.data(), 64, MSG_WAITFORONE, nullptr);
-      for (int i = 0; i < n; ++i) {
-        if (msgs[static_cast<size_t>(i)].msg_len == 1) done = true;
-        else {
-          if (!started) first = Clock::now(), started = true;
-          got += msgs[static_cast<size_t>(i)].msg_len;
-        }
-      }
-    }
-    double secs = std::chrono::duration<double>(Clock::now() - first).count();
-    double rate = secs > 0 ? static_cast<double>(got) / secs : 0;
-    if (write(result[1], &rate, sizeof rate) != sizeof rate) _exit(1);
-    _exit(0);
-  }
-  Socket tx = udp_socket();
-  sockaddr_in to = loopback(rx.port);
-  std::vector<uint8_t> payload(size, 0xA5);
-  std::vector<mmsghdr> msgs(32);
-  std::vector<iovec> iov(32);
-  for (size_t i = 0; i < 32; ++i) {
-    iov[i] = {payload.data(), payload.size()};
-    msgs[i] = {};
-    msgs[i].msg_hdr.msg_iov = &iov[i];
-    msgs[i].msg_hdr.msg_iovlen = 1;
-    msgs[i].msg_hdr.msg_name = &to;
-    msgs[i].msg_hdr.msg_namelen = sizeof to;
-  }
-  for (size_t sent = 0; sent < bytes;) {
-    int n = sendmmsg(tx.fd, msgs.data(), 32, 0);
-    if (n > 0) sent += static_cast<size_t>(n) * size;
-  }
-  uint8_t end = 0;
-  for (int i = 0; i < 50; ++i) sendto(tx.fd, &end, 1, 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
-  double rate = 0;
-  if (read(result[0], &rate, sizeof rate) != sizeof rate) rate = 0;
-  waitpid(pid, nullptr, 0);
-  close(rx.fd);
-  close(tx.fd);
-  close(result[0]);
-  close(result[1]);
-  return rate;
-}
-
-// Raw UDP round trips of `size` bytes between two processes, blocking receives both ways.
-std::vector<double> raw_round_trips(size_t size, int count) {
-  Socket a = udp_socket(), b = udp_socket();
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<uint8_t> buf(65536);
-    sockaddr_in back = loopback(a.port);
-    for (int i = 0; i < count; ++i) {
-      ssize_t n = recv(b.fd, buf.data(), buf.size(), 0);
-      if (n > 0) sendto(b.fd, buf.data(), static_cast<size_t>(n), 0, reinterpret_cast<sockaddr*>(&back), sizeof back);
-    }
-    _exit(0);
-  }
-  std::vector<uint8_t> msg(size, 1), buf(65536);
-  sockaddr_in to = loopback(b.port);
-  std::vector<double> rtt;
-  for (int i = 0; i < count; ++i) {
-    auto t0 = Clock::now();
-    sendto(a.fd, msg.data(), msg.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
-    if (recv(a.fd, buf.data(), buf.size(), 0) <= 0) break;
-    rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-  }
-  waitpid(pid, nullptr, 0);
-  close(a.fd);
-  close(b.fd);
-  return rtt;
-}
-
+using Clock = std::chrono::steady_clock;
 json run_ttemu(const std::string& ttemu, const std::string& topology, const std::string& extra,
                const std::string& client) {
   std::string cmd = fmt::format("{} launch {} {} -- {} {} 2>/dev/null", ttemu, topology, extra, ttemu, client);
@@ -162,11 +45,6 @@ json run_ttemu(const std::string& ttemu, const std::string& topology, const std:
   return json::parse(out.substr(at));
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 

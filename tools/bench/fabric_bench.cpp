@@ -1,0 +1,100 @@
+// Fabric routers against raw UDP, in one run on this machine: small-write round trips (write
+// and its acknowledgement) from M0D0 of a 4x4 mesh to devices 1 to 6 hops away give the
+// per-hop latency (the slope, halved: the write and the ack each cross every hop), next to
+// the raw UDP one-way latency (half a blocking ping-pong); and goodput of large writes over
+// the longest route next to raw UDP throughput.
+//
+//   ttemu_bench_fabric [--samples N] [--json]
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "tools/bench/raw_udp.hpp"
+
+namespace {
+
+using nlohmann::json;
+
+std::vector<json> run_lines(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  std::vector<json> docs;
+  size_t at = 0;
+  while ((at = out.find('{', at)) != std::string::npos) {
+    size_t end = out.find('\n', at);
+    auto doc = json::parse(out.substr(at, end - at), nullptr, false);
+    if (!doc.is_discarded()) docs.push_back(doc);
+    at = end == std::string::npos ? out.size() : end;
+  }
+  return docs;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int samples = 300;
+  bool as_json = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--samples" && i + 1 < argc) samples = std::stoi(argv[++i]);
+    else if (a == "--json") as_json = true;
+    else {
+      fmt::print(stderr, "usage: ttemu_bench_fabric [--samples N] [--json]\n");
+      return 2;
+    }
+  }
+  const std::string ttemu = TTEMU_BINARY;
+  const std::string topo = TTEMU_TOPOLOGIES "/mesh_4x4.yaml";
+  // Destinations 1..6 hops from M0D0 (X first: along row 0, then down column 3).
+  const std::vector<std::string> dsts = {"M0D1", "M0D2", "M0D3", "M0D7", "M0D11", "M0D15"};
+  std::string script;
+  for (const auto& d : dsts) {
+    script += fmt::format("{} traffic --pattern unicast --src M0D0 --dst {} --count 1 --size 64 "
+                          "--latency-samples {} --json; ", ttemu, d, samples);
+  }
+  script += fmt::format("{} traffic --pattern unicast --src M0D0 --dst M0D15 --count 32 --size 65536 "
+                        "--latency-samples 1 --json", ttemu);
+  auto docs = run_lines(fmt::format("{} launch {} -- sh -c '{}' 2>/dev/null", ttemu, topo, script));
+  if (docs.size() != dsts.size() + 1) {
+    fmt::print(stderr, "ttemu_bench_fabric: expected {} results, got {}\n", dsts.size() + 1, docs.size());
+    return 1;
+  }
+  // Least-squares slope of the median round trip over hops.
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  std::vector<double> p50;
+  for (size_t i = 0; i < dsts.size(); ++i) {
+    double x = static_cast<double>(i + 1), y = docs[i]["latency_us"]["p50"].get<double>();
+    p50.push_back(y);
+    sx += x, sy += y, sxx += x * x, sxy += x * y;
+  }
+  const double k = static_cast<double>(dsts.size());
+  const double slope = (k * sxy - sx * sy) / (k * sxx - sx * sx);
+  const double per_hop = slope / 2;
+  const double raw_one_way = ttemu::bench::median(ttemu::bench::raw_round_trips(64, 2000)) / 2;
+  const double raw_tput = ttemu::bench::raw_throughput(4096, 200000ull * 4096);
+  const json& bulk = docs.back();
+  const double goodput = bulk["gb_per_s"].get<double>() * 1e9;
+  json result = {{"per_hop_us", per_hop}, {"raw_udp_one_way_us", raw_one_way}, {"per_hop_vs_raw", per_hop / raw_one_way},
+                 {"round_trip_p50_us_by_hops", p50}, {"six_hop_goodput_gb_per_s", goodput / 1e9},
+                 {"raw_udp_gb_per_s", raw_tput / 1e9}, {"goodput_vs_raw", goodput / raw_tput},
+                 {"verified", bulk["verified"]}, {"errors", bulk["errors"]}};
+  if (as_json) {
+    fmt::print("{}\n", result.dump());
+  } else {
+    fmt::print("Fabric routers vs raw UDP on this machine (4x4 mesh, one process per chip)\n");
+    fmt::print("  write + ack round trip, median, by hops:");
+    for (size_t i = 0; i < p50.size(); ++i) fmt::print(" {}:{:.0f}us", i + 1, p50[i]);
+    fmt::print("\n  {:<40} {:>10} {:>10} {:>7}\n", "", "raw", "ttemu", "ratio");
+    fmt::print("  {:<40} {:>7.1f} us {:>7.1f} us {:>7.2f}\n", "per-hop one-way latency (64 B)", raw_one_way, per_hop, per_hop / raw_one_way);
+    fmt::print("  {:<40} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "goodput, 64 KiB writes over 6 hops", raw_tput / 1e9, goodput / 1e9, goodput / raw_tput);
+    fmt::print("  (bulk run verified {} bytes, errors {})\n", bulk["verified"].get<double>(), bulk["errors"].get<double>());
+  }
+  return bulk["errors"].get<double>() == 0 ? 0 : 1;
+}
