@@ -419,7 +419,8 @@ class Launcher {
       }
       links.push_back({{"a", to_string(l.a)}, {"b", to_string(l.b)}, {"plane", l.plane}, {"ends", ends}});
     }
-    return {{"job", job_.text()}, {"system", o_.file}, {"ready", ready_}, {"seed", seed_},
+    return {{"job", job_.text()}, {"system", o_.file}, {"system_path", std::filesystem::absolute(o_.file).string()},
+            {"ready", ready_}, {"seed", seed_},
             {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"events", events_},
             {"uptime_s", std::chrono::duration<double>(Clock::now() - started_).count()},
             {"chips", chips}, {"links", links}};
@@ -575,6 +576,20 @@ class Launcher {
 };
 
 }  // namespace
+
+namespace {
+std::vector<std::string> g_command_line;
+}
+
+void set_command_line(int argc, char** argv) { g_command_line.assign(argv, argv + argc); }
+const std::vector<std::string>& command_line() { return g_command_line; }
+
+std::string default_system_file() {
+  for (const char* candidate : {"topologies/galaxy.yaml", TTEMU_SOURCE_DIR "/topologies/galaxy.yaml"}) {
+    if (std::ifstream(candidate)) return candidate;
+  }
+  return "topologies/galaxy.yaml";
+}
 
 int run_launch(const LaunchOptions& options) {
   Launcher launcher(options);

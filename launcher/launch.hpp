@@ -31,4 +31,11 @@ struct LaunchOptions {
 // Returns the exit status: the client's when a command runs, else 0 after a clean stop.
 int run_launch(const LaunchOptions& options);
 
+// The default system: the Galaxy 4x8 from the source tree's topologies/.
+std::string default_system_file();
+
+// This process's command line, for commands that relaunch themselves under `ttemu launch`.
+void set_command_line(int argc, char** argv);
+const std::vector<std::string>& command_line();
+
 }  // namespace ttemu::launcher

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "emulator/common/error.hpp"
+#include "launcher/launch.hpp"
 #include "launcher/system_commands.hpp"
 #include "launcher/topo_command.hpp"
 #include "launcher/traffic.hpp"
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
       break;
     }
   }
+  ttemu::launcher::set_command_line(argc, argv);
   CLI::App app{"ttemu: a multi-process emulator of Tenstorrent's TT-Fabric"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ttemu 0.1.0");

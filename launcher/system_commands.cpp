@@ -19,16 +19,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kDefaultSystem = "topologies/galaxy.yaml";
-
-std::string default_system() {
-  // Next to the binary's source tree when run from a checkout, else the working directory.
-  for (const char* candidate : {kDefaultSystem, TTEMU_SOURCE_DIR "/topologies/galaxy.yaml"}) {
-    if (std::ifstream(candidate)) return candidate;
-  }
-  return kDefaultSystem;
-}
-
 void print_status(const json& s) {
   int alive = 0;
   for (const auto& c : s["chips"]) alive += c["alive"].get<bool>();
@@ -73,7 +63,7 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   launch->footer("Run a client against the live system: ttemu launch FILE -- CMD ARGS...\n"
                  "(it sees TTEMU_JOB and TTEMU_CONTROL; the system stops when it exits, with its status)");
   launch->callback([lo, &client_command, &exit_status] {
-    if (lo->file.empty()) lo->file = default_system();
+    if (lo->file.empty()) lo->file = default_system_file();
     lo->command = client_command;
     exit_status = run_launch(*lo);
   });

@@ -12,7 +12,11 @@
 
 #include "emulator/chip/segments.hpp"
 #include "emulator/common/error.hpp"
+#include "emulator/control/routing_tables.hpp"
+#include "emulator/control/system_yaml.hpp"
+#include "emulator/control/table_check.hpp"
 #include "launcher/control_client.hpp"
+#include "launcher/launch.hpp"
 #include "libfabric_tt/tt_fabric.h"
 
 namespace ttemu::launcher {
@@ -33,6 +37,7 @@ struct TrafficOptions {
   int samples = 64;
   bool json = false;
   std::string job;
+  std::string system;  // to start when none is running
 };
 
 struct Chip {
@@ -169,6 +174,21 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const std:
       (ok ? verified : errors) += o.size;
     }
   }
+  // Hops per pair, from the system's routing tables (as the routers use them).
+  double hop_sum = 0;
+  size_t hop_pairs = 0;
+  if (status.contains("system_path")) {
+    try {
+      auto sys = control::load_system(status["system_path"].get<std::string>());
+      auto tables = control::compute_tables(sys);
+      for (auto [s, d] : pairs) {
+        auto w = control::walk_route(sys, tables, o.plane, *sys.node({chips[static_cast<size_t>(s)].mesh, chips[static_cast<size_t>(s)].device}),
+                                     *sys.node({chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device}));
+        if (w.arrived()) hop_sum += static_cast<double>(w.hops.size()), ++hop_pairs;
+      }
+    } catch (const std::exception&) {
+    }
+  }
   // Latency: single small writes, each waited for (write and its acknowledgement).
   std::vector<double> rtt;
   const size_t samples = static_cast<size_t>(std::max(1, o.samples));
@@ -203,7 +223,10 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const std:
           {"gb_per_s", bytes / seconds / 1e9}, {"verified", verified}, {"errors", errors}, {"nacks", nacks},
           {"latency_us", {{"min", rtt.front()}, {"avg", sum / static_cast<double>(rtt.size())},
                           {"p50", rtt[rtt.size() / 2]}, {"p99", rtt[rtt.size() * 99 / 100]}}},
-          {"links_used", links_used}, {"max_link_gb_per_s", max_link}};
+          {"links_used", links_used}, {"max_link_gb_per_s", max_link},
+          {"mean_hops", hop_pairs ? hop_sum / static_cast<double>(hop_pairs) : 0.0},
+          // The write and its acknowledgement each cross every hop.
+          {"per_hop_us", hop_pairs && hop_sum > 0 ? rtt[rtt.size() / 2] / (2 * hop_sum / static_cast<double>(hop_pairs)) : 0.0}};
 }
 
 }  // namespace
@@ -221,6 +244,7 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
   t->add_option("--seed", o->seed, "Seed for random_pairing");
   t->add_option("--latency-samples", o->samples, "Single writes timed (write and acknowledgement) per pattern");
   t->add_option("--job", o->job, "Job id (default: $TTEMU_JOB, else the only running system)");
+  t->add_option("--system", o->system, "With no system running, launch this one (default: the Galaxy) for the run");
   t->add_flag("--json", o->json, "One JSON object per pattern");
   t->callback([o, &exit_status] {
     std::vector<std::string> patterns;
@@ -228,7 +252,19 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
       if (p == "all") patterns.insert(patterns.end(), kPatterns.begin(), kPatterns.end());
       else patterns.push_back(p);
     }
-    const std::string socket = find_control_socket(o->job.empty() ? std::nullopt : std::optional(o->job));
+    std::string socket;
+    try {
+      socket = find_control_socket(o->job.empty() ? std::nullopt : std::optional(o->job));
+    } catch (const Error&) {
+      if (!o->job.empty() || std::getenv("TTEMU_JOB")) throw;
+      // Nothing running: start a system for this run, with this very command as its client.
+      LaunchOptions lo;
+      lo.file = o->system.empty() ? default_system_file() : o->system;
+      lo.command = command_line();
+      lo.command[0] = "/proc/self/exe";
+      exit_status = run_launch(lo);
+      return;
+    }
     bool bad = false;
     for (const auto& p : patterns) {
       json r = run_pattern(p, *o, socket);
@@ -237,11 +273,11 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
         fmt::print("{}\n", r.dump());
       } else {
         fmt::print("{:<18} {:>5} pairs {:>10.0f} B in {:.4f} s: {:7.3f} GB/s  verified {} B, errors {}  "
-                   "latency min/avg/p99 {:.1f}/{:.1f}/{:.1f} us  links {} (max {:.3f} GB/s)\n",
+                   "latency min/avg/p99 {:.1f}/{:.1f}/{:.1f} us (per hop {:.1f} us)  links {} (max {:.3f} GB/s)\n",
                    p, r["pairs"].get<size_t>(), r["bytes"].get<double>(), r["seconds"].get<double>(),
                    r["gb_per_s"].get<double>(), r["verified"].get<uint64_t>(), r["errors"].get<uint64_t>(),
                    r["latency_us"]["min"].get<double>(), r["latency_us"]["avg"].get<double>(),
-                   r["latency_us"]["p99"].get<double>(), r["links_used"].get<int>(),
+                   r["latency_us"]["p99"].get<double>(), r["per_hop_us"].get<double>(), r["links_used"].get<int>(),
                    r["max_link_gb_per_s"].get<double>());
       }
       std::fflush(stdout);
