@@ -307,3 +307,26 @@ TEST(Fabric, AStalledConsumerTimesOutNacksTheSenderAndOtherFvcsFlow) {
 
 }  // namespace
 }  // namespace ttemu::test
+
+namespace ttemu::test {
+namespace {
+
+TEST(Fabric, TrafficStartsASystemItselfWhenNoneRuns) {
+  RunResult r = ttemu({"traffic", "--system", topo("t3k.yaml"), "--pattern", "unicast,one_to_all", "--count", "3", "--json"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("8 chip(s), 20 link(s) up"), std::string::npos) << r.out;
+  int patterns = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    json p = json::parse(line);
+    ++patterns;
+    for (const char* key : {"pattern", "bytes", "seconds", "gb_per_s", "verified", "errors"}) EXPECT_TRUE(p.contains(key)) << key;
+    EXPECT_EQ(p["errors"], 0);
+    EXPECT_EQ(p["verified"], p["bytes"]);
+  }
+  EXPECT_EQ(patterns, 2);
+}
+
+}  // namespace
+}  // namespace ttemu::test
