@@ -25,7 +25,7 @@ struct LaunchOptions {
   double ready_timeout = 120;         // seconds for every link to come up
   int data_fvcs = 2;                  // plus the control FVC
   int rb_packets = 8;                 // routing buffer depth per input per FVC
-  int timeout_ms = 1000;              // a buffer head stuck this long is dropped (5.5)
+  int timeout_ms = 3000;              // a buffer head stuck this long is dropped (5.5)
 };
 
 // Returns the exit status: the client's when a command runs, else 0 after a clean stop.

@@ -235,7 +235,7 @@ class Chip {
     routing::RouterConfig rc;
     rc.data_fvcs = m.value("data_fvcs", rc.data_fvcs);
     rc.rb_packets = m.value("rb_packets", rc.rb_packets);
-    rc.timeout = std::chrono::milliseconds(m.value("timeout_ms", 1000));
+    rc.timeout = std::chrono::milliseconds(m.value("timeout_ms", 3000));
     const int planes = m.value("planes", 1);
     std::vector<routing::RouterTable> tables(static_cast<size_t>(planes));
     std::vector<uint8_t> wired;
