@@ -399,7 +399,7 @@ class Launcher {
                        {"col", chip.coord.col}, {"mesh_rows", mesh.chips.rows}, {"mesh_cols", mesh.chips.cols},
                        {"l1_bytes", block->l1_bytes}, {"dram_bytes", block->dram_bytes},
                        {"packets_injected", block->packets_injected.load()},
-                       {"packets_committed", block->packets_committed.load()},
+                       {"packets_delivered", block->packets_delivered.load()},
                        {"router_events", block->router_events.load()}});
     }
     for (const auto& l : sys_.links) {
@@ -565,8 +565,8 @@ class Launcher {
   std::map<pid_t, int> pid_to_node_;
   std::map<std::pair<int, int>, std::string> link_state_;
   std::map<uint64_t, std::function<void(const json&)>> pending_;
-  std::set<routing::PortId> busy_;
-  std::vector<json> events_;  // router events reported by the chips, newest last  // ports with a link test or ping running
+  std::set<routing::PortId> busy_;  // ports with a link test or ping running
+  std::vector<json> events_;        // router events reported by the chips, newest last
   uint64_t next_test_ = 0;
   Clock::time_point started_;
   int bound_ = 0, exited_ = 0, exit_status_ = 0;

@@ -138,6 +138,8 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const std:
     for (uint32_t k = 0; k < o.count; ++k)
       for (size_t i = 0; i < o.size; ++i) mem[k * o.size + i] = pattern_byte(s, d, k, i);
   }
+  uint32_t nacks_before = 0;
+  for (auto& [s, w] : workers) nacks_before += tt_fabric_nacks(w);
   json before = request(socket, {{"cmd", "status"}});
   const auto start = Clock::now();
   int rc = TT_FABRIC_OK;
@@ -196,13 +198,18 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const std:
     auto [s, d] = pairs[(i * pairs.size() / samples) % pairs.size()];
     auto t0 = Clock::now();
     tt_fabric_status st;
-    fabric_async_write(workers[s], static_cast<uint8_t>(o.plane), src_addr(s, d), {chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device},
-                       dst_addr(s), 64, o.fvc, 1, &st);
-    fabric_async_write_barrier(workers[s], 1);
+    int wrc = fabric_async_write(workers[s], static_cast<uint8_t>(o.plane), src_addr(s, d),
+                                 {chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device}, dst_addr(s), 64, o.fvc, 1, &st);
+    if (wrc == TT_FABRIC_OK) wrc = fabric_async_write_barrier(workers[s], 1);
+    if (wrc != TT_FABRIC_OK) {
+      close_all();
+      throw Error(fmt::format("pattern {}: latency probe: {}", pattern, tt_fabric_strerror(wrc)));
+    }
     rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
   uint32_t nacks = 0;
   for (auto& [s, w] : workers) nacks += tt_fabric_nacks(w);
+  nacks -= nacks_before;
   close_all();
   std::sort(rtt.begin(), rtt.end());
   double sum = 0;
@@ -223,7 +230,7 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const std:
           {"gb_per_s", bytes / seconds / 1e9}, {"verified", verified}, {"errors", errors}, {"nacks", nacks},
           {"latency_us", {{"min", rtt.front()}, {"avg", sum / static_cast<double>(rtt.size())},
                           {"p50", rtt[rtt.size() / 2]}, {"p99", rtt[rtt.size() * 99 / 100]}}},
-          {"links_used", links_used}, {"max_link_gb_per_s", max_link},
+          {"link_directions_used", links_used}, {"max_link_gb_per_s", max_link},
           {"mean_hops", hop_pairs ? hop_sum / static_cast<double>(hop_pairs) : 0.0},
           // The write and its acknowledgement each cross every hop.
           {"per_hop_us", hop_pairs && hop_sum > 0 ? rtt[rtt.size() / 2] / (2 * hop_sum / static_cast<double>(hop_pairs)) : 0.0}};
@@ -273,11 +280,11 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
         fmt::print("{}\n", r.dump());
       } else {
         fmt::print("{:<18} {:>5} pairs {:>10.0f} B in {:.4f} s: {:7.3f} GB/s  verified {} B, errors {}  "
-                   "latency min/avg/p99 {:.1f}/{:.1f}/{:.1f} us (per hop {:.1f} us)  links {} (max {:.3f} GB/s)\n",
+                   "latency min/avg/p99 {:.1f}/{:.1f}/{:.1f} us (per hop {:.1f} us)  link directions {} (busiest {:.3f} GB/s)\n",
                    p, r["pairs"].get<size_t>(), r["bytes"].get<double>(), r["seconds"].get<double>(),
                    r["gb_per_s"].get<double>(), r["verified"].get<uint64_t>(), r["errors"].get<uint64_t>(),
                    r["latency_us"]["min"].get<double>(), r["latency_us"]["avg"].get<double>(),
-                   r["latency_us"]["p99"].get<double>(), r["per_hop_us"].get<double>(), r["links_used"].get<int>(),
+                   r["latency_us"]["p99"].get<double>(), r["per_hop_us"].get<double>(), r["link_directions_used"].get<int>(),
                    r["max_link_gb_per_s"].get<double>());
       }
       std::fflush(stdout);

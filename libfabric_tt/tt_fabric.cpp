@@ -42,7 +42,9 @@ namespace {
 
 std::chrono::milliseconds barrier_limit() {
   const char* env = std::getenv("TTEMU_BARRIER_TIMEOUT_MS");
-  return std::chrono::milliseconds(env ? std::atol(env) : 60000);
+  char* end = nullptr;
+  long ms = env ? std::strtol(env, &end, 10) : 0;
+  return std::chrono::milliseconds(env && end && *end == 0 && ms > 0 ? ms : 60000);
 }
 
 bool in_range(uint64_t addr, size_t size, uint64_t l1, uint64_t dram) {
@@ -98,7 +100,8 @@ int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
   const uint32_t packets = moves_data ? (r.size + routing::kMaxPacketPayload - 1) / routing::kMaxPacketPayload : 1;
   const uint32_t ticket = cb.next_ticket.fetch_add(1);
   // Our slot is free once the router has taken the ticket kCommandSlots before ours.
-  for (uint32_t served; (served = cb.served.load(std::memory_order_acquire)) + chip::kCommandSlots <= ticket;) {
+  for (uint32_t served; static_cast<int32_t>(ticket - (served = cb.served.load(std::memory_order_acquire))) >=
+                        static_cast<int32_t>(chip::kCommandSlots);) {
     futex_wait(cb.served, served, std::chrono::milliseconds(100));
   }
   chip::FabricCommand& slot = cb.slots[ticket % chip::kCommandSlots];
@@ -169,13 +172,15 @@ tt_fabric* tt_fabric_open(const char* job, uint16_t mesh, uint16_t device, uint1
       found = found || (c.at("mesh") == mesh && c.at("device") == device);
     }
     if (!found) throw Error(fmt::format("device M{}D{} is not in the running system", mesh, device));
-    if (core >= chip::kMaxWorkers) throw Error(fmt::format("core {} out of range (0-{})", core, chip::kMaxWorkers - 1));
     f->core = core;
     f->ctl = chip::Segment::open(chip::segment_name(f->job, f->self, chip::SegmentKind::kControl));
     f->l1 = chip::Segment::open(chip::segment_name(f->job, f->self, chip::SegmentKind::kL1));
     f->dram = chip::Segment::open(chip::segment_name(f->job, f->self, chip::SegmentKind::kDram));
     f->block = f->ctl.as<chip::ChipControl>();
     f->arch = f->l1.size() >= chip::arch_spec("blackhole").l1_total() ? chip::arch_spec("blackhole") : chip::arch_spec("wormhole_b0");
+    // A worker is a Tensix core: its own L1 and its own transaction counters.
+    const int cores = std::min(f->arch.tensix_cores, chip::kMaxWorkers);
+    if (core >= cores) throw Error(fmt::format("core {} out of range: a worker is a Tensix core, 0-{}", core, cores - 1));
     return f.release();
   } catch (const std::exception& e) {
     set_error(e.what());

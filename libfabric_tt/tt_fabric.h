@@ -74,7 +74,8 @@ int fabric_async_write_multicast(tt_fabric* f, uint8_t routing_plane, tt_fabric_
                                  uint64_t src_addr, uint64_t dst_addr, uint32_t size, int fvc,
                                  uint8_t transaction_id, uint32_t mcast_flags,
                                  tt_fabric_status* status);
-/* Returns once every write with this transaction id has been committed at its destination. */
+/* Returns once every write with this transaction id has been committed at its destination, or
+ * dropped by the fabric and NACKed (tt_fabric_nacks counts those). */
 int fabric_async_write_barrier(tt_fabric* f, uint8_t transaction_id);
 int fabric_async_read(tt_fabric* f, uint8_t routing_plane, tt_fabric_device src, uint64_t src_addr,
                       uint64_t return_addr, uint32_t size, int fvc, uint8_t transaction_id,

@@ -93,7 +93,7 @@ struct ChipControl {
   uint64_t l1_bytes = 0, dram_bytes = 0;
   PortStatus ports[routing::kMaxPorts];
   CommandBuffer commands;
-  std::atomic<uint64_t> packets_injected{0}, packets_committed{0}, router_events{0};
+  std::atomic<uint64_t> packets_injected{0}, packets_delivered{0}, router_events{0};
 };
 
 struct RouterConfig {

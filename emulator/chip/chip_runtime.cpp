@@ -275,7 +275,7 @@ class Chip {
           reschedule();
         });
       }
-      futex_wait(cb.doorbell, seen, std::chrono::seconds(1));
+      futex_wait(cb.doorbell, seen, std::chrono::nanoseconds::max());  // until rung: idle is free
     }
   }
 
@@ -318,7 +318,11 @@ class Chip {
         }
       }
       if (fvc >= data_fvcs) {
-        write_status(c, kStatusBadFvc, fvc);
+        refuse(c, kStatusBadFvc);
+        return true;
+      }
+      if (c.command == routing::Command::kWrite && local(c.src_addr, c.size).size() != c.size) {
+        refuse(c, kStatusBadAddress);
         return true;
       }
       cmd_fvc_ = fvc;
@@ -362,6 +366,20 @@ class Chip {
     return true;
   }
 
+  // A command the router cannot carry out: report it, and count down the packets the worker
+  // counted up, as NACKs, so its barrier returns.
+  void refuse(const FabricCommand& c, int32_t status) {
+    write_status(c, status, -1);
+    const bool moves = c.command == routing::Command::kWrite || c.command == routing::Command::kReadRequest;
+    const uint32_t packets = moves ? (c.size + routing::kMaxPacketPayload - 1) / routing::kMaxPacketPayload : 1;
+    auto& ws = ctl_->commands.workers[c.core % kMaxWorkers];
+    ws.nacks.fetch_add(packets);
+    auto& txn = ws.txn[c.txn_id % kTxnIds];
+    for (uint32_t i = 0; i < packets && txn.load() > 0; ++i) {
+      if (txn.fetch_sub(1) == 1) futex_wake(txn);
+    }
+  }
+
   std::span<uint8_t> local(uint64_t addr, size_t size) {
     const bool in_dram = (addr & session::kDramBit) != 0;
     const uint64_t off = addr & ~session::kDramBit;
@@ -398,7 +416,7 @@ class Chip {
                     {"packet_id", ev.packet.packet_id}, {"ttl", ev.packet.ttl},
                     {"command", routing::to_string(ev.packet.command)}});
     }
-    ctl_->packets_committed.fetch_add(out_.committed.size(), std::memory_order_relaxed);
+    ctl_->packets_delivered.fetch_add(out_.committed.size(), std::memory_order_relaxed);
     for (const auto& w : out_.for_workers) {
       auto& ws = ctl_->commands.workers[w.header.src_core % kMaxWorkers];
       if (w.header.command == routing::Command::kNack) ws.nacks.fetch_add(1);

@@ -15,12 +15,14 @@
 
 namespace ttemu {
 
-// Sleeps while *word == expected, at most `timeout`. Returns at once if it already differs.
+// Sleeps while *word == expected, at most `timeout` (nanoseconds::max(): no limit). Returns at
+// once if it already differs.
 inline void futex_wait(std::atomic<uint32_t>& word, uint32_t expected,
                        std::chrono::nanoseconds timeout = std::chrono::seconds(1)) {
   timespec ts{static_cast<time_t>(timeout.count() / 1'000'000'000),
               static_cast<long>(timeout.count() % 1'000'000'000)};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+  const bool forever = timeout == std::chrono::nanoseconds::max();
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, expected, forever ? nullptr : &ts, nullptr, 0);
 }
 
 inline void futex_wake(std::atomic<uint32_t>& word, int waiters = INT_MAX) {

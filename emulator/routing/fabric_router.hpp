@@ -35,7 +35,7 @@ using Duration = std::chrono::nanoseconds;
 struct RouterConfig {
   int data_fvcs = 2;
   int rb_packets = 8;  // routing buffer depth per input per FVC, in packets
-  Duration timeout = std::chrono::milliseconds(200);
+  Duration timeout = std::chrono::milliseconds(3000);
 };
 
 struct RouterEvent {

@@ -29,13 +29,14 @@ Center::Result Center::on_packet(Packet p) {
   switch (h.command) {
     case Command::kWrite: {
       auto dst = mem_(h.dst_addr, p.payload.size());
-      if (dst.size() == p.payload.size()) {
+      const bool ok = dst.size() == p.payload.size();
+      if (ok) {
         std::memcpy(dst.data(), p.payload.data(), p.payload.size());
         ++commits_;
       } else {
-        ++bad_;
+        ++bad_;  // outside this chip's memory: nothing written, the source hears of it
       }
-      out.replies.push_back(reply_to(h, Command::kWriteAck, control));
+      out.replies.push_back(reply_to(h, ok ? Command::kWriteAck : Command::kNack, control));
       break;
     }
     case Command::kReadRequest: {
@@ -57,15 +58,18 @@ Center::Result Center::on_packet(Packet p) {
     case Command::kAtomicReadInc: {
       auto word = mem_(h.dst_addr, 4);
       uint32_t old = 0;
-      if (word.size() == 4) {
+      if (word.size() != 4) {
+        ++bad_;
+        out.replies.push_back(reply_to(h, Command::kNack, control));
+        break;
+      }
+      {
         std::memcpy(&old, word.data(), 4);
         // 3.6: the counter wraps to 0 past 2^(wrap+1) - 1.
         uint64_t limit = h.wrap >= 31 ? (1ull << 32) : (1ull << (h.wrap + 1));
         uint32_t next = static_cast<uint32_t>((uint64_t{old} + h.arg) % limit);
         std::memcpy(word.data(), &next, 4);
         ++commits_;
-      } else {
-        ++bad_;
       }
       if (h.command == Command::kAtomicInc) {
         out.replies.push_back(reply_to(h, Command::kWriteAck, control));

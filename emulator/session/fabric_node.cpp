@@ -25,7 +25,15 @@ void FabricNode::on_link_payload(uint8_t port, uint32_t dest_addr, std::span<con
   } else if (dest_addr >= kLinkPacketAddr && dest_addr < kLinkPacketAddr + lanes) {
     const auto lane = static_cast<uint8_t>(dest_addr - kLinkPacketAddr);
     Packet p;
-    if (Packet::decode(payload, p) && p.header.fvc == lane / 2) router_.on_arrival(port, lane, std::move(p), now);
+    if (Packet::decode(payload, p) && p.header.fvc == lane / 2) {
+      router_.on_arrival(port, lane, std::move(p), now);
+    } else {
+      // Not a packet we can forward; its buffer slot was never used: give the credit back.
+      std::vector<uint8_t> body(4);
+      const uint32_t one = 1;
+      std::memcpy(body.data(), &one, 4);
+      backlog_[port].push_back({kLinkCreditAddr + lane, std::move(body)});
+    }
   }
 }
 
@@ -34,9 +42,11 @@ void FabricNode::poll(routing::Time now, Output& out) {
   // deliveries make more to forward.
   while (true) {
     size_t injected = 0;
-    while (!replies_.empty() && router_.inject(replies_.front(), now)) {
-      replies_.pop_front();
-      ++injected;
+    for (auto& [fvc, q] : replies_) {  // a full FVC holds back only its own answers
+      while (!q.empty() && router_.inject(q.front(), now)) {
+        q.pop_front();
+        ++injected;
+      }
     }
     actions_.clear();
     router_.poll(now, actions_);
@@ -52,7 +62,7 @@ void FabricNode::poll(routing::Time now, Output& out) {
     for (auto& p : actions_.delivered) {
       out.committed.push_back(p.header);
       auto r = center_.on_packet(std::move(p));
-      for (auto& reply : r.replies) replies_.push_back(std::move(reply));
+      for (auto& reply : r.replies) replies_[reply.header.fvc].push_back(std::move(reply));
       for (auto& w : r.for_workers) out.for_workers.push_back(std::move(w));
     }
     const bool moved = injected > 0 || !actions_.delivered.empty() || !actions_.sends.empty() ||
@@ -62,7 +72,10 @@ void FabricNode::poll(routing::Time now, Output& out) {
 }
 
 bool FabricNode::idle() const {
-  if (!router_.idle() || !replies_.empty()) return false;
+  if (!router_.idle()) return false;
+  for (const auto& [fvc, q] : replies_) {
+    if (!q.empty()) return false;
+  }
   for (const auto& [port, q] : backlog_) {
     if (!q.empty()) return false;
   }

@@ -51,7 +51,7 @@ class FabricNode {
   routing::FabricRouter router_;
   Center center_;
   std::map<uint8_t, std::deque<LinkPayload>> backlog_;
-  std::deque<routing::Packet> replies_;  // center answers waiting for router room
+  std::map<uint8_t, std::deque<routing::Packet>> replies_;  // center answers by FVC, waiting for room
   routing::FabricRouter::Actions actions_;
 };
 

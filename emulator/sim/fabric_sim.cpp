@@ -1,6 +1,7 @@
 #include "emulator/sim/fabric_sim.hpp"
 
 #include <cstring>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -101,6 +102,7 @@ std::span<uint8_t> FabricSim::memory(ChipId at, uint64_t addr, size_t size) {
   Node& n = *nodes_.at(static_cast<size_t>(*sys_.node(at)));
   auto& mem = addr & session::kDramBit ? n.dram : n.l1;
   uint64_t off = addr & ~session::kDramBit;
+  if (off > mem.size() || size > mem.size() - off) throw std::out_of_range("FabricSim::memory outside the chip");
   return {mem.data() + off, size};
 }
 
