@@ -95,6 +95,16 @@ TEST(System, AChipThatDiesIsReportedAndTheRestKeepRunning) {
   expect_nothing_left(sys.job(), pids);
 }
 
+// The JSON objects a command printed, one per line.
+std::vector<json> json_lines(const std::string& out) {
+  std::vector<json> docs;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line[0] == '{') docs.push_back(json::parse(line));
+  }
+  return docs;
+}
+
 json stream(System& sys, const std::string& port, int frames, int size) {
   RunResult r = sys.ttemu({"link", "test", port, "--frames", std::to_string(frames), "--size",
                      std::to_string(size), "--json"});
@@ -267,17 +277,13 @@ TEST(Fabric, TrafficVerifiesEveryPatternWithCrcErrorsOnEveryLink) {
   RunResult r = ttemu({"launch", topo("galaxy.yaml"), "--faults", plan.path(), "--", TTEMU_BINARY, "traffic",
                        "--pattern", "all", "--count", "2", "--json"});
   ASSERT_EQ(r.status, 0) << r.out;
-  int patterns = 0;
-  std::istringstream lines(r.out);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.empty() || line[0] != '{') continue;
-    json p = json::parse(line);
-    ++patterns;
-    EXPECT_EQ(p["errors"], 0) << line;
-    EXPECT_EQ(p["verified"], p["bytes"]) << line;
+  auto patterns = json_lines(r.out);
+  EXPECT_EQ(patterns.size(), 6u);
+  for (const auto& p : patterns) {
+    EXPECT_EQ(p["errors"], 0) << p;
+    EXPECT_EQ(p["verified"], p["bytes"]) << p;
     EXPECT_GT(p["gb_per_s"].get<double>(), 0);
   }
-  EXPECT_EQ(patterns, 6);
 }
 
 TEST(Fabric, ARoutingLoopIsDroppedWhereTtlRunsOutAndTheSenderIsTold) {
@@ -315,17 +321,13 @@ TEST(Fabric, TrafficStartsASystemItselfWhenNoneRuns) {
   RunResult r = ttemu({"traffic", "--system", topo("t3k.yaml"), "--pattern", "unicast,one_to_all", "--count", "3", "--json"});
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("8 chip(s), 20 link(s) up"), std::string::npos) << r.out;
-  int patterns = 0;
-  std::istringstream lines(r.out);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.empty() || line[0] != '{') continue;
-    json p = json::parse(line);
-    ++patterns;
+  auto patterns = json_lines(r.out);
+  EXPECT_EQ(patterns.size(), 2u);
+  for (const auto& p : patterns) {
     for (const char* key : {"pattern", "bytes", "seconds", "gb_per_s", "verified", "errors"}) EXPECT_TRUE(p.contains(key)) << key;
     EXPECT_EQ(p["errors"], 0);
     EXPECT_EQ(p["verified"], p["bytes"]);
   }
-  EXPECT_EQ(patterns, 2);
 }
 
 }  // namespace

@@ -19,12 +19,7 @@ namespace {
 using nlohmann::json;
 
 std::vector<json> run_lines(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  pclose(p);
+  const std::string out = ttemu::bench::capture(cmd);
   std::vector<json> docs;
   size_t at = 0;
   while ((at = out.find('{', at)) != std::string::npos) {

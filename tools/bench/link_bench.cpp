@@ -32,12 +32,7 @@ using Clock = std::chrono::steady_clock;
 json run_ttemu(const std::string& ttemu, const std::string& topology, const std::string& extra,
                const std::string& client) {
   std::string cmd = fmt::format("{} launch {} {} -- {} {} 2>/dev/null", ttemu, topology, extra, ttemu, client);
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  pclose(p);
+  const std::string out = capture(cmd);
   auto at = out.rfind("\n{");
   if (at == std::string::npos) at = out.find('{');
   else ++at;

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 namespace ttemu::bench {
@@ -136,6 +138,18 @@ inline std::vector<double> raw_round_trips(size_t size, int count) {
   return rtt;
 }
 
+
+// Runs a shell command and returns what it printed on stdout.
+inline std::string capture(const std::string& command) {
+  FILE* p = popen(command.c_str(), "r");
+  std::string out;
+  if (!p) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
 
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0;
