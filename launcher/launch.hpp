@@ -26,6 +26,8 @@ struct LaunchOptions {
   int data_fvcs = 2;                  // plus the control FVC
   int rb_packets = 8;                 // routing buffer depth per input per FVC
   int timeout_ms = 3000;              // a buffer head stuck this long is dropped (5.5)
+  int ack_delay_us = 1000;            // TT-link pure acknowledgements wait this long for data
+  int credit_delay_us = 1000;         // freed buffer slots are returned after this long
 };
 
 // Returns the exit status: the client's when a command runs, else 0 after a clean stop.

@@ -235,3 +235,21 @@ TEST(FabricSim, SameSeedSameTrace) {
 
 }  // namespace
 }  // namespace ttemu::sim
+
+namespace ttemu::sim {
+namespace {
+
+TEST(FabricSim, DelayedCreditsAndAcksStillMoveEverything) {
+  auto sys = load("t3k.yaml");
+  auto tables = control::compute_tables(sys);
+  SimConfig cfg;
+  cfg.router.credit_delay = std::chrono::milliseconds(1);
+  cfg.link.ack_delay = std::chrono::milliseconds(1);
+  FabricSim sim(sys, tables, cfg);
+  AllToAll run(sim, sys, 2048);
+  EXPECT_TRUE(run.idle);
+  expect_all_to_all_landed(sim, sys, 2048);
+}
+
+}  // namespace
+}  // namespace ttemu::sim

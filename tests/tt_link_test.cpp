@@ -296,3 +296,25 @@ TEST(TtLink, IdleLinksScheduleNothing) {
 
 }  // namespace
 }  // namespace ttemu::link
+
+namespace ttemu::link {
+namespace {
+
+TEST(TtLink, PureAcknowledgementsWaitForDataButNotPastTheDelayOrAQuarterWindow) {
+  LinkConfig cfg;
+  cfg.ack_delay = std::chrono::milliseconds(1);
+  Pair p(21, {}, {}, cfg);
+  ASSERT_TRUE(p.wait_up());
+  const Time start = p.now_;
+  ASSERT_TRUE(p.stream(1, 64));
+  EXPECT_GE(p.now_ - start, std::chrono::milliseconds(1)) << "a lone frame's ack waited for the delay";
+  EXPECT_LT(p.now_ - start, std::chrono::milliseconds(2));
+  EXPECT_EQ(p.ca_.retransmits, 0u) << "the delay stays below the retransmission timeout";
+  const Time bulk = p.now_;
+  ASSERT_TRUE(p.stream(20001, 1024));
+  EXPECT_LT(p.now_ - bulk, std::chrono::milliseconds(200)) << "a stream is acked every quarter window";
+  EXPECT_EQ(p.corrupt_, 0u);
+}
+
+}  // namespace
+}  // namespace ttemu::link

@@ -198,6 +198,7 @@ class Chip {
     job_hash_ = m.at("job_hash");
     seed_ = m.value("seed", uint64_t{1});
     link_cfg_.window = m.value("window", link_cfg_.window);
+    link_cfg_.ack_delay = std::chrono::microseconds(m.value("ack_delay_us", 0));
     std::random_device rd;
     json bound = json::object(), tables = json::object();
     for (const auto& l : m.at("links")) {
@@ -236,6 +237,7 @@ class Chip {
     rc.data_fvcs = m.value("data_fvcs", rc.data_fvcs);
     rc.rb_packets = m.value("rb_packets", rc.rb_packets);
     rc.timeout = std::chrono::milliseconds(m.value("timeout_ms", 3000));
+    rc.credit_delay = std::chrono::microseconds(m.value("credit_delay_us", 0));
     const int planes = m.value("planes", 1);
     std::vector<routing::RouterTable> tables(static_cast<size_t>(planes));
     std::vector<uint8_t> wired;

@@ -92,6 +92,7 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
   if (seq == expected_) {
     if (deliver_) deliver_(f.header.dest_addr, f.payload);
     ++expected_;
+    ++unacked_rx_;
     add(c_.frames_rx);
     add(c_.bytes_rx, f.payload.size());
     ack_pending_ = true;
@@ -192,7 +193,7 @@ std::optional<Time> TtLink::next_deadline() const {
   auto consider = [&](std::optional<Time> x) {
     if (x && (!t || *x < *t)) t = x;
   };
-  if (state_ == LinkState::kUp) consider(rto_deadline_);
+  if (state_ == LinkState::kUp) consider(rto_deadline_), consider(ack_deadline_);
   else consider(hello_deadline_);
   if (!delayed_.empty()) consider(delayed_.front().first);
   return t;
@@ -309,16 +310,29 @@ void TtLink::poll_transmit(Time now, std::vector<std::vector<uint8_t>>& out) {
       ++cursor_;
       sent = true;
     }
+    bool hold = false;
     if (ack_pending_ && !sent) {
-      FrameHeader h;
-      h.rx_seq = expected_;
-      h.type = FrameType::kAck;
-      h.flags = nack_pending_ ? kFlagNack : 0;
-      h.session = session_;
-      emit(h, {}, now);
+      // Let a pure acknowledgement wait briefly for data to ride on: one wake-up less for
+      // the peer per exchange. Never for a gap, a quarter window, or past the delay.
+      const bool urgent = nack_pending_ || cfg_.ack_delay.count() == 0 || unacked_rx_ >= cfg_.window / 4u;
+      if (!urgent && !ack_deadline_) ack_deadline_ = now + cfg_.ack_delay;
+      hold = !urgent && now < *ack_deadline_;
+      if (!hold) {
+        FrameHeader h;
+        h.rx_seq = expected_;
+        h.type = FrameType::kAck;
+        h.flags = nack_pending_ ? kFlagNack : 0;
+        h.session = session_;
+        emit(h, {}, now);
+      }
     }
     if (nack_pending_) add(c_.nacks_tx);
-    ack_pending_ = nack_pending_ = false;
+    if (!hold) {
+      ack_pending_ = false;
+      unacked_rx_ = 0;
+      ack_deadline_.reset();
+    }
+    nack_pending_ = false;
     if (base_ != next_) arm_rto(now);
   }
   flush_datagram(now);

@@ -44,6 +44,9 @@ struct LinkConfig {
   Duration hello_interval = 5ms;
   Duration max_hello_interval = 500ms;
   size_t max_datagram = kMaxDatagram;
+  // A pure acknowledgement waits this long for data to ride on (0: never waits), unless a
+  // quarter window is unacknowledged; gaps are reported at once.
+  Duration ack_delay{0};
 };
 
 enum class LinkState : uint32_t { kHandshake = 0, kUp = 1, kDown = 2 };
@@ -123,6 +126,8 @@ class TtLink {
   // Receiver.
   uint16_t expected_ = 0;
   bool ack_pending_ = false, nack_pending_ = false;
+  uint32_t unacked_rx_ = 0;  // data frames accepted since our last acknowledgement
+  std::optional<Time> ack_deadline_;
 
   // Handshake and probing.
   bool hello_due_ = false;

@@ -36,6 +36,9 @@ struct RouterConfig {
   int data_fvcs = 2;
   int rb_packets = 8;  // routing buffer depth per input per FVC, in packets
   Duration timeout = std::chrono::milliseconds(3000);
+  // Freed slots go back to the upstream router once half a buffer is free or after this long
+  // (0: at once): fewer credit frames, fewer wake-ups of the upstream chip.
+  Duration credit_delay{0};
 };
 
 struct RouterEvent {

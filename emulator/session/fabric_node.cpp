@@ -1,5 +1,6 @@
 #include "emulator/session/fabric_node.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ttemu::session {
@@ -11,7 +12,9 @@ using routing::Packet;
 FabricNode::FabricNode(routing::ChipId self, const routing::RouterConfig& config,
                        std::vector<routing::RouterTable> tables, const std::vector<uint8_t>& ports,
                        Center::Memory memory)
-    : router_(self, config, std::move(tables), ports), center_(self, config.data_fvcs, std::move(memory)) {
+    : router_(self, config, std::move(tables), ports),
+      center_(self, config.data_fvcs, std::move(memory)),
+      config_(config) {
   for (uint8_t p : ports) backlog_[p];
 }
 
@@ -55,9 +58,9 @@ void FabricNode::poll(routing::Time now, Output& out) {
       backlog_[s.port].push_back({kLinkPacketAddr + s.lane, s.packet.encode()});
     }
     for (auto& c : actions_.credits) {
-      std::vector<uint8_t> body(4);
-      std::memcpy(body.data(), &c.n, 4);
-      backlog_[c.port].push_back({kLinkCreditAddr + c.lane, std::move(body)});
+      auto& o = owed_[{c.port, c.lane}];
+      if (o.n == 0) o.since = now;
+      o.n += c.n;
     }
     for (auto& p : actions_.delivered) {
       out.committed.push_back(p.header);
@@ -69,10 +72,36 @@ void FabricNode::poll(routing::Time now, Output& out) {
                        !actions_.events.empty();
     if (!moved) break;
   }
+  flush_credits(now, false);
+}
+
+void FabricNode::flush_credits(routing::Time now, bool all) {
+  const uint32_t half = static_cast<uint32_t>(std::max(1, config_.rb_packets / 2));
+  for (auto& [key, o] : owed_) {
+    if (o.n == 0) continue;
+    if (!all && o.n < half && now < o.since + config_.credit_delay) continue;
+    std::vector<uint8_t> body(4);
+    std::memcpy(body.data(), &o.n, 4);
+    backlog_[key.first].push_back({kLinkCreditAddr + key.second, std::move(body)});
+    o.n = 0;
+  }
+}
+
+std::optional<routing::Time> FabricNode::next_deadline() const {
+  auto t = router_.next_deadline();
+  for (const auto& [key, o] : owed_) {
+    if (o.n == 0) continue;
+    routing::Time d = o.since + config_.credit_delay;
+    if (!t || d < *t) t = d;
+  }
+  return t;
 }
 
 bool FabricNode::idle() const {
   if (!router_.idle()) return false;
+  for (const auto& [key, o] : owed_) {
+    if (o.n) return false;
+  }
   for (const auto& [fvc, q] : replies_) {
     if (!q.empty()) return false;
   }

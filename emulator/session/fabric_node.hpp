@@ -44,7 +44,7 @@ class FabricNode {
   // Moves everything that can move; payloads for each link wait in backlog(port).
   void poll(routing::Time now, Output& out);
   std::deque<LinkPayload>& backlog(uint8_t port) { return backlog_[port]; }
-  std::optional<routing::Time> next_deadline() const { return router_.next_deadline(); }
+  std::optional<routing::Time> next_deadline() const;
   bool idle() const;
 
  private:
@@ -53,6 +53,13 @@ class FabricNode {
   std::map<uint8_t, std::deque<LinkPayload>> backlog_;
   std::map<uint8_t, std::deque<routing::Packet>> replies_;  // center answers by FVC, waiting for room
   routing::FabricRouter::Actions actions_;
+  routing::RouterConfig config_;
+  struct Owed {
+    uint32_t n = 0;
+    routing::Time since{};
+  };
+  std::map<std::pair<uint8_t, uint8_t>, Owed> owed_;  // credits not yet sent, by (port, lane)
+  void flush_credits(routing::Time now, bool all);
 };
 
 }  // namespace ttemu::session
