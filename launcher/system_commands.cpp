@@ -27,6 +27,18 @@ void print_status(const json& s) {
   fmt::print("job {}  {}  up {:.1f} s  chips {}/{} running  links {}/{} up\n", s["job"].get<std::string>(),
              s["system"].get<std::string>(), s["uptime_s"].get<double>(), alive, s["chips"].size(), up,
              s["links"].size());
+  uint64_t injected = 0, delivered = 0, events = 0;
+  for (const auto& c : s["chips"]) {
+    injected += c.value("packets_injected", uint64_t{0});
+    delivered += c.value("packets_delivered", uint64_t{0});
+    events += c.value("router_events", uint64_t{0});
+  }
+  fmt::print("fabric: {} packet(s) injected by workers, {} delivered to centers, {} router event(s)\n",
+             injected, delivered, events);
+  for (const auto& e : s.value("events", json::array())) {
+    fmt::print("  event: {} at {}: {} packet {} from {} to {}\n", e.value("kind", "?"), e.value("at", "?"),
+               e.value("command", "?"), e.value("packet_id", 0), e.value("src", "?"), e.value("dst", "?"));
+  }
   // stray: foreign and malformed datagrams and frames, both ends.
   fmt::print("{:<11} {:<11} {:>5} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}\n", "link", "peer", "plane",
              "state", "frames a>b", "frames b>a", "crc err", "retrans", "stray", "downs");
