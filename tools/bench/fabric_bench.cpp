@@ -1,8 +1,9 @@
 // Fabric routers against raw UDP, in one run on this machine: small-write round trips (write
 // and its acknowledgement) from M0D0 of a 4x4 mesh to devices 1 to 6 hops away give the
 // per-hop latency (the slope, halved: the write and the ack each cross every hop), next to
-// the raw UDP one-way latency (half a blocking ping-pong); and goodput of large writes over
-// the longest route next to raw UDP throughput.
+// the raw UDP one-way latency (half a blocking ping-pong) and a raw UDP relay through a chain
+// of one blocking process per hop (the same shape); and goodput of large writes over the
+// longest route next to raw UDP throughput.
 //
 //   ttemu_bench_fabric [--samples N] [--json]
 #include <cstdio>
@@ -73,10 +74,21 @@ int main(int argc, char** argv) {
   const double slope = (k * sxy - sx * sy) / (k * sxx - sx * sx);
   const double per_hop = slope / 2;
   const double raw_one_way = ttemu::bench::median(ttemu::bench::raw_round_trips(64, 2000)) / 2;
+  // The same chain shape in raw UDP: one blocking process per hop, 1 to 6 hops.
+  double cx = 0, cy = 0, cxx = 0, cxy = 0;
+  std::vector<double> chain;
+  for (int h = 1; h <= 6; ++h) {
+    double y = ttemu::bench::median(ttemu::bench::raw_chain_round_trips(h, 64, samples));
+    chain.push_back(y);
+    cx += h, cy += y, cxx += h * h, cxy += h * y;
+  }
+  const double raw_chain_hop = (6 * cxy - cx * cy) / (6 * cxx - cx * cx) / 2;
   const double raw_tput = ttemu::bench::raw_throughput(4096, 200000ull * 4096);
   const json& bulk = docs.back();
   const double goodput = bulk["gb_per_s"].get<double>() * 1e9;
   json result = {{"per_hop_us", per_hop}, {"raw_udp_one_way_us", raw_one_way}, {"per_hop_vs_raw", per_hop / raw_one_way},
+                 {"raw_chain_per_hop_us", raw_chain_hop}, {"per_hop_vs_raw_chain", per_hop / raw_chain_hop},
+                 {"raw_chain_round_trip_p50_us_by_hops", chain},
                  {"round_trip_p50_us_by_hops", p50}, {"six_hop_goodput_gb_per_s", goodput / 1e9},
                  {"raw_udp_gb_per_s", raw_tput / 1e9}, {"goodput_vs_raw", goodput / raw_tput},
                  {"verified", bulk["verified"]}, {"errors", bulk["errors"]}};
@@ -88,6 +100,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < p50.size(); ++i) fmt::print(" {}:{:.0f}us", i + 1, p50[i]);
     fmt::print("\n  {:<40} {:>10} {:>10} {:>7}\n", "", "raw", "ttemu", "ratio");
     fmt::print("  {:<40} {:>7.1f} us {:>7.1f} us {:>7.2f}\n", "per-hop one-way latency (64 B)", raw_one_way, per_hop, per_hop / raw_one_way);
+    fmt::print("  {:<40} {:>7.1f} us {:>7.1f} us {:>7.2f}\n", "  vs raw UDP relayed by a process per hop", raw_chain_hop, per_hop, per_hop / raw_chain_hop);
     fmt::print("  {:<40} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "goodput, 64 KiB writes over 6 hops", raw_tput / 1e9, goodput / 1e9, goodput / raw_tput);
     fmt::print("  (bulk run verified {} bytes, errors {})\n", bulk["verified"].get<double>(), bulk["errors"].get<double>());
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -138,6 +139,55 @@ inline std::vector<double> raw_round_trips(size_t size, int count) {
   return rtt;
 }
 
+
+// Raw UDP through a chain of processes: the origin sends a datagram to relay 1, each relay
+// passes it on, the last sends it back down the chain. The same shape as a fabric write and
+// its acknowledgement crossing `hops` chips, one blocking process per hop.
+inline std::vector<double> raw_chain_round_trips(int hops, size_t size, int count) {
+  std::vector<Socket> s;
+  for (int i = 0; i <= hops; ++i) s.push_back(udp_socket());
+  std::vector<pid_t> relays;
+  for (int i = 1; i <= hops; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::vector<uint8_t> buf(65536);
+      sockaddr_in up = loopback(i < hops ? s[static_cast<size_t>(i) + 1].port : 0);
+      sockaddr_in down = loopback(s[static_cast<size_t>(i) - 1].port);
+      for (int n = 0; n < 2 * count; ++n) {
+        sockaddr_in from{};
+        socklen_t len = sizeof from;
+        ssize_t got = recvfrom(s[static_cast<size_t>(i)].fd, buf.data(), buf.size(), 0,
+                               reinterpret_cast<sockaddr*>(&from), &len);
+        if (got <= 0) break;
+        // Byte 0: 1 on the way out, 0 on the way back. The last relay turns it around.
+        bool out = buf[0] == 1 && i < hops;
+        if (i == hops) buf[0] = 0;
+        const sockaddr_in& to = out ? up : down;
+        sendto(s[static_cast<size_t>(i)].fd, buf.data(), static_cast<size_t>(got), 0,
+               reinterpret_cast<const sockaddr*>(&to), sizeof to);
+        if (i == hops) ++n;  // the last relay sees each message once
+      }
+      _exit(0);
+    }
+    relays.push_back(pid);
+  }
+  std::vector<uint8_t> msg(size, 1), buf(65536);
+  sockaddr_in first = loopback(s[1].port);
+  std::vector<double> rtt;
+  for (int i = 0; i < count; ++i) {
+    msg[0] = 1;
+    auto t0 = std::chrono::steady_clock::now();
+    sendto(s[0].fd, msg.data(), msg.size(), 0, reinterpret_cast<sockaddr*>(&first), sizeof first);
+    if (recv(s[0].fd, buf.data(), buf.size(), 0) <= 0) break;
+    rtt.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  for (pid_t pid : relays) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  for (auto& x : s) close(x.fd);
+  return rtt;
+}
 
 // Runs a shell command and returns what it printed on stdout.
 inline std::string capture(const std::string& command) {
