@@ -244,13 +244,8 @@ const char* tt_fabric_strerror(int code) {
 
 int fabric_async_write(tt_fabric* f, uint8_t plane, uint64_t src_addr, tt_fabric_device dst, uint64_t dst_addr,
                        uint32_t size, int fvc, uint8_t txn, tt_fabric_status* status) {
-  Request r{routing::Command::kWrite, plane, dst};
-  r.src_addr = src_addr;
-  r.dst_addr = dst_addr;
-  r.size = size;
-  r.fvc = fvc;
-  r.txn = txn;
-  return submit(f, r, status);
+  return submit(f, {.command = routing::Command::kWrite, .plane = plane, .dst = dst, .src_addr = src_addr,
+                    .dst_addr = dst_addr, .size = size, .fvc = fvc, .txn = txn}, status);
 }
 
 int fabric_async_write_multicast(tt_fabric* f, uint8_t plane, tt_fabric_device origin, uint8_t e, uint8_t w,
@@ -282,37 +277,21 @@ int fabric_async_read_barrier(tt_fabric* f, uint8_t txn) { return barrier(f, txn
 
 int fabric_async_read(tt_fabric* f, uint8_t plane, tt_fabric_device src, uint64_t src_addr, uint64_t return_addr,
                       uint32_t size, int fvc, uint8_t txn, tt_fabric_status* status) {
-  Request r{routing::Command::kReadRequest, plane, src};
-  r.dst_addr = src_addr;
-  r.return_addr = return_addr;
-  r.size = size;
-  r.fvc = fvc;
-  r.txn = txn;
-  return submit(f, r, status);
+  return submit(f, {.command = routing::Command::kReadRequest, .plane = plane, .dst = src, .dst_addr = src_addr,
+                    .return_addr = return_addr, .size = size, .fvc = fvc, .txn = txn}, status);
 }
 
 int fabric_async_atomic_inc(tt_fabric* f, uint8_t plane, tt_fabric_device dst, uint64_t dst_addr, uint32_t inc,
                             uint8_t wrap, int fvc, uint8_t txn, tt_fabric_status* status) {
-  Request r{routing::Command::kAtomicInc, plane, dst};
-  r.dst_addr = dst_addr;
-  r.arg = inc;
-  r.wrap = wrap;
-  r.fvc = fvc;
-  r.txn = txn;
-  return submit(f, r, status);
+  return submit(f, {.command = routing::Command::kAtomicInc, .plane = plane, .dst = dst, .dst_addr = dst_addr,
+                    .arg = inc, .wrap = wrap, .fvc = fvc, .txn = txn}, status);
 }
 
 int fabric_async_atomic_read_inc(tt_fabric* f, uint8_t plane, uint64_t return_addr, tt_fabric_device dst,
                                  uint64_t dst_addr, uint32_t inc, uint8_t wrap, int fvc, uint8_t txn,
                                  tt_fabric_status* status) {
-  Request r{routing::Command::kAtomicReadInc, plane, dst};
-  r.dst_addr = dst_addr;
-  r.return_addr = return_addr;
-  r.arg = inc;
-  r.wrap = wrap;
-  r.fvc = fvc;
-  r.txn = txn;
-  return submit(f, r, status);
+  return submit(f, {.command = routing::Command::kAtomicReadInc, .plane = plane, .dst = dst, .dst_addr = dst_addr,
+                    .return_addr = return_addr, .arg = inc, .wrap = wrap, .fvc = fvc, .txn = txn}, status);
 }
 
 }  // extern "C"
