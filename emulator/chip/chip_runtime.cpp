@@ -14,6 +14,7 @@
 
 #include "emulator/chip/arch.hpp"
 #include "emulator/chip/chip_control.hpp"
+#include "emulator/chip/command_intake.hpp"
 #include "emulator/common/asio.hpp"
 #include "emulator/common/error.hpp"
 #include "emulator/common/futex.hpp"
@@ -250,17 +251,9 @@ class Chip {
     }
     ctl_->l1_bytes = l1_seg_.size();
     ctl_->dram_bytes = dram_seg_.size();
-    uint8_t* l1 = l1_seg_.as<uint8_t>();
-    uint8_t* dram = dram_seg_.as<uint8_t>();
-    const size_t l1_size = l1_seg_.size(), dram_size = dram_seg_.size();
-    node_ = std::make_unique<session::FabricNode>(
-        o_.chip, rc, std::move(tables), wired, [=](uint64_t addr, size_t size) {
-          const bool in_dram = (addr & session::kDramBit) != 0;
-          const uint64_t off = addr & ~session::kDramBit;
-          const size_t limit = in_dram ? dram_size : l1_size;
-          if (off > limit || size > limit - off) return std::span<uint8_t>();
-          return std::span<uint8_t>((in_dram ? dram : l1) + off, size);
-        });
+    auto memory = [this](uint64_t addr, size_t size) { return local(addr, size); };
+    node_ = std::make_unique<session::FabricNode>(o_.chip, rc, std::move(tables), wired, memory);
+    intake_ = std::make_unique<CommandIntake>(o_.chip, *ctl_, memory);
     doorbell_ = std::thread([this] { doorbell_loop(); });
   }
 
@@ -289,99 +282,6 @@ class Chip {
     doorbell_.join();
   }
 
-  // Takes ready commands in ticket order while the router has room for their packets.
-  void drain_commands(Time t) {
-    auto& cb = ctl_->commands;
-    while (true) {
-      const uint32_t ticket = cb.served.load(std::memory_order_relaxed);
-      FabricCommand& slot = cb.slots[ticket % kCommandSlots];
-      if (slot.state.load(std::memory_order_acquire) != kSlotReady || slot.ticket != ticket) return;
-      if (!issue(slot, t)) return;  // the router is full: resume when it drains
-      cmd_offset_ = 0;
-      cmd_fvc_ = -1;
-      slot.state.store(kSlotFree, std::memory_order_release);
-      cb.served.store(ticket + 1, std::memory_order_release);
-      futex_wake(cb.served);
-    }
-  }
-
-  // Pulls the command's data into packets of at most kMaxPacketPayload; false if interrupted.
-  bool issue(const FabricCommand& c, Time t) {
-    const int data_fvcs = node_->router().fvcs() - 1;
-    if (cmd_fvc_ < 0) {
-      int fvc = c.fvc;
-      if (fvc < 0) {  // automatic: the data FVC with the most room here
-        fvc = 0;
-        for (int v = 1; v < data_fvcs; ++v) {
-          if (node_->router().inject_room(static_cast<uint8_t>(v)) >
-              node_->router().inject_room(static_cast<uint8_t>(fvc))) {
-            fvc = v;
-          }
-        }
-      }
-      if (fvc >= data_fvcs) {
-        refuse(c, kStatusBadFvc);
-        return true;
-      }
-      if (c.command == routing::Command::kWrite && local(c.src_addr, c.size).size() != c.size) {
-        refuse(c, kStatusBadAddress);
-        return true;
-      }
-      cmd_fvc_ = fvc;
-      write_status(c, kStatusOk, fvc);
-    }
-    const bool carries = c.command == routing::Command::kWrite || c.command == routing::Command::kReadRequest;
-    const uint32_t total = carries ? c.size : 0;
-    do {
-      const uint32_t chunk = std::min(total - cmd_offset_, routing::kMaxPacketPayload);
-      routing::Packet p;
-      auto& h = p.header;
-      h.src_mesh = o_.chip.mesh;
-      h.src_device = o_.chip.device;
-      h.dst_mesh = c.dst_mesh;
-      h.dst_device = c.dst_device;
-      h.dst_addr = c.dst_addr + cmd_offset_;
-      h.return_addr = c.return_addr + cmd_offset_;
-      h.packet_id = ++packet_id_;
-      h.command = c.command;
-      h.fvc = static_cast<uint8_t>(cmd_fvc_);
-      h.txn_id = c.txn_id;
-      h.ttl = c.ttl;
-      h.plane = c.plane;
-      h.wrap = c.wrap;
-      h.arg = c.arg;
-      h.src_core = c.core;
-      if (c.command == routing::Command::kWrite) {
-        auto src = local(c.src_addr + cmd_offset_, chunk);
-        p.payload.assign(src.begin(), src.end());
-        h.size = static_cast<uint32_t>(p.payload.size());
-      } else if (c.command == routing::Command::kReadRequest) {
-        h.size = chunk;
-      }
-      if (!node_->inject(std::move(p), t)) {
-        --packet_id_;
-        return false;
-      }
-      ctl_->packets_injected.fetch_add(1, std::memory_order_relaxed);
-      cmd_offset_ += chunk;
-    } while (cmd_offset_ < total);
-    return true;
-  }
-
-  // A command the router cannot carry out: report it, and count down the packets the worker
-  // counted up, as NACKs, so its barrier returns.
-  void refuse(const FabricCommand& c, int32_t status) {
-    write_status(c, status, -1);
-    const bool moves = c.command == routing::Command::kWrite || c.command == routing::Command::kReadRequest;
-    const uint32_t packets = moves ? (c.size + routing::kMaxPacketPayload - 1) / routing::kMaxPacketPayload : 1;
-    auto& ws = ctl_->commands.workers[c.core % kMaxWorkers];
-    ws.nacks.fetch_add(packets);
-    auto& txn = ws.txn[c.txn_id % kTxnIds];
-    for (uint32_t i = 0; i < packets && txn.load() > 0; ++i) {
-      if (txn.fetch_sub(1) == 1) futex_wake(txn);
-    }
-  }
-
   std::span<uint8_t> local(uint64_t addr, size_t size) {
     const bool in_dram = (addr & session::kDramBit) != 0;
     const uint64_t off = addr & ~session::kDramBit;
@@ -390,25 +290,15 @@ class Chip {
     return {seg.as<uint8_t>(off), size};
   }
 
-  void write_status(const FabricCommand& c, int32_t status, int32_t fvc) {
-    if (!c.status_addr) return;
-    auto s = local(c.status_addr, sizeof(FabricStatus));
-    if (s.size() != sizeof(FabricStatus)) return;
-    FabricStatus st{status, fvc};
-    std::memcpy(s.data(), &st, sizeof st);
-  }
-
   // Moves the fabric: commands into the router, router traffic onto links, answers to workers.
   void pump(Time t) {
     if (!node_) return;
     out_.clear();
     // Commands enter as the router makes room; the router makes room as it forwards.
     for (int round = 0; round < 64; ++round) {
-      const uint32_t before = ctl_->commands.served.load(std::memory_order_relaxed);
-      drain_commands(t);
+      const bool took = intake_->drain(*node_, t);
       const size_t seen = out_.committed.size() + out_.events.size();
       node_->poll(t, out_);
-      const bool took = ctl_->commands.served.load(std::memory_order_relaxed) != before;
       if (!took && out_.committed.size() + out_.events.size() == seen) break;
     }
     for (const auto& ev : out_.events) {
@@ -419,13 +309,7 @@ class Chip {
                     {"command", routing::to_string(ev.packet.command)}});
     }
     ctl_->packets_delivered.fetch_add(out_.committed.size(), std::memory_order_relaxed);
-    for (const auto& w : out_.for_workers) {
-      auto& ws = ctl_->commands.workers[w.header.src_core % kMaxWorkers];
-      if (w.header.command == routing::Command::kNack) ws.nacks.fetch_add(1);
-      else ws.acks.fetch_add(1);
-      auto& txn = ws.txn[w.header.txn_id % kTxnIds];
-      if (txn.load() > 0 && txn.fetch_sub(1) == 1) futex_wake(txn);
-    }
+    for (const auto& w : out_.for_workers) intake_->answer(w);
     for (auto& [number, p] : ports_) {
       if (node_->backlog(static_cast<uint8_t>(number)).empty()) continue;
       service(*p, t);
@@ -658,9 +542,7 @@ class Chip {
   std::thread doorbell_;
   std::atomic<bool> doorbell_stop_{false}, drain_posted_{false};
   bool fabric_dirty_ = false;
-  uint32_t cmd_offset_ = 0;
-  int cmd_fvc_ = -1;
-  uint64_t packet_id_ = 0;
+  std::unique_ptr<CommandIntake> intake_;
   pid_t ppid_ = 0;
   bool stopping_ = false, control_eof_ = false;
   int exit_status_ = 0;

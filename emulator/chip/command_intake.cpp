@@ -1,0 +1,123 @@
+#include "emulator/chip/command_intake.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "emulator/common/futex.hpp"
+
+namespace ttemu::chip {
+
+using routing::Command;
+
+namespace {
+
+uint32_t packets_of(const FabricCommand& c) {
+  const bool moves = c.command == Command::kWrite || c.command == Command::kReadRequest;
+  return moves ? (c.size + routing::kMaxPacketPayload - 1) / routing::kMaxPacketPayload : 1;
+}
+
+}  // namespace
+
+bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
+  auto& cb = ctl_.commands;
+  bool took = false;
+  while (true) {
+    const uint32_t ticket = cb.served.load(std::memory_order_relaxed);
+    FabricCommand& slot = cb.slots[ticket % kCommandSlots];
+    if (slot.state.load(std::memory_order_acquire) != kSlotReady || slot.ticket != ticket) return took;
+    if (!issue(slot, node, now)) return took;  // the router is full: resume when it drains
+    offset_ = 0;
+    fvc_ = -1;
+    slot.state.store(kSlotFree, std::memory_order_release);
+    cb.served.store(ticket + 1, std::memory_order_release);
+    futex_wake(cb.served);
+    took = true;
+  }
+}
+
+bool CommandIntake::issue(const FabricCommand& c, session::FabricNode& node, routing::Time now) {
+  auto& router = node.router();
+  const int data_fvcs = router.fvcs() - 1;
+  if (fvc_ < 0) {
+    int fvc = c.fvc;
+    if (fvc < 0) {  // automatic: the data FVC with the most room here
+      fvc = 0;
+      for (int v = 1; v < data_fvcs; ++v) {
+        if (router.inject_room(static_cast<uint8_t>(v)) > router.inject_room(static_cast<uint8_t>(fvc))) fvc = v;
+      }
+    }
+    if (fvc >= data_fvcs) {
+      refuse(c, kStatusBadFvc);
+      return true;
+    }
+    if (c.command == Command::kWrite && mem_(c.src_addr, c.size).size() != c.size) {
+      refuse(c, kStatusBadAddress);
+      return true;
+    }
+    fvc_ = fvc;
+    write_status(c, kStatusOk, fvc);
+  }
+  const bool carries = c.command == Command::kWrite || c.command == Command::kReadRequest;
+  const uint32_t total = carries ? c.size : 0;
+  do {
+    const uint32_t chunk = std::min(total - offset_, routing::kMaxPacketPayload);
+    routing::Packet p;
+    auto& h = p.header;
+    h.src_mesh = self_.mesh;
+    h.src_device = self_.device;
+    h.dst_mesh = c.dst_mesh;
+    h.dst_device = c.dst_device;
+    h.dst_addr = c.dst_addr + offset_;
+    h.return_addr = c.return_addr + offset_;
+    h.packet_id = packet_id_ + 1;
+    h.command = c.command;
+    h.fvc = static_cast<uint8_t>(fvc_);
+    h.txn_id = c.txn_id;
+    h.ttl = c.ttl;
+    h.plane = c.plane;
+    h.wrap = c.wrap;
+    h.arg = c.arg;
+    h.src_core = c.core;
+    if (c.command == Command::kWrite) {
+      auto src = mem_(c.src_addr + offset_, chunk);  // the pull: straight from worker memory
+      p.payload.assign(src.begin(), src.end());
+      h.size = static_cast<uint32_t>(p.payload.size());
+    } else if (c.command == Command::kReadRequest) {
+      h.size = chunk;
+    }
+    if (!node.inject(std::move(p), now)) return false;
+    ++packet_id_;
+    ctl_.packets_injected.fetch_add(1, std::memory_order_relaxed);
+    offset_ += chunk;
+  } while (offset_ < total);
+  return true;
+}
+
+void CommandIntake::refuse(const FabricCommand& c, int32_t status) {
+  // Nothing is sent; the packets the worker counted up come back as NACKs so its barrier returns.
+  write_status(c, status, -1);
+  count_down(c.core, c.txn_id, packets_of(c), true);
+}
+
+void CommandIntake::answer(const routing::Packet& packet) {
+  count_down(packet.header.src_core, packet.header.txn_id, 1, packet.header.command == Command::kNack);
+}
+
+void CommandIntake::count_down(uint16_t core, uint8_t txn_id, uint32_t packets, bool nacked) {
+  auto& ws = ctl_.commands.workers[core % kMaxWorkers];
+  (nacked ? ws.nacks : ws.acks).fetch_add(packets);
+  auto& txn = ws.txn[txn_id % kTxnIds];
+  for (uint32_t i = 0; i < packets && txn.load() > 0; ++i) {
+    if (txn.fetch_sub(1) == 1) futex_wake(txn);
+  }
+}
+
+void CommandIntake::write_status(const FabricCommand& c, int32_t status, int32_t fvc) {
+  if (!c.status_addr) return;
+  auto s = mem_(c.status_addr, sizeof(FabricStatus));
+  if (s.size() != sizeof(FabricStatus)) return;
+  FabricStatus st{status, fvc};
+  std::memcpy(s.data(), &st, sizeof st);
+}
+
+}  // namespace ttemu::chip
