@@ -195,7 +195,7 @@ class Launcher {
       routing::PortId self{chip.id, static_cast<uint8_t>(port)};
       routing::PortId peer = *sys_.peer(self);
       json entry = {{"port", port}, {"peer_mesh", peer.chip.mesh}, {"peer_device", peer.chip.device},
-                    {"peer_port", peer.port}, {"plane", sys_.links[static_cast<size_t>(l)].plane}};
+                    {"peer_port", peer.port}};  // the plane's table is in the router's L1
       if (auto it = plan_.tx.find(self); it != plan_.tx.end()) entry["faults"] = link::to_json(it->second);
       links.push_back(entry);
       link_state_[{v, port}] = "handshake";

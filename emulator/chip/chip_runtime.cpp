@@ -138,7 +138,6 @@ class Chip {
 
  private:
   void stop() {
-    stopping_ = true;
     io_.stop();
   }
 
@@ -544,7 +543,7 @@ class Chip {
   bool fabric_dirty_ = false;
   std::unique_ptr<CommandIntake> intake_;
   pid_t ppid_ = 0;
-  bool stopping_ = false, control_eof_ = false;
+  bool control_eof_ = false;
   int exit_status_ = 0;
 };
 

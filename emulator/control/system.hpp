@@ -72,7 +72,6 @@ struct Chip {
 struct Link {
   PortId a, b;       // both directions: a->b and b->a
   int plane = 0;     // 2.2.4
-  int line = 0;      // Graph line it came from (0: implied by a board)
   bool inter_mesh() const { return a.chip.mesh != b.chip.mesh; }
 };
 

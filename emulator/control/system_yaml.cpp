@@ -363,7 +363,7 @@ void Reader::build_intra_mesh_links(System& sys) {
         for (size_t k = 0; k < std::min(out.size(), in.size()); ++k) {
           sys.links.push_back(Link{PortId{chip.id, out[k]},
                                    PortId{sys.chips[static_cast<size_t>(peer)].id, in[k]},
-                                   static_cast<int>(k), 0});
+                                   static_cast<int>(k)});
         }
       }
     }
@@ -489,7 +489,7 @@ void Reader::read_graph(const YAML::Node& section, System& sys) {
     }
     directed[{a, b}] = Listed{line, ea, eb};
     if (!directed.count({b, a})) {
-      sys.links.push_back(Link{a, b, 0, line});
+      sys.links.push_back(Link{a, b, 0});
     }
   }
   // Each link is written from both of its ends, as the spec's TG table does; report the

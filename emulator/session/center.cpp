@@ -29,13 +29,9 @@ Center::Result Center::on_packet(Packet p) {
   switch (h.command) {
     case Command::kWrite: {
       auto dst = mem_(h.dst_addr, p.payload.size());
+      // Outside this chip's memory: nothing is written and the source hears of it.
       const bool ok = dst.size() == p.payload.size();
-      if (ok) {
-        std::memcpy(dst.data(), p.payload.data(), p.payload.size());
-        ++commits_;
-      } else {
-        ++bad_;  // outside this chip's memory: nothing written, the source hears of it
-      }
+      if (ok) std::memcpy(dst.data(), p.payload.data(), p.payload.size());
       out.replies.push_back(reply_to(h, ok ? Command::kWriteAck : Command::kNack, control));
       break;
     }
@@ -44,7 +40,6 @@ Center::Result Center::on_packet(Packet p) {
       r.header.dst_addr = h.return_addr;
       auto src = mem_(h.dst_addr, h.size);
       if (src.size() != h.size) {
-        ++bad_;
         r.header.command = Command::kNack;
         r.header.fvc = control;
       } else {
@@ -57,20 +52,16 @@ Center::Result Center::on_packet(Packet p) {
     case Command::kAtomicInc:
     case Command::kAtomicReadInc: {
       auto word = mem_(h.dst_addr, 4);
-      uint32_t old = 0;
       if (word.size() != 4) {
-        ++bad_;
         out.replies.push_back(reply_to(h, Command::kNack, control));
         break;
       }
-      {
-        std::memcpy(&old, word.data(), 4);
-        // 3.6: the counter wraps to 0 past 2^(wrap+1) - 1.
-        uint64_t limit = h.wrap >= 31 ? (1ull << 32) : (1ull << (h.wrap + 1));
-        uint32_t next = static_cast<uint32_t>((uint64_t{old} + h.arg) % limit);
-        std::memcpy(word.data(), &next, 4);
-        ++commits_;
-      }
+      uint32_t old = 0;
+      std::memcpy(&old, word.data(), 4);
+      // 3.6: the counter wraps to 0 past 2^(wrap+1) - 1.
+      const uint64_t limit = h.wrap >= 31 ? (1ull << 32) : (1ull << (h.wrap + 1));
+      const auto next = static_cast<uint32_t>((uint64_t{old} + h.arg) % limit);
+      std::memcpy(word.data(), &next, 4);
       if (h.command == Command::kAtomicInc) {
         out.replies.push_back(reply_to(h, Command::kWriteAck, control));
       } else {

@@ -34,16 +34,12 @@ class Center {
   };
   Result on_packet(Packet packet);
 
-  uint64_t commits() const { return commits_; }
-  uint64_t bad_addresses() const { return bad_; }
-
  private:
   Packet reply_to(const routing::PacketHeader& h, routing::Command c, uint8_t fvc) const;
 
   ChipId self_;
   int data_fvcs_;
   Memory mem_;
-  uint64_t commits_ = 0, bad_ = 0;
 };
 
 }  // namespace ttemu::session
