@@ -204,7 +204,7 @@ class Launcher {
             {"seed", seed_}, {"window", o_.window}, {"bind", o_.bind}, {"links", links},
             {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"rb_packets", o_.rb_packets},
             {"timeout_ms", o_.timeout_ms}, {"ack_delay_us", o_.ack_delay_us},
-            {"credit_delay_us", o_.credit_delay_us}};
+            {"credit_delay_us", o_.credit_delay_us}, {"spin_us", o_.spin_us}};
   }
 
   void send(ChipProc& c, const json& m) {

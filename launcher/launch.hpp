@@ -28,6 +28,7 @@ struct LaunchOptions {
   int timeout_ms = 3000;              // a buffer head stuck this long is dropped (5.5)
   int ack_delay_us = 1000;            // TT-link pure acknowledgements wait this long for data
   int credit_delay_us = 1000;         // freed buffer slots are returned after this long
+  int spin_us = 0;                    // chips poll this long after traffic before sleeping
 };
 
 // Returns the exit status: the client's when a command runs, else 0 after a clean stop.

@@ -73,6 +73,7 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   launch->add_option("--rb-packets", lo->rb_packets, "Routing buffer depth, packets per input per FVC")->check(CLI::Range(1, 256));
   launch->add_option("--ack-delay-us", lo->ack_delay_us, "TT-link: a pure ack waits this long for data to ride on")->check(CLI::Range(0, 10000));
   launch->add_option("--credit-delay-us", lo->credit_delay_us, "Routers: return freed buffer slots after this long, or at half a buffer")->check(CLI::Range(0, 10000));
+  launch->add_option("--spin-us", lo->spin_us, "Chips keep polling this long after traffic before they sleep (0: sleep at once)")->check(CLI::Range(0, 100000));
   launch->add_option("--timeout-ms", lo->timeout_ms, "Drop a packet whose head waits this long (spec 5.5)")->check(CLI::Range(1, 600000));
   launch->footer("Run a client against the live system: ttemu launch FILE -- CMD ARGS...\n"
                  "(it sees TTEMU_JOB and TTEMU_CONTROL; the system stops when it exits, with its status)");

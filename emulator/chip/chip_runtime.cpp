@@ -1,10 +1,13 @@
 #include "emulator/chip/chip_runtime.hpp"
 
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
-#include <map>
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <thread>
@@ -15,7 +18,7 @@
 #include "emulator/chip/arch.hpp"
 #include "emulator/chip/chip_control.hpp"
 #include "emulator/chip/command_intake.hpp"
-#include "emulator/common/asio.hpp"
+#include "emulator/chip/event_loop.hpp"
 #include "emulator/common/error.hpp"
 #include "emulator/common/futex.hpp"
 #include "emulator/session/fabric_node.hpp"
@@ -25,15 +28,12 @@
 
 namespace ttemu::chip {
 
-namespace asio = boost::asio;
 using nlohmann::json;
 using link::Time;
 
 namespace {
 
-Time now() {
-  return std::chrono::duration_cast<Time>(std::chrono::steady_clock::now().time_since_epoch());
-}
+Time now() { return EventLoop::now(); }
 
 // Test-stream payloads: a header (stream, index), then the stream's pattern (random bytes
 // from the stream id). Checked on arrival: index in order, every byte as sent.
@@ -73,7 +73,6 @@ class StreamPattern {
 struct Port {
   uint8_t number = 0;
   std::unique_ptr<link::UdpPort> udp;
-  std::unique_ptr<asio::posix::stream_descriptor> fd;
   std::unique_ptr<link::TtLink> link;
   PortStatus* status = nullptr;
   sockaddr_in peer{};
@@ -105,18 +104,11 @@ struct Port {
   std::deque<std::vector<uint8_t>> echoes;
   std::vector<uint8_t> scratch;
   StreamPattern tx_pattern, rx_pattern;
-
-  ~Port() {
-    if (fd) fd->release();  // the UdpPort owns the descriptor
-  }
 };
 
 class Chip {
  public:
-  Chip(const ChipOptions& o) : o_(o), signals_(io_, SIGTERM, SIGINT), timer_(io_), control_(io_) {
-    ppid_ = getppid();
-    control_.assign(asio::local::stream_protocol(), o.control_fd);
-  }
+  Chip(const ChipOptions& o) : o_(o) { ppid_ = getppid(); }
 
   int run() {
     ctl_seg_ = Segment::open(segment_name(o_.job, o_.chip, SegmentKind::kControl));
@@ -125,11 +117,24 @@ class Chip {
     ctl_ = ctl_seg_.as<ChipControl>();
     if (ctl_->magic != kControlMagic) throw Error("control block not initialised by the launcher");
     ctl_->pid.store(static_cast<uint32_t>(getpid()));
-    signals_.async_wait([this](auto ec, int) {
-      if (!ec) stop();
+    // Termination arrives as a readable descriptor; blocked before any thread starts, so that
+    // the doorbell thread never takes it.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    signal_fd_ = signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (signal_fd_ < 0) throw Error("signalfd failed");
+    loop_.watch(signal_fd_, EPOLLIN, [this](uint32_t) { stop(); });
+    loop_.watch(o_.control_fd, EPOLLIN, [this](uint32_t) { read_control(); });
+    loop_.on_deadline([this](Time t) { on_timer(t); });
+    loop_.on_wake([this] {
+      drain_posted_ = false;
+      pump(now());
+      reschedule();
     });
-    read_control();
-    io_.run();
+    loop_.run();
     ctl_->running.store(0);
     stop_doorbell();
     cleanup();
@@ -137,12 +142,12 @@ class Chip {
   }
 
  private:
-  void stop() {
-    io_.stop();
-  }
+  void stop() { loop_.stop(); }
 
   void cleanup() {
+    for (auto& p : ports_) loop_.forget(p->udp->fd());
     ports_.clear();
+    ::close(signal_fd_);
     // The launcher removes every segment at teardown; a chip removes its own too, so that
     // nothing is left if the launcher is gone (killed, crashed).
     for (auto kind : {SegmentKind::kControl, SegmentKind::kL1, SegmentKind::kDram}) {
@@ -151,21 +156,30 @@ class Chip {
     if (getppid() != ppid_ || control_eof_) ::unlink(o_.control_socket.c_str());
   }
 
+  // Blocking: control messages are rare and short, and the launcher always reads.
   void send_control(const json& msg) {
-    std::string line = msg.dump() + "\n";
-    boost::system::error_code ec;
-    asio::write(control_, asio::buffer(line), ec);
+    const std::string line = msg.dump() + "\n";
+    for (size_t at = 0; at < line.size();) {
+      const ssize_t n = ::send(o_.control_fd, line.data() + at, line.size() - at, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;  // the launcher is gone; reading will notice
+      at += static_cast<size_t>(n);
+    }
   }
 
   void read_control() {
-    asio::async_read_until(control_, inbuf_, '\n', [this](auto ec, size_t n) {
-      if (ec) {  // the launcher is gone
-        control_eof_ = true;
-        stop();
-        return;
-      }
-      std::string line(asio::buffers_begin(inbuf_.data()), asio::buffers_begin(inbuf_.data()) + static_cast<long>(n));
-      inbuf_.consume(n);
+    char buf[4096];
+    const ssize_t n = ::recv(o_.control_fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0) {  // the launcher is gone
+      control_eof_ = true;
+      stop();
+      return;
+    }
+    inbuf_.append(buf, static_cast<size_t>(n));
+    for (size_t end; (end = inbuf_.find('\n')) != std::string::npos;) {
+      const std::string line = inbuf_.substr(0, end);
+      inbuf_.erase(0, end + 1);
       try {
         on_control(json::parse(line));
       } catch (const std::exception& e) {
@@ -174,8 +188,7 @@ class Chip {
         stop();
         return;
       }
-      read_control();
-    });
+    }
   }
 
   void on_control(const json& m) {
@@ -199,6 +212,7 @@ class Chip {
     seed_ = m.value("seed", uint64_t{1});
     link_cfg_.window = m.value("window", link_cfg_.window);
     link_cfg_.ack_delay = std::chrono::microseconds(m.value("ack_delay_us", 0));
+    loop_.set_spin(std::chrono::microseconds(m.value("spin_us", 0)));
     std::random_device rd;
     json bound = json::object(), tables = json::object();
     for (const auto& l : m.at("links")) {
@@ -221,10 +235,10 @@ class Chip {
       p->link->set_delivery([this, raw](uint32_t dest, std::span<const uint8_t> payload) {
         on_delivery(*raw, dest, payload);
       });
-      p->fd = std::make_unique<asio::posix::stream_descriptor>(io_, p->udp->fd());
       bound[std::to_string(p->number)] = p->udp->local_port();
-      ports_[p->number] = std::move(p);
+      ports_.push_back(std::move(p));
     }
+    std::sort(ports_.begin(), ports_.end(), [](const auto& a, const auto& b) { return a->number < b->number; });
     make_fabric_node(m, arch);
     ctl_->running.store(1);
     send_control({{"type", "bound"}, {"ports", bound}, {"tables", tables}});
@@ -241,9 +255,9 @@ class Chip {
     const int planes = m.value("planes", 1);
     std::vector<routing::RouterTable> tables(static_cast<size_t>(planes));
     std::vector<uint8_t> wired;
-    for (auto& [number, p] : ports_) {
-      wired.push_back(static_cast<uint8_t>(number));
-      const auto* rcfg = l1_seg_.as<RouterConfig>(arch.eth_l1_offset(number));
+    for (auto& p : ports_) {
+      wired.push_back(p->number);
+      const auto* rcfg = l1_seg_.as<RouterConfig>(arch.eth_l1_offset(p->number));
       if (rcfg->magic == kRouterMagic && rcfg->plane < planes) {
         tables[rcfg->plane] = routing::RouterTable::unpack(rcfg->table);  // from router L1
       }
@@ -263,11 +277,7 @@ class Chip {
       const uint32_t seen = cb.doorbell.load(std::memory_order_acquire);
       const auto& slot = cb.slots[cb.served.load() % kCommandSlots];
       if (slot.state.load(std::memory_order_acquire) == kSlotReady && !drain_posted_.exchange(true)) {
-        asio::post(io_, [this] {
-          drain_posted_ = false;
-          pump(now());
-          reschedule();
-        });
+        loop_.wake();
       }
       futex_wait(cb.doorbell, seen, std::chrono::nanoseconds::max());  // until rung: idle is free
     }
@@ -309,8 +319,8 @@ class Chip {
     }
     ctl_->packets_delivered.fetch_add(out_.committed.size(), std::memory_order_relaxed);
     for (const auto& w : out_.for_workers) intake_->answer(w);
-    for (auto& [number, p] : ports_) {
-      if (node_->backlog(static_cast<uint8_t>(number)).empty()) continue;
+    for (auto& p : ports_) {
+      if (node_->backlog(p->number).empty()) continue;
       service(*p, t);
     }
   }
@@ -324,22 +334,25 @@ class Chip {
 
   void connect(const json& m) {
     Time t = now();
-    for (auto& [number, p] : ports_) {
-      const auto& peer = m.at("peers").at(std::to_string(number));
+    for (auto& p : ports_) {
+      const auto& peer = m.at("peers").at(std::to_string(p->number));
       p->peer = link::make_address(peer.at("addr"), peer.at("udp"));
       p->udp->set_peer(p->peer);
       p->link->start(t);
-      arm_read(*p);
+      Port* raw = p.get();
+      loop_.watch(p->udp->fd(), EPOLLIN, [this, raw](uint32_t events) {
+        if (events & EPOLLOUT) flush(*raw);
+        if (events & (EPOLLIN | EPOLLERR)) on_readable(*raw);
+      });
       service(*p, t);
     }
     reschedule();
   }
 
   void set_faults(const json& m) {
-    auto it = ports_.find(m.at("port"));
-    if (it == ports_.end()) throw Error("faults for a port that is not wired");
+    Port& p = port(m);
     seed_ = m.value("seed", seed_);
-    install_faults(*it->second, m.at("faults"));
+    install_faults(p, m.at("faults"));
   }
 
   void start_stream(const json& m) {
@@ -368,9 +381,11 @@ class Chip {
   }
 
   Port& port(const json& m) {
-    auto it = ports_.find(m.at("port"));
-    if (it == ports_.end()) throw Error("port is not wired");
-    return *it->second;
+    const int number = m.at("port");
+    for (auto& p : ports_) {
+      if (p->number == number) return *p;
+    }
+    throw Error("port " + std::to_string(number) + " is not wired");
   }
 
   void on_delivery(Port& p, uint32_t dest, std::span<const uint8_t> payload) {
@@ -398,14 +413,6 @@ class Chip {
       node_->on_link_payload(p.number, dest, payload, now());
       fabric_dirty_ = true;
     }
-  }
-
-  void arm_read(Port& p) {
-    p.fd->async_wait(asio::posix::stream_descriptor::wait_read, [this, &p](auto ec) {
-      if (ec) return;
-      on_readable(p);
-      arm_read(p);
-    });
   }
 
   void on_readable(Port& p) {
@@ -467,12 +474,13 @@ class Chip {
     if (p.outbox_sent == p.outbox.size()) {
       p.link->recycle(p.outbox);
       p.outbox_sent = 0;
-    } else if (!p.write_waiting) {
-      p.write_waiting = true;
-      p.fd->async_wait(asio::posix::stream_descriptor::wait_write, [this, &p](auto ec) {
-        p.write_waiting = false;
-        if (!ec) flush(p);
-      });
+    }
+    // The socket's send buffer is full: wait until it drains (level-triggered, so only while
+    // something is left to send).
+    const bool wait = p.outbox_sent < p.outbox.size();
+    if (wait != p.write_waiting) {
+      p.write_waiting = wait;
+      loop_.change(p.udp->fd(), wait ? EPOLLIN | EPOLLOUT : EPOLLIN);
     }
   }
 
@@ -496,9 +504,11 @@ class Chip {
     }
   }
 
+  // The loop sleeps until the earliest deadline of any link or the router; with none, until
+  // something arrives (idle is free).
   void reschedule() {
     std::optional<Time> next;
-    for (auto& [n, p] : ports_) {
+    for (auto& p : ports_) {
       auto d = p->link->next_deadline();
       if (d && (!next || *d < *next)) next = d;
     }
@@ -506,36 +516,27 @@ class Chip {
       auto d = node_->next_deadline();
       if (d && (!next || *d < *next)) next = d;
     }
-    if (next == armed_) return;
-    armed_ = next;
-    timer_.cancel();
-    if (!next) return;  // idle: nothing to wake up for
-    timer_.expires_at(std::chrono::steady_clock::time_point(std::chrono::duration_cast<std::chrono::steady_clock::duration>(*next)));
-    timer_.async_wait([this](auto ec) {
-      if (ec) return;
-      armed_.reset();
-      Time t = now();
-      for (auto& [n, p] : ports_) {
-        p->link->on_timer(t);
-        service(*p, t);
-      }
-      pump(t);
-      reschedule();
-    });
+    loop_.set_deadline(next);
+  }
+
+  void on_timer(Time t) {
+    for (auto& p : ports_) {
+      p->link->on_timer(t);
+      service(*p, t);
+    }
+    pump(t);
+    reschedule();
   }
 
   ChipOptions o_;
-  asio::io_context io_;
-  asio::signal_set signals_;
-  asio::steady_timer timer_;
-  asio::local::stream_protocol::socket control_;
-  asio::streambuf inbuf_;
+  EventLoop loop_;
+  int signal_fd_ = -1;
+  std::string inbuf_;
   Segment ctl_seg_, l1_seg_, dram_seg_;
   ChipControl* ctl_ = nullptr;
-  std::map<int, std::unique_ptr<Port>> ports_;
+  std::vector<std::unique_ptr<Port>> ports_;  // by port number
   link::LinkConfig link_cfg_;
   uint64_t job_hash_ = 0, seed_ = 1;
-  std::optional<Time> armed_;
   std::unique_ptr<session::FabricNode> node_;
   session::FabricNode::Output out_;
   std::thread doorbell_;

@@ -1,0 +1,106 @@
+#include "emulator/chip/event_loop.hpp"
+
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "emulator/common/error.hpp"
+
+namespace ttemu::chip {
+
+namespace {
+
+[[noreturn]] void fail(const char* what) {
+  throw Error(std::string("event loop: ") + what + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+EventLoop::EventLoop(std::chrono::nanoseconds spin) : spin_(spin) {
+  epoll_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_ < 0) fail("epoll_create1");
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) fail("eventfd");
+  watch(wake_fd_, EPOLLIN, [this](uint32_t) {
+    uint64_t n;
+    while (::read(wake_fd_, &n, sizeof n) > 0) {
+    }
+    if (on_wake_) on_wake_();
+  });
+}
+
+EventLoop::~EventLoop() {
+  ::close(wake_fd_);
+  ::close(epoll_);
+}
+
+EventLoop::Time EventLoop::now() {
+  return std::chrono::duration_cast<Time>(std::chrono::steady_clock::now().time_since_epoch());
+}
+
+void EventLoop::watch(int fd, uint32_t events, Handler handler) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  if (epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) fail("epoll_ctl add");
+  handlers_[fd] = std::move(handler);
+}
+
+void EventLoop::change(int fd, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  if (epoll_ctl(epoll_, EPOLL_CTL_MOD, fd, &ev) != 0) fail("epoll_ctl mod");
+}
+
+void EventLoop::forget(int fd) {
+  epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+  handlers_.erase(fd);
+}
+
+void EventLoop::wake() {
+  const uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);  // EAGAIN: already pending
+}
+
+void EventLoop::run() {
+  std::array<epoll_event, 64> events;
+  while (!stopping_) {
+    Time t = now();
+    if (deadline_ && *deadline_ <= t) {
+      deadline_.reset();
+      if (on_deadline_) on_deadline_(t);
+      continue;
+    }
+    const bool spinning = spin_.count() > 0 && t - last_event_ < spin_;
+    timespec ts{}, *timeout = nullptr;
+    if (spinning) {
+      timeout = &ts;  // poll
+    } else if (deadline_) {
+      const auto left = *deadline_ - t;
+      ts = {static_cast<time_t>(left.count() / 1'000'000'000), static_cast<long>(left.count() % 1'000'000'000)};
+      timeout = &ts;
+    }
+    const int n = epoll_pwait2(epoll_, events.data(), static_cast<int>(events.size()), timeout, nullptr);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("epoll_pwait2");
+    }
+    if (n == 0) {
+      if (spinning) sched_yield();  // let the chip we just sent to run
+      continue;
+    }
+    last_event_ = now();
+    for (int i = 0; i < n && !stopping_; ++i) {
+      auto it = handlers_.find(events[static_cast<size_t>(i)].data.fd);
+      if (it != handlers_.end()) it->second(events[static_cast<size_t>(i)].events);
+    }
+  }
+}
+
+}  // namespace ttemu::chip

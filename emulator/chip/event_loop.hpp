@@ -1,0 +1,60 @@
+// A chip process's event loop: one thread, one epoll set, no timer descriptor.
+//
+// Promises:
+// - handlers run on the thread that called run(), one at a time;
+// - the deadline (set_deadline) is honoured to the nanosecond by the epoll wait's own timeout
+//   (epoll_pwait2), so moving it costs no system call;
+// - wake() may be called from any thread and makes the loop call its wake handler;
+// - while traffic flows the loop keeps polling, for at most `spin` after the last event, and
+//   yields the processor between polls (many chips share few cores); after that, or with a
+//   spin of zero, it sleeps in the kernel until something happens. Idle is free.
+#pragma once
+
+#include <sys/epoll.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <unordered_map>
+
+namespace ttemu::chip {
+
+class EventLoop {
+ public:
+  using Time = std::chrono::nanoseconds;  // steady_clock since its epoch
+  using Handler = std::function<void(uint32_t events)>;
+
+  explicit EventLoop(std::chrono::nanoseconds spin = {});
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  static Time now();
+
+  // Level-triggered interest in fd (EPOLLIN and/or EPOLLOUT); the handler gets the events.
+  void watch(int fd, uint32_t events, Handler handler);
+  void change(int fd, uint32_t events);
+  void forget(int fd);
+
+  void set_deadline(std::optional<Time> at) { deadline_ = at; }
+  void on_deadline(std::function<void(Time)> handler) { on_deadline_ = std::move(handler); }
+  void on_wake(std::function<void()> handler) { on_wake_ = std::move(handler); }
+  void wake();  // any thread
+
+  void set_spin(std::chrono::nanoseconds spin) { spin_ = spin; }
+  void run();   // until stop()
+  void stop() { stopping_ = true; }
+
+ private:
+  int epoll_ = -1, wake_fd_ = -1;
+  std::unordered_map<int, Handler> handlers_;
+  std::optional<Time> deadline_;
+  std::function<void(Time)> on_deadline_;
+  std::function<void()> on_wake_;
+  std::chrono::nanoseconds spin_;
+  Time last_event_{};
+  bool stopping_ = false;
+};
+
+}  // namespace ttemu::chip
