@@ -33,7 +33,6 @@ using link::Time;
 
 namespace {
 
-Time now() { return EventLoop::now(); }
 
 // Test-stream payloads: a header (stream, index), then the stream's pattern (random bytes
 // from the stream id). Checked on arrival: index in order, every byte as sent.
@@ -143,6 +142,7 @@ class Chip {
 
  private:
   void stop() { loop_.stop(); }
+  Time now() const { return loop_.time(); }
 
   void cleanup() {
     for (auto& p : ports_) loop_.forget(p->udp->fd());
@@ -440,11 +440,9 @@ class Chip {
 
   void service(Port& p, Time t) {
     if (node_) {
-      auto& backlog = node_->backlog(p.number);
-      while (!backlog.empty() && p.link->send_room() > 0) {
-        p.link->send(backlog.front().dest_addr, backlog.front().bytes);
-        backlog.pop_front();
-      }
+      node_->pass_backlog(p.number, [&](uint32_t addr, std::span<const uint8_t> bytes) {
+        return p.link->send_room() > 0 && p.link->send(addr, bytes);
+      });
     }
     while (!p.echoes.empty() && p.link->send_room() > 0) {
       p.link->send(kEchoReplyAddr, p.echoes.front());

@@ -70,11 +70,13 @@ void EventLoop::wake() {
 
 void EventLoop::run() {
   std::array<epoll_event, 64> events;
+  Time t = time_ = now();
   while (!stopping_) {
-    Time t = now();
+    // t may be behind by the time the last handlers took; a deadline is then late by as much.
     if (deadline_ && *deadline_ <= t) {
       deadline_.reset();
       if (on_deadline_) on_deadline_(t);
+      t = time_ = now();
       continue;
     }
     const bool spinning = spin_.count() > 0 && t - last_event_ < spin_;
@@ -87,6 +89,7 @@ void EventLoop::run() {
       timeout = &ts;
     }
     const int n = epoll_pwait2(epoll_, events.data(), static_cast<int>(events.size()), timeout, nullptr);
+    t = time_ = now();
     if (n < 0) {
       if (errno == EINTR) continue;
       fail("epoll_pwait2");
@@ -95,7 +98,7 @@ void EventLoop::run() {
       if (spinning) sched_yield();  // let the chip we just sent to run
       continue;
     }
-    last_event_ = now();
+    last_event_ = t;
     for (int i = 0; i < n && !stopping_; ++i) {
       auto it = handlers_.find(events[static_cast<size_t>(i)].data.fd);
       if (it != handlers_.end()) it->second(events[static_cast<size_t>(i)].events);

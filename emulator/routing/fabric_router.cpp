@@ -1,5 +1,6 @@
 #include "emulator/routing/fabric_router.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace ttemu::routing {
@@ -15,40 +16,65 @@ const char* RouterEvent::name() const {
 
 FabricRouter::FabricRouter(ChipId self, const RouterConfig& config, std::vector<RouterTable> tables,
                            const std::vector<uint8_t>& ports)
-    : self_(self), cfg_(config), tables_(std::move(tables)),
+    : self_(self), cfg_(config), tables_(std::move(tables)), port_rank_(256, -1),
       center_stalled_(static_cast<size_t>(config.data_fvcs + 1), false) {
   if (cfg_.data_fvcs < 1 || cfg_.rb_packets < 1) throw std::invalid_argument("router needs FVCs and buffers");
-  for (int v = 0; v < fvcs(); ++v) {
-    inputs_[{kCenter, lane(static_cast<uint8_t>(v), 0)}];  // local traffic starts in class 0
-  }
-  for (int l = 0; l < lanes(); ++l) {
-    for (uint8_t p : ports) {
-      inputs_[{p, static_cast<uint8_t>(l)}];
-      credits_[{p, static_cast<uint8_t>(l)}] = static_cast<uint32_t>(cfg_.rb_packets);
+  std::vector<uint8_t> sorted = ports;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  if (!sorted.empty() && sorted.back() == kCenter) throw std::invalid_argument("port 255 is the center");
+  for (size_t r = 0; r < sorted.size(); ++r) port_rank_[sorted[r]] = static_cast<int16_t>(r);
+  port_rank_[kCenter] = static_cast<int16_t>(sorted.size());
+  const auto lanes_n = static_cast<size_t>(lanes());
+  input_of_.assign((sorted.size() + 1) * lanes_n, -1);
+  credits_.assign(sorted.size() * lanes_n, static_cast<uint32_t>(cfg_.rb_packets));
+  inputs_.reserve(sorted.size() * lanes_n + static_cast<size_t>(fvcs()));
+  for (uint8_t p : sorted) {
+    for (size_t l = 0; l < lanes_n; ++l) {
+      input_of_[static_cast<size_t>(port_rank_[p]) * lanes_n + l] = static_cast<int16_t>(inputs_.size());
+      inputs_.push_back({p, static_cast<uint8_t>(l), {}});
     }
   }
+  for (int v = 0; v < fvcs(); ++v) {  // local traffic starts in class 0
+    const uint8_t l = lane(static_cast<uint8_t>(v), 0);
+    input_of_[sorted.size() * lanes_n + l] = static_cast<int16_t>(inputs_.size());
+    inputs_.push_back({kCenter, l, {}});
+  }
+}
+
+int FabricRouter::slot(uint8_t port, uint8_t l) const {
+  const int rank = port_rank_[port];
+  if (rank < 0 || l >= lanes()) return -1;
+  return rank * lanes() + l;
+}
+
+void FabricRouter::push(Input& in, Waiting w) {
+  in.q.push_back(std::move(w));
+  ++queued_;
 }
 
 void FabricRouter::on_arrival(uint8_t port, uint8_t in_lane, Packet packet, Time now) {
-  auto it = inputs_.find({port, in_lane});
-  if (it == inputs_.end() || in_lane / 2 != packet.header.fvc) {
-    throw std::invalid_argument("packet on an unknown port or lane");
-  }
-  auto& q = it->second;
-  q.push_back({std::move(packet), now});
+  const int s = slot(port, in_lane);
+  const int i = s < 0 ? -1 : input_of_[static_cast<size_t>(s)];
+  if (i < 0 || in_lane / 2 != packet.header.fvc) throw std::invalid_argument("packet on an unknown port or lane");
+  push(inputs_[static_cast<size_t>(i)], {std::move(packet), now});
 }
 
-void FabricRouter::on_credit(uint8_t port, uint8_t l, uint32_t n) { credits_[{port, l}] += n; }
+void FabricRouter::on_credit(uint8_t port, uint8_t l, uint32_t n) {
+  const int s = port == kCenter ? -1 : slot(port, l);
+  if (s >= 0) credits_[static_cast<size_t>(s)] += n;
+}
 
 size_t FabricRouter::inject_room(uint8_t fvc) const {
-  auto it = inputs_.find({kCenter, lane(fvc, 0)});
-  if (it == inputs_.end()) return 0;
-  return it->second.size() >= static_cast<size_t>(cfg_.rb_packets) ? 0 : static_cast<size_t>(cfg_.rb_packets) - it->second.size();
+  if (fvc >= fvcs()) return 0;
+  const auto& q = inputs_[static_cast<size_t>(input_of_[static_cast<size_t>(slot(kCenter, lane(fvc, 0)))])].q;
+  return q.size() >= static_cast<size_t>(cfg_.rb_packets) ? 0 : static_cast<size_t>(cfg_.rb_packets) - q.size();
 }
 
 bool FabricRouter::inject(Packet packet, Time now) {
   if (packet.header.fvc >= fvcs() || inject_room(packet.header.fvc) == 0) return false;
-  inputs_[{kCenter, lane(packet.header.fvc, 0)}].push_back({std::move(packet), now});
+  const int s = slot(kCenter, lane(packet.header.fvc, 0));
+  push(inputs_[static_cast<size_t>(input_of_[static_cast<size_t>(s)])], {std::move(packet), now});
   return true;
 }
 
@@ -71,35 +97,34 @@ void FabricRouter::nack(const PacketHeader& h) {
   pending_nacks_.push_back(std::move(n));
 }
 
-void FabricRouter::pop(Key in, Time now, Actions& out) {
-  auto& q = inputs_[in];
-  q.pop_front();
-  if (!q.empty()) q.front().head_since = now;
-  if (in.first != kCenter) out.credits.push_back({in.first, in.second, 1});
+void FabricRouter::pop(Input& in, Time now, Actions& out) {
+  in.q.pop_front();
+  --queued_;
+  if (!in.q.empty()) in.q.front().head_since = now;
+  if (in.port != kCenter) out.credits.push_back({in.port, in.lane, 1});
 }
 
-void FabricRouter::drop(Key in, RouterEvent::Kind why, Time now, Actions& out) {
-  const PacketHeader h = inputs_[in].front().packet.header;
+void FabricRouter::drop(Input& in, RouterEvent::Kind why, Time now, Actions& out) {
+  const PacketHeader h = in.q.front().packet.header;
   out.events.push_back({why, self_, h});
   nack(h);
   pop(in, now, out);
 }
 
 void FabricRouter::poll(Time now, Actions& out) {
-  bool progress = true;
+  bool progress = queued_ > 0 || !pending_nacks_.empty();
   while (progress) {
     progress = false;
     // NACKs enter the control FVC at the center; they are few and are never refused.
-    for (auto& n : pending_nacks_) inputs_[{kCenter, lane(control_fvc(), 0)}].push_back({std::move(n), now});
-    pending_nacks_.clear();
+    if (!pending_nacks_.empty()) {
+      Input& ctl = inputs_[static_cast<size_t>(input_of_[static_cast<size_t>(slot(kCenter, lane(control_fvc(), 0)))])];
+      for (auto& n : pending_nacks_) push(ctl, {std::move(n), now});
+      pending_nacks_.clear();
+    }
     const size_t count = inputs_.size();
-    auto start = inputs_.begin();
-    std::advance(start, static_cast<long>(rr_ % count));
-    auto it = start;
-    for (size_t k = 0; k < count; ++k, ++it) {
-      if (it == inputs_.end()) it = inputs_.begin();
-      const Key in = it->first;
-      auto& q = it->second;
+    for (size_t k = 0, i = rr_ % count; k < count && queued_ > 0; ++k, i = i + 1 == count ? 0 : i + 1) {
+      Input& in = inputs_[i];
+      auto& q = in.q;
       if (q.empty()) continue;
       Packet& p = q.front().packet;
       if (p.header.plane >= tables_.size()) {
@@ -124,12 +149,12 @@ void FabricRouter::poll(Time now, Actions& out) {
         progress = true;
       } else {
         const uint8_t out_lane = lane(p.header.fvc, self_.mesh == p.header.src_mesh ? 0 : 1);
-        auto credit = credits_.find({hop.port, out_lane});
-        if (credit == credits_.end()) {
+        const int credit = hop.port == kCenter ? -1 : slot(hop.port, out_lane);
+        if (credit < 0) {
           drop(in, RouterEvent::kNoRoute, now, out);  // the table names an unwired port
           progress = true;
-        } else if (credit->second > 0) {
-          --credit->second;
+        } else if (credits_[static_cast<size_t>(credit)] > 0) {
+          --credits_[static_cast<size_t>(credit)];
           --p.header.ttl;
           out.sends.push_back({hop.port, out_lane, std::move(p)});
           pop(in, now, out);
@@ -141,24 +166,21 @@ void FabricRouter::poll(Time now, Actions& out) {
       }
     }
     ++rr_;
+    if (!pending_nacks_.empty()) progress = true;
   }
 }
 
 std::optional<Time> FabricRouter::next_deadline() const {
   std::optional<Time> t;
-  for (const auto& [key, q] : inputs_) {
-    if (q.empty()) continue;
-    Time d = q.front().head_since + cfg_.timeout;
+  if (queued_ == 0) return t;
+  for (const auto& in : inputs_) {
+    if (in.q.empty()) continue;
+    Time d = in.q.front().head_since + cfg_.timeout;
     if (!t || d < *t) t = d;
   }
   return t;
 }
 
-bool FabricRouter::idle() const {
-  for (const auto& [key, q] : inputs_) {
-    if (!q.empty()) return false;
-  }
-  return pending_nacks_.empty();
-}
+bool FabricRouter::idle() const { return queued_ == 0 && pending_nacks_.empty(); }
 
 }  // namespace ttemu::routing

@@ -20,7 +20,6 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <optional>
 #include <vector>
 
@@ -101,20 +100,32 @@ class FabricRouter {
     Packet packet;
     Time head_since;
   };
-  using Key = std::pair<uint8_t, uint8_t>;  // (input port or kCenter, lane)
+  struct Input {
+    uint8_t port;  // or kCenter
+    uint8_t lane;
+    std::deque<Waiting> q;
+  };
 
-  void drop(Key in, RouterEvent::Kind why, Time now, Actions& out);
+  // Index into inputs_ (or credits_) of (port, lane); -1 when the port is not wired.
+  int slot(uint8_t port, uint8_t lane) const;
+  void drop(Input& in, RouterEvent::Kind why, Time now, Actions& out);
   void nack(const PacketHeader& h);
-  void pop(Key in, Time now, Actions& out);
+  void pop(Input& in, Time now, Actions& out);
+  void push(Input& in, Waiting w);
 
   ChipId self_;
   RouterConfig cfg_;
   std::vector<RouterTable> tables_;
-  std::map<Key, std::deque<Waiting>> inputs_;
-  std::map<Key, uint32_t> credits_;  // (output port, lane) -> free slots downstream
+  // Flat and in a fixed order (ports ascending, then the center): the per-packet path walks
+  // these on every wake-up of a chip process, so they stay small and contiguous.
+  std::vector<int16_t> port_rank_;  // port -> rank among wired ports (the center: last)
+  std::vector<Input> inputs_;       // ports' lanes, then the center's class-0 lanes
+  std::vector<int16_t> input_of_;   // rank * lanes + lane -> index into inputs_
+  std::vector<uint32_t> credits_;   // rank * lanes + lane -> free slots downstream
   std::vector<bool> center_stalled_;
   std::vector<Packet> pending_nacks_;
-  size_t rr_ = 0;  // round-robin start among inputs
+  size_t queued_ = 0;  // packets in all inputs
+  size_t rr_ = 0;      // round-robin start among inputs
 };
 
 }  // namespace ttemu::routing

@@ -18,10 +18,15 @@ const char* to_string(Command c) {
 }
 
 std::vector<uint8_t> Packet::encode() const {
-  std::vector<uint8_t> out(sizeof(PacketHeader) + payload.size());
+  std::vector<uint8_t> out;
+  encode_into(out);
+  return out;
+}
+
+void Packet::encode_into(std::vector<uint8_t>& out) const {
+  out.resize(sizeof(PacketHeader) + payload.size());
   std::memcpy(out.data(), &header, sizeof(PacketHeader));
   if (!payload.empty()) std::memcpy(out.data() + sizeof(PacketHeader), payload.data(), payload.size());
-  return out;
 }
 
 bool Packet::decode(std::span<const uint8_t> bytes, Packet& out) {

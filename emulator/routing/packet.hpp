@@ -57,6 +57,7 @@ struct Packet {
   std::vector<uint8_t> payload;
 
   std::vector<uint8_t> encode() const;
+  void encode_into(std::vector<uint8_t>& out) const;  // reuses out's storage
   // False if bytes are not a well-formed packet (short, or size disagreeing with the payload).
   static bool decode(std::span<const uint8_t> bytes, Packet& out);
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace ttemu::session {
 
@@ -14,8 +16,32 @@ FabricNode::FabricNode(routing::ChipId self, const routing::RouterConfig& config
                        Center::Memory memory)
     : router_(self, config, std::move(tables), ports),
       center_(self, config.data_fvcs, std::move(memory)),
-      config_(config) {
-  for (uint8_t p : ports) backlog_[p];
+      rank_(256, -1), config_(config) {
+  ports_ = ports;
+  std::sort(ports_.begin(), ports_.end());
+  ports_.erase(std::unique(ports_.begin(), ports_.end()), ports_.end());
+  for (size_t i = 0; i < ports_.size(); ++i) rank_[ports_[i]] = static_cast<int16_t>(i);
+  backlog_.resize(ports_.size());
+  replies_.resize(static_cast<size_t>(router_.fvcs()));
+  owed_.resize(ports_.size() * static_cast<size_t>(router_.lanes()));
+}
+
+std::vector<uint8_t> FabricNode::take() {
+  if (spare_.empty()) return {};
+  std::vector<uint8_t> v = std::move(spare_.back());
+  spare_.pop_back();
+  return v;
+}
+
+void FabricNode::recycle(std::vector<uint8_t>&& bytes) {
+  if (spare_.size() >= 256 || bytes.capacity() == 0) return;
+  bytes.clear();
+  spare_.push_back(std::move(bytes));
+}
+
+size_t FabricNode::rank(uint8_t port) const {
+  if (rank_[port] < 0) throw std::invalid_argument("port " + std::to_string(port) + " is not wired");
+  return static_cast<size_t>(rank_[port]);
 }
 
 void FabricNode::on_link_payload(uint8_t port, uint32_t dest_addr, std::span<const uint8_t> payload,
@@ -28,14 +54,17 @@ void FabricNode::on_link_payload(uint8_t port, uint32_t dest_addr, std::span<con
   } else if (dest_addr >= kLinkPacketAddr && dest_addr < kLinkPacketAddr + lanes) {
     const auto lane = static_cast<uint8_t>(dest_addr - kLinkPacketAddr);
     Packet p;
+    p.payload = take();
     if (Packet::decode(payload, p) && p.header.fvc == lane / 2) {
       router_.on_arrival(port, lane, std::move(p), now);
     } else {
       // Not a packet we can forward; its buffer slot was never used: give the credit back.
-      std::vector<uint8_t> body(4);
+      recycle(std::move(p.payload));
+      std::vector<uint8_t> body = take();
+      body.resize(4);
       const uint32_t one = 1;
       std::memcpy(body.data(), &one, 4);
-      backlog_[port].push_back({kLinkCreditAddr + lane, std::move(body)});
+      backlog(port).push_back({kLinkCreditAddr + lane, std::move(body)});
     }
   }
 }
@@ -45,9 +74,11 @@ void FabricNode::poll(routing::Time now, Output& out) {
   // deliveries make more to forward.
   while (true) {
     size_t injected = 0;
-    for (auto& [fvc, q] : replies_) {  // a full FVC holds back only its own answers
+    for (auto& q : replies_) {  // a full FVC holds back only its own answers
+      if (replies_waiting_ == 0) break;
       while (!q.empty() && router_.inject(q.front(), now)) {
         q.pop_front();
+        --replies_waiting_;
         ++injected;
       }
     }
@@ -55,17 +86,23 @@ void FabricNode::poll(routing::Time now, Output& out) {
     router_.poll(now, actions_);
     for (auto& ev : actions_.events) out.events.push_back(ev);
     for (auto& s : actions_.sends) {
-      backlog_[s.port].push_back({kLinkPacketAddr + s.lane, s.packet.encode()});
+      std::vector<uint8_t> bytes = take();
+      s.packet.encode_into(bytes);
+      recycle(std::move(s.packet.payload));
+      backlog(s.port).push_back({kLinkPacketAddr + s.lane, std::move(bytes)});
     }
     for (auto& c : actions_.credits) {
-      auto& o = owed_[{c.port, c.lane}];
-      if (o.n == 0) o.since = now;
+      auto& o = owed_[rank(c.port) * static_cast<size_t>(router_.lanes()) + c.lane];
+      if (o.n == 0) o.since = now, ++owing_;
       o.n += c.n;
     }
     for (auto& p : actions_.delivered) {
       out.committed.push_back(p.header);
       auto r = center_.on_packet(std::move(p));
-      for (auto& reply : r.replies) replies_[reply.header.fvc].push_back(std::move(reply));
+      for (auto& reply : r.replies) {
+        replies_.at(reply.header.fvc).push_back(std::move(reply));
+        ++replies_waiting_;
+      }
       for (auto& w : r.for_workers) out.for_workers.push_back(std::move(w));
     }
     const bool moved = injected > 0 || !actions_.delivered.empty() || !actions_.sends.empty() ||
@@ -77,35 +114,33 @@ void FabricNode::poll(routing::Time now, Output& out) {
 
 void FabricNode::flush_credits(routing::Time now, bool all) {
   const uint32_t half = static_cast<uint32_t>(std::max(1, config_.rb_packets / 2));
-  for (auto& [key, o] : owed_) {
+  const auto lanes = static_cast<size_t>(router_.lanes());
+  for (size_t i = 0; owing_ > 0 && i < owed_.size(); ++i) {
+    Owed& o = owed_[i];
     if (o.n == 0) continue;
     if (!all && o.n < half && now < o.since + config_.credit_delay) continue;
-    std::vector<uint8_t> body(4);
+    std::vector<uint8_t> body = take();
+    body.resize(4);
     std::memcpy(body.data(), &o.n, 4);
-    backlog_[key.first].push_back({kLinkCreditAddr + key.second, std::move(body)});
+    backlog_[i / lanes].push_back({kLinkCreditAddr + static_cast<uint32_t>(i % lanes), std::move(body)});
     o.n = 0;
+    --owing_;
   }
 }
 
 std::optional<routing::Time> FabricNode::next_deadline() const {
   auto t = router_.next_deadline();
-  for (const auto& [key, o] : owed_) {
-    if (o.n == 0) continue;
-    routing::Time d = o.since + config_.credit_delay;
+  for (size_t i = 0; owing_ > 0 && i < owed_.size(); ++i) {
+    if (owed_[i].n == 0) continue;
+    routing::Time d = owed_[i].since + config_.credit_delay;
     if (!t || d < *t) t = d;
   }
   return t;
 }
 
 bool FabricNode::idle() const {
-  if (!router_.idle()) return false;
-  for (const auto& [key, o] : owed_) {
-    if (o.n) return false;
-  }
-  for (const auto& [fvc, q] : replies_) {
-    if (!q.empty()) return false;
-  }
-  for (const auto& [port, q] : backlog_) {
+  if (!router_.idle() || owing_ > 0 || replies_waiting_ > 0) return false;
+  for (const auto& q : backlog_) {
     if (!q.empty()) return false;
   }
   return true;

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <deque>
-#include <map>
 #include <memory>
 #include <span>
 #include <vector>
@@ -43,22 +42,41 @@ class FabricNode {
   };
   // Moves everything that can move; payloads for each link wait in backlog(port).
   void poll(routing::Time now, Output& out);
-  std::deque<LinkPayload>& backlog(uint8_t port) { return backlog_[port]; }
+  std::deque<LinkPayload>& backlog(uint8_t port) { return backlog_[rank(port)]; }
+  // Hands the payloads waiting for `port` to send(dest_addr, bytes) in order, while it takes
+  // them (returns true). Their buffers serve the next packets: the per-hop path allocates nothing.
+  template <class Send>
+  void pass_backlog(uint8_t port, Send&& send) {
+    auto& q = backlog(port);
+    while (!q.empty() && send(q.front().dest_addr, std::span<const uint8_t>(q.front().bytes))) {
+      recycle(std::move(q.front().bytes));
+      q.pop_front();
+    }
+  }
+  void recycle(std::vector<uint8_t>&& bytes);
   std::optional<routing::Time> next_deadline() const;
   bool idle() const;
 
  private:
+  size_t rank(uint8_t port) const;  // index of a wired port; throws for others
+  std::vector<uint8_t> take();      // a spare buffer, empty
+
   routing::FabricRouter router_;
   Center center_;
-  std::map<uint8_t, std::deque<LinkPayload>> backlog_;
-  std::map<uint8_t, std::deque<routing::Packet>> replies_;  // center answers by FVC, waiting for room
+  std::vector<int16_t> rank_;                      // port -> index, -1 if not wired
+  std::vector<uint8_t> ports_;                     // by index
+  std::vector<std::deque<LinkPayload>> backlog_;   // by port index
+  std::vector<std::deque<routing::Packet>> replies_;  // center answers by FVC, waiting for room
+  size_t replies_waiting_ = 0;
   routing::FabricRouter::Actions actions_;
   routing::RouterConfig config_;
   struct Owed {
     uint32_t n = 0;
     routing::Time since{};
   };
-  std::map<std::pair<uint8_t, uint8_t>, Owed> owed_;  // credits not yet sent, by (port, lane)
+  std::vector<Owed> owed_;  // credits not yet sent, by port index * lanes + lane
+  size_t owing_ = 0;        // entries of owed_ with n > 0
+  std::vector<std::vector<uint8_t>> spare_;
   void flush_credits(routing::Time now, bool all);
 };
 

@@ -132,11 +132,9 @@ void FabricSim::poll_all() {
       for (auto& w : out.for_workers) n->inbox.push_back(std::move(w));
     }
     for (auto& [port, e] : ends_) {
-      auto& backlog = nodes_[static_cast<size_t>(e->node)]->fabric->backlog(port.port);
-      while (!backlog.empty() && e->link->send_room() > 0) {
-        e->link->send(backlog.front().dest_addr, backlog.front().bytes);
-        backlog.pop_front();
-      }
+      nodes_[static_cast<size_t>(e->node)]->fabric->pass_backlog(port.port, [&](uint32_t addr, std::span<const uint8_t> bytes) {
+        return e->link->send_room() > 0 && e->link->send(addr, bytes);
+      });
       std::vector<std::vector<uint8_t>> datagrams;
       e->link->poll_transmit(now_, datagrams);
       again = again || !datagrams.empty();
