@@ -40,6 +40,16 @@ FabricRouter::FabricRouter(ChipId self, const RouterConfig& config, std::vector<
     input_of_[sorted.size() * lanes_n + l] = static_cast<int16_t>(inputs_.size());
     inputs_.push_back({kCenter, l, {}});
   }
+  busy_.assign((inputs_.size() + 63) / 64, 0);
+}
+
+size_t FabricRouter::next_busy(size_t from) const {
+  for (size_t w = from / 64; w < busy_.size(); ++w) {
+    uint64_t bits = busy_[w];
+    if (w == from / 64) bits &= ~uint64_t{0} << (from % 64);
+    if (bits) return w * 64 + static_cast<size_t>(__builtin_ctzll(bits));
+  }
+  return inputs_.size();
 }
 
 int FabricRouter::slot(uint8_t port, uint8_t l) const {
@@ -51,6 +61,8 @@ int FabricRouter::slot(uint8_t port, uint8_t l) const {
 void FabricRouter::push(Input& in, Waiting w) {
   in.q.push_back(std::move(w));
   ++queued_;
+  const auto i = static_cast<size_t>(&in - inputs_.data());
+  busy_[i / 64] |= uint64_t{1} << (i % 64);
 }
 
 void FabricRouter::on_arrival(uint8_t port, uint8_t in_lane, Packet packet, Time now) {
@@ -100,7 +112,12 @@ void FabricRouter::nack(const PacketHeader& h) {
 void FabricRouter::pop(Input& in, Time now, Actions& out) {
   in.q.pop_front();
   --queued_;
-  if (!in.q.empty()) in.q.front().head_since = now;
+  if (!in.q.empty()) {
+    in.q.front().head_since = now;
+  } else {
+    const auto i = static_cast<size_t>(&in - inputs_.data());
+    busy_[i / 64] &= ~(uint64_t{1} << (i % 64));
+  }
   if (in.port != kCenter) out.credits.push_back({in.port, in.lane, 1});
 }
 
@@ -122,10 +139,18 @@ void FabricRouter::poll(Time now, Actions& out) {
       pending_nacks_.clear();
     }
     const size_t count = inputs_.size();
-    for (size_t k = 0, i = rr_ % count; k < count && queued_ > 0; ++k, i = i + 1 == count ? 0 : i + 1) {
+    // Each busy input once, round-robin from rr_: rr_..end, then 0..rr_-1.
+    const size_t start = rr_;
+    bool wrapped = false;
+    for (size_t i = next_busy(start); queued_ > 0;) {
+      if (!wrapped && i >= count) {
+        wrapped = true;
+        i = next_busy(0);
+      }
+      if (wrapped && i >= start) break;
       Input& in = inputs_[i];
+      i = next_busy(i + 1);
       auto& q = in.q;
-      if (q.empty()) continue;
       Packet& p = q.front().packet;
       if (p.header.plane >= tables_.size()) {
         drop(in, RouterEvent::kNoRoute, now, out);
@@ -165,7 +190,7 @@ void FabricRouter::poll(Time now, Actions& out) {
         }
       }
     }
-    ++rr_;
+    rr_ = rr_ + 1 == count ? 0 : rr_ + 1;
     if (!pending_nacks_.empty()) progress = true;
   }
 }

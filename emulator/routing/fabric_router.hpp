@@ -112,6 +112,8 @@ class FabricRouter {
   void nack(const PacketHeader& h);
   void pop(Input& in, Time now, Actions& out);
   void push(Input& in, Waiting w);
+  // The first input at or after `from` with packets waiting, or inputs_.size().
+  size_t next_busy(size_t from) const;
 
   ChipId self_;
   RouterConfig cfg_;
@@ -120,12 +122,14 @@ class FabricRouter {
   // these on every wake-up of a chip process, so they stay small and contiguous.
   std::vector<int16_t> port_rank_;  // port -> rank among wired ports (the center: last)
   std::vector<Input> inputs_;       // ports' lanes, then the center's class-0 lanes
+  std::vector<uint64_t> busy_;      // a bit per input with packets waiting: a poll reads
+                                    // only the queues that hold something
   std::vector<int16_t> input_of_;   // rank * lanes + lane -> index into inputs_
   std::vector<uint32_t> credits_;   // rank * lanes + lane -> free slots downstream
   std::vector<bool> center_stalled_;
   std::vector<Packet> pending_nacks_;
   size_t queued_ = 0;  // packets in all inputs
-  size_t rr_ = 0;      // round-robin start among inputs
+  size_t rr_ = 0;      // round-robin start among inputs (kept below their count: no division)
 };
 
 }  // namespace ttemu::routing

@@ -21,8 +21,7 @@ Packet Center::reply_to(const routing::PacketHeader& h, Command c, uint8_t fvc) 
   return r;
 }
 
-Center::Result Center::on_packet(Packet p) {
-  Result out;
+void Center::on_packet(Packet& p, Result& out) {
   const auto& h = p.header;
   const auto control = static_cast<uint8_t>(data_fvcs_);
   const auto other = static_cast<uint8_t>(data_fvcs_ > 1 ? (h.fvc + 1) % data_fvcs_ : 0);
@@ -85,7 +84,6 @@ Center::Result Center::on_packet(Packet p) {
       out.for_workers.push_back(std::move(p));
       break;
   }
-  return out;
 }
 
 }  // namespace ttemu::session

@@ -32,7 +32,9 @@ class Center {
     std::vector<Packet> replies;   // to inject into the router
     std::vector<Packet> for_workers; // acks, NACKs, read responses for local workers
   };
-  Result on_packet(Packet packet);
+  // Handles one delivered packet, appending what it causes to `out`. A packet for a worker is
+  // moved from; any other is left for the caller to reuse.
+  void on_packet(Packet& packet, Result& out);
 
  private:
   Packet reply_to(const routing::PacketHeader& h, routing::Command c, uint8_t fvc) const;

@@ -93,17 +93,24 @@ void FabricNode::poll(routing::Time now, Output& out) {
     }
     for (auto& c : actions_.credits) {
       auto& o = owed_[rank(c.port) * static_cast<size_t>(router_.lanes()) + c.lane];
-      if (o.n == 0) o.since = now, ++owing_;
+      if (o.n == 0) {
+        o.since = now, ++owing_;
+        next_credit_due_ = std::min(next_credit_due_, now + config_.credit_delay);
+      }
       o.n += c.n;
+      if (o.n >= credit_half()) half_owed_ = true;
     }
     for (auto& p : actions_.delivered) {
       out.committed.push_back(p.header);
-      auto r = center_.on_packet(std::move(p));
-      for (auto& reply : r.replies) {
+      center_out_.replies.clear();
+      center_out_.for_workers.clear();
+      center_.on_packet(p, center_out_);
+      recycle(std::move(p.payload));
+      for (auto& reply : center_out_.replies) {
         replies_.at(reply.header.fvc).push_back(std::move(reply));
         ++replies_waiting_;
       }
-      for (auto& w : r.for_workers) out.for_workers.push_back(std::move(w));
+      for (auto& w : center_out_.for_workers) out.for_workers.push_back(std::move(w));
     }
     const bool moved = injected > 0 || !actions_.delivered.empty() || !actions_.sends.empty() ||
                        !actions_.events.empty();
@@ -113,12 +120,18 @@ void FabricNode::poll(routing::Time now, Output& out) {
 }
 
 void FabricNode::flush_credits(routing::Time now, bool all) {
-  const uint32_t half = static_cast<uint32_t>(std::max(1, config_.rb_packets / 2));
+  if (owing_ == 0 || (!all && !half_owed_ && now < next_credit_due_)) return;
+  const uint32_t half = credit_half();
   const auto lanes = static_cast<size_t>(router_.lanes());
+  next_credit_due_ = routing::Time::max();
+  half_owed_ = false;
   for (size_t i = 0; owing_ > 0 && i < owed_.size(); ++i) {
     Owed& o = owed_[i];
     if (o.n == 0) continue;
-    if (!all && o.n < half && now < o.since + config_.credit_delay) continue;
+    if (!all && o.n < half && now < o.since + config_.credit_delay) {
+      next_credit_due_ = std::min(next_credit_due_, o.since + config_.credit_delay);
+      continue;
+    }
     std::vector<uint8_t> body = take();
     body.resize(4);
     std::memcpy(body.data(), &o.n, 4);
@@ -130,11 +143,7 @@ void FabricNode::flush_credits(routing::Time now, bool all) {
 
 std::optional<routing::Time> FabricNode::next_deadline() const {
   auto t = router_.next_deadline();
-  for (size_t i = 0; owing_ > 0 && i < owed_.size(); ++i) {
-    if (owed_[i].n == 0) continue;
-    routing::Time d = owed_[i].since + config_.credit_delay;
-    if (!t || d < *t) t = d;
-  }
+  if (owing_ > 0 && (!t || next_credit_due_ < *t)) t = next_credit_due_;
   return t;
 }
 

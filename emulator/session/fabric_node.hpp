@@ -4,6 +4,7 @@
 // exactly this code.
 #pragma once
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <span>
@@ -69,6 +70,7 @@ class FabricNode {
   std::vector<std::deque<routing::Packet>> replies_;  // center answers by FVC, waiting for room
   size_t replies_waiting_ = 0;
   routing::FabricRouter::Actions actions_;
+  Center::Result center_out_;
   routing::RouterConfig config_;
   struct Owed {
     uint32_t n = 0;
@@ -76,8 +78,14 @@ class FabricNode {
   };
   std::vector<Owed> owed_;  // credits not yet sent, by port index * lanes + lane
   size_t owing_ = 0;        // entries of owed_ with n > 0
+  // Nothing is due before this, unless some entry reached half a buffer (`half_owed_`): the
+  // per-packet poll then need not look at owed_ at all.
+  routing::Time next_credit_due_{routing::Time::max()};
+  bool half_owed_ = false;
   std::vector<std::vector<uint8_t>> spare_;
   void flush_credits(routing::Time now, bool all);
+  // Credits go back at once when this many are owed on a lane: half a buffer.
+  uint32_t credit_half() const { return static_cast<uint32_t>(std::max(1, config_.rb_packets / 2)); }
 };
 
 }  // namespace ttemu::session

@@ -1,10 +1,13 @@
 // Raw UDP baselines between two processes on the loopback, measured in the same run as the
-// emulator: throughput with sendmmsg/recvmmsg, and blocking ping-pong round trips.
+// emulator: throughput with sendmmsg/recvmmsg, ping-pong round trips, and a relay through a
+// chain of processes. Latency baselines wait for datagrams as chip processes do (Waiting).
 #pragma once
 
 #include <arpa/inet.h>
+#include <sched.h>
 #include <signal.h>
 #include <netinet/in.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,6 +41,42 @@ inline Socket udp_socket() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   return {fd, ntohs(a.sin_port)};
 }
+
+// How a process waits for its next datagram, the way a chip process does: in epoll, after
+// polling for `spin` (yielding between polls) since it last had work. The baseline then differs
+// from the emulator only in the work done per message.
+struct Waiting {
+  std::chrono::microseconds spin{0};
+};
+
+class Receiver {
+ public:
+  Receiver(int fd, Waiting w) : fd_(fd), w_(w), ep_(epoll_create1(EPOLL_CLOEXEC)) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev);
+  }
+  ~Receiver() { close(ep_); }
+  Receiver(const Receiver&) = delete;
+  Receiver& operator=(const Receiver&) = delete;
+
+  ssize_t recv(void* buf, size_t size) {
+    const auto spin_end = Clock::now() + w_.spin;
+    for (epoll_event ev;;) {
+      const bool spinning = w_.spin.count() > 0 && Clock::now() < spin_end;
+      const int n = epoll_wait(ep_, &ev, 1, spinning ? 0 : -1);
+      if (n > 0) break;
+      if (n == 0) sched_yield();
+    }
+    return ::recv(fd_, buf, size, MSG_DONTWAIT);
+  }
+
+ private:
+  int fd_;
+  Waiting w_;
+  int ep_;
+};
 
 inline sockaddr_in loopback(uint16_t port) {
   sockaddr_in a{};
@@ -111,15 +150,16 @@ inline double raw_throughput(size_t size, size_t bytes) {
   return rate;
 }
 
-// Raw UDP round trips of `size` bytes between two processes, blocking receives both ways.
-inline std::vector<double> raw_round_trips(size_t size, int count) {
+// Raw UDP round trips of `size` bytes between two processes.
+inline std::vector<double> raw_round_trips(size_t size, int count, Waiting waiting = {}) {
   Socket a = udp_socket(), b = udp_socket();
   pid_t pid = fork();
   if (pid == 0) {
     std::vector<uint8_t> buf(65536);
     sockaddr_in back = loopback(a.port);
+    Receiver rx(b.fd, waiting);
     for (int i = 0; i < count; ++i) {
-      ssize_t n = recv(b.fd, buf.data(), buf.size(), 0);
+      ssize_t n = rx.recv(buf.data(), buf.size());
       if (n > 0) sendto(b.fd, buf.data(), static_cast<size_t>(n), 0, reinterpret_cast<sockaddr*>(&back), sizeof back);
     }
     _exit(0);
@@ -127,10 +167,11 @@ inline std::vector<double> raw_round_trips(size_t size, int count) {
   std::vector<uint8_t> msg(size, 1), buf(65536);
   sockaddr_in to = loopback(b.port);
   std::vector<double> rtt;
+  Receiver rx(a.fd, waiting);
   for (int i = 0; i < count; ++i) {
     auto t0 = Clock::now();
     sendto(a.fd, msg.data(), msg.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
-    if (recv(a.fd, buf.data(), buf.size(), 0) <= 0) break;
+    if (rx.recv(buf.data(), buf.size()) <= 0) break;
     rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
   waitpid(pid, nullptr, 0);
@@ -142,8 +183,8 @@ inline std::vector<double> raw_round_trips(size_t size, int count) {
 
 // Raw UDP through a chain of processes: the origin sends a datagram to relay 1, each relay
 // passes it on, the last sends it back down the chain. The same shape as a fabric write and
-// its acknowledgement crossing `hops` chips, one blocking process per hop.
-inline std::vector<double> raw_chain_round_trips(int hops, size_t size, int count) {
+// its acknowledgement crossing `hops` chips, one process per hop.
+inline std::vector<double> raw_chain_round_trips(int hops, size_t size, int count, Waiting waiting = {}) {
   std::vector<Socket> s;
   for (int i = 0; i <= hops; ++i) s.push_back(udp_socket());
   std::vector<pid_t> relays;
@@ -153,11 +194,9 @@ inline std::vector<double> raw_chain_round_trips(int hops, size_t size, int coun
       std::vector<uint8_t> buf(65536);
       sockaddr_in up = loopback(i < hops ? s[static_cast<size_t>(i) + 1].port : 0);
       sockaddr_in down = loopback(s[static_cast<size_t>(i) - 1].port);
+      Receiver rx(s[static_cast<size_t>(i)].fd, waiting);
       for (int n = 0; n < 2 * count; ++n) {
-        sockaddr_in from{};
-        socklen_t len = sizeof from;
-        ssize_t got = recvfrom(s[static_cast<size_t>(i)].fd, buf.data(), buf.size(), 0,
-                               reinterpret_cast<sockaddr*>(&from), &len);
+        ssize_t got = rx.recv(buf.data(), buf.size());
         if (got <= 0) break;
         // Byte 0: 1 on the way out, 0 on the way back. The last relay turns it around.
         bool out = buf[0] == 1 && i < hops;
@@ -174,11 +213,12 @@ inline std::vector<double> raw_chain_round_trips(int hops, size_t size, int coun
   std::vector<uint8_t> msg(size, 1), buf(65536);
   sockaddr_in first = loopback(s[1].port);
   std::vector<double> rtt;
+  Receiver rx(s[0].fd, waiting);
   for (int i = 0; i < count; ++i) {
     msg[0] = 1;
     auto t0 = std::chrono::steady_clock::now();
     sendto(s[0].fd, msg.data(), msg.size(), 0, reinterpret_cast<sockaddr*>(&first), sizeof first);
-    if (recv(s[0].fd, buf.data(), buf.size(), 0) <= 0) break;
+    if (rx.recv(buf.data(), buf.size()) <= 0) break;
     rtt.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   }
   for (pid_t pid : relays) {
