@@ -1,11 +1,12 @@
 // The worker side of the read/write API: validates a call, takes a ticket in the chip's
-// router command buffer, writes the command and rings the doorbell; barriers sleep on the
-// transaction counters the router decrements as acknowledgements arrive.
+// router command buffer, writes the command and rings the doorbell if the router sleeps;
+// barriers sleep on the transaction counters the router decrements as acknowledgements arrive.
 #include "libfabric_tt/tt_fabric.h"
 
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -13,6 +14,7 @@
 
 #include "emulator/chip/arch.hpp"
 #include "emulator/chip/chip_control.hpp"
+#include "emulator/chip/doorbell.hpp"
 #include "emulator/chip/segments.hpp"
 #include "emulator/common/error.hpp"
 #include "emulator/common/futex.hpp"
@@ -26,6 +28,7 @@ struct tt_fabric {
   uint16_t core = 0;
   chip::Segment ctl, l1, dram;
   chip::ChipControl* block = nullptr;
+  std::unique_ptr<chip::DoorbellRinger> doorbell;
   chip::ArchSpec arch;
   int planes = 1, data_fvcs = 2;
   struct Target {
@@ -102,7 +105,9 @@ int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
   // Our slot is free once the router has taken the ticket kCommandSlots before ours.
   for (uint32_t served; static_cast<int32_t>(ticket - (served = cb.served.load(std::memory_order_acquire))) >=
                         static_cast<int32_t>(chip::kCommandSlots);) {
-    futex_wait(cb.served, served, std::chrono::milliseconds(100));
+    cb.served_waiters.fetch_add(1, std::memory_order_seq_cst);  // the router wakes only sleepers
+    if (cb.served.load(std::memory_order_seq_cst) == served) futex_wait(cb.served, served, std::chrono::milliseconds(100));
+    cb.served_waiters.fetch_sub(1, std::memory_order_relaxed);
   }
   chip::FabricCommand& slot = cb.slots[ticket % chip::kCommandSlots];
   while (slot.state.load(std::memory_order_acquire) != chip::kSlotFree) {
@@ -125,22 +130,27 @@ int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
   slot.status_addr = status_addr;
   f->block->commands.workers[f->core].txn[r.txn].fetch_add(packets);
   slot.state.store(chip::kSlotReady, std::memory_order_release);
-  cb.doorbell.fetch_add(1, std::memory_order_release);
-  futex_wake(cb.doorbell, 1);
+  // The router looks for ready slots after it says it sleeps; ring only if it has said so.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (cb.router_asleep.load(std::memory_order_relaxed)) f->doorbell->ring();
   return TT_FABRIC_OK;
 }
 
 int barrier(tt_fabric* f, uint8_t txn) {
   if (!f) return TT_FABRIC_EARG;
   if (txn >= chip::kTxnIds) return TT_FABRIC_ETXN;
-  auto& counter = f->block->commands.workers[f->core].txn[txn];
+  auto& ws = f->block->commands.workers[f->core];
+  auto& counter = ws.txn[txn];
   const auto deadline = std::chrono::steady_clock::now() + barrier_limit();
   for (int spin = 0;; ++spin) {
     uint32_t v = counter.load(std::memory_order_acquire);
     if (v == 0) return TT_FABRIC_OK;
     if (spin < 2000) continue;  // a short, bounded spin while traffic flows
     if (std::chrono::steady_clock::now() > deadline) return TT_FABRIC_ETIMEDOUT;
-    futex_wait(counter, v, std::chrono::milliseconds(100));
+    ws.sleepers.fetch_add(1, std::memory_order_seq_cst);  // the router wakes only sleepers
+    v = counter.load(std::memory_order_seq_cst);
+    if (v != 0) futex_wait(counter, v, std::chrono::milliseconds(100));
+    ws.sleepers.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 
@@ -177,6 +187,10 @@ tt_fabric* tt_fabric_open(const char* job, uint16_t mesh, uint16_t device, uint1
     f->l1 = chip::Segment::open(chip::segment_name(f->job, f->self, chip::SegmentKind::kL1));
     f->dram = chip::Segment::open(chip::segment_name(f->job, f->self, chip::SegmentKind::kDram));
     f->block = f->ctl.as<chip::ChipControl>();
+    if (f->block->magic != chip::kControlMagic || f->block->version != chip::kControlVersion) {
+      throw Error(fmt::format("device M{}D{}: its control block is not one this library knows", mesh, device));
+    }
+    f->doorbell = std::make_unique<chip::DoorbellRinger>(f->job, f->self);
     f->arch = f->l1.size() >= chip::arch_spec("blackhole").l1_total() ? chip::arch_spec("blackhole") : chip::arch_spec("wormhole_b0");
     // A worker is a Tensix core: its own L1 and its own transaction counters.
     const int cores = std::min(f->arch.tensix_cores, chip::kMaxWorkers);

@@ -4,10 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "libfabric_tt/tt_fabric.h"
@@ -181,6 +185,48 @@ TEST(Stall, AStalledFvcTimesOutWhileAnotherFlows) {
   EXPECT_EQ(fabric_async_write_barrier(src.f, 1), TT_FABRIC_OK) << "the NACKs complete the stalled writes";
   EXPECT_EQ(tt_fabric_nacks(src.f), 4u);
   EXPECT_EQ(d[0], 0) << "nothing committed on the stalled FVC";
+}
+
+// Used by the doorbell test (run with a short TTEMU_BARRIER_TIMEOUT_MS): workers on four cores
+// of M0D0 issue writes with pauses of every length between them, so that the router is now
+// busy, now about to sleep, now asleep when a command arrives; then bursts that fill all 256
+// command slots. A lost wake-up would leave a command untaken and its barrier timing out.
+TEST(Doorbell, EveryCommandIsTakenWhetherTheRouterSleepsOrNot) {
+  constexpr int kWorkers = 4, kRounds = 150;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < kWorkers; ++w) {
+    threads.emplace_back([w, &failures] {
+      char err[256] = {};
+      Handle src, dst;
+      src.f = tt_fabric_open(nullptr, 0, 0, static_cast<uint16_t>(kCore + w), err, sizeof err);
+      dst.f = tt_fabric_open(nullptr, 0, 1, static_cast<uint16_t>(kCore + w), err, sizeof err);
+      if (!src.f || !dst.f) return (void)++failures;
+      const uint64_t src_at = kSrc + static_cast<uint64_t>(w) * 4096, dst_at = kDst + static_cast<uint64_t>(w) * 65536;
+      auto* out = static_cast<uint8_t*>(tt_fabric_memory(src.f, src_at, 64));
+      std::mt19937 rng(static_cast<unsigned>(w + 1));
+      for (int r = 0; r < kRounds; ++r) {
+        std::memset(out, r & 0xFF, 64);
+        if (fabric_async_write(src.f, 0, src_at, {0, 1}, dst_at, 64, -1, 1, nullptr) != TT_FABRIC_OK ||
+            fabric_async_write_barrier(src.f, 1) != TT_FABRIC_OK ||
+            static_cast<uint8_t*>(tt_fabric_memory(dst.f, dst_at, 64))[63] != (r & 0xFF)) {
+          return (void)++failures;
+        }
+        const unsigned pause = rng() % 4;  // none, a yield, a short and a long sleep
+        if (pause == 1) std::this_thread::yield();
+        if (pause >= 2) std::this_thread::sleep_for(std::chrono::microseconds(pause == 2 ? rng() % 200 : 1000 + rng() % 3000));
+      }
+      // A burst larger than the command buffer: issuers wait for slots, the router for nothing.
+      for (int i = 0; i < 300; ++i) {
+        if (fabric_async_write(src.f, 0, src_at, {0, 1}, dst_at + 64 * static_cast<uint64_t>(i % 512), 64, -1, 2, nullptr) != TT_FABRIC_OK) {
+          return (void)++failures;
+        }
+      }
+      if (fabric_async_write_barrier(src.f, 2) != TT_FABRIC_OK) ++failures;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
 }
 
 }  // namespace

@@ -300,6 +300,15 @@ TEST(Fabric, ARoutingLoopIsDroppedWhereTtlRunsOutAndTheSenderIsTold) {
   EXPECT_NE(r.out.find("ttl_expired at M0D10: write packet 1 from M0D0 to M0D15 (ttl 0)"), std::string::npos) << r.out;
 }
 
+TEST(Fabric, WorkersWakeASleepingRouterAndNeverABusyOne) {
+  // Barriers give up after 5 s instead of a minute: a lost wake-up fails the test quickly.
+  ::setenv("TTEMU_BARRIER_TIMEOUT_MS", "5000", 1);
+  RunResult r = client_on({topo("n300.yaml")}, "Doorbell.*");
+  ::unsetenv("TTEMU_BARRIER_TIMEOUT_MS");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("[  PASSED  ] 1 test"), std::string::npos) << r.out;
+}
+
 TEST(Fabric, AStalledConsumerTimesOutNacksTheSenderAndOtherFvcsFlow) {
   RunResult r = ttemu({"launch", topo("mesh_4x4.yaml"), "--timeout-ms", "200", "--", "sh", "-c",
                        std::string(TTEMU_BINARY) + " fabric stall M0D3 --fvc 0 && " + TTEMU_FABRIC_CLIENT +

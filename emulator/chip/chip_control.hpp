@@ -20,6 +20,7 @@ namespace ttemu::chip {
 
 inline constexpr uint64_t kControlMagic = 0x4c5254434d455454ull;  // "TTEMCTRL"
 inline constexpr uint64_t kRouterMagic = 0x52544f524d455454ull;   // "TTEMROTR"
+inline constexpr uint32_t kControlVersion = 2;  // bumped whenever the layout below changes
 
 struct PortStatus {
   link::LinkCounters counters;
@@ -31,7 +32,8 @@ struct PortStatus {
 // The router command buffer of the pull model (spec 2.2.2.4): a worker takes a ticket (atomic
 // read-and-increment), waits until its slot is free, writes its command there and marks it
 // ready; the router takes slots in ticket order and pulls the payload straight from the
-// worker's L1 or DRAM. A futex doorbell wakes the router; idle, nobody spins.
+// worker's L1 or DRAM. A worker rings the chip's doorbell (doorbell.hpp) only when the router
+// has said it sleeps; waiting workers sleep on futex words here. Idle, nobody spins.
 inline constexpr uint32_t kCommandSlots = 256;
 inline constexpr int kMaxWorkers = 128;  // cores that may issue, per chip
 inline constexpr int kTxnIds = 16;       // spec 3.1
@@ -74,19 +76,21 @@ struct WorkerState {
   std::atomic<uint32_t> txn[kTxnIds];  // packets in flight per transaction id (futex words)
   std::atomic<uint32_t> nacks{0};      // packets the fabric dropped (TTL, timeout)
   std::atomic<uint32_t> acks{0};
+  std::atomic<uint32_t> sleepers{0};   // threads asleep on a txn word: the router wakes them
 };
 
 struct CommandBuffer {
-  std::atomic<uint32_t> next_ticket{0};  // workers take tickets here
-  std::atomic<uint32_t> served{0};       // tickets the router has taken (futex word)
-  std::atomic<uint32_t> doorbell{0};     // bumped when a slot is ready (futex word)
+  std::atomic<uint32_t> next_ticket{0};     // workers take tickets here
+  std::atomic<uint32_t> served{0};          // tickets the router has taken (futex word)
+  std::atomic<uint32_t> served_waiters{0};  // workers asleep on `served` (all slots taken)
+  std::atomic<uint32_t> router_asleep{0};   // 1: ring the doorbell after marking a slot ready
   FabricCommand slots[kCommandSlots];
   WorkerState workers[kMaxWorkers];
 };
 
 struct ChipControl {
   uint64_t magic = 0;
-  uint32_t version = 1;
+  uint32_t version = kControlVersion;
   std::atomic<uint32_t> pid{0};
   std::atomic<uint32_t> running{0};
   uint16_t mesh = 0, device = 0;

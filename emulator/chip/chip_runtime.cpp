@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <memory>
 #include <random>
-#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -18,9 +17,9 @@
 #include "emulator/chip/arch.hpp"
 #include "emulator/chip/chip_control.hpp"
 #include "emulator/chip/command_intake.hpp"
+#include "emulator/chip/doorbell.hpp"
 #include "emulator/chip/event_loop.hpp"
 #include "emulator/common/error.hpp"
-#include "emulator/common/futex.hpp"
 #include "emulator/session/fabric_node.hpp"
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/link/tt_link.hpp"
@@ -116,8 +115,7 @@ class Chip {
     ctl_ = ctl_seg_.as<ChipControl>();
     if (ctl_->magic != kControlMagic) throw Error("control block not initialised by the launcher");
     ctl_->pid.store(static_cast<uint32_t>(getpid()));
-    // Termination arrives as a readable descriptor; blocked before any thread starts, so that
-    // the doorbell thread never takes it.
+    // Termination arrives as a readable descriptor.
     sigset_t stop_signals;
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGTERM);
@@ -128,14 +126,8 @@ class Chip {
     loop_.watch(signal_fd_, EPOLLIN, [this](uint32_t) { stop(); });
     loop_.watch(o_.control_fd, EPOLLIN, [this](uint32_t) { read_control(); });
     loop_.on_deadline([this](Time t) { on_timer(t); });
-    loop_.on_wake([this] {
-      drain_posted_ = false;
-      pump(now());
-      reschedule();
-    });
     loop_.run();
     ctl_->running.store(0);
-    stop_doorbell();
     cleanup();
     return exit_status_;
   }
@@ -267,28 +259,18 @@ class Chip {
     auto memory = [this](uint64_t addr, size_t size) { return local(addr, size); };
     node_ = std::make_unique<session::FabricNode>(o_.chip, rc, std::move(tables), wired, memory);
     intake_ = std::make_unique<CommandIntake>(o_.chip, *ctl_, memory);
-    doorbell_ = std::thread([this] { doorbell_loop(); });
-  }
-
-  // Sleeps on the command buffer's doorbell; wakes the event loop when a command is ready.
-  void doorbell_loop() {
-    auto& cb = ctl_->commands;
-    while (!doorbell_stop_.load()) {
-      const uint32_t seen = cb.doorbell.load(std::memory_order_acquire);
-      const auto& slot = cb.slots[cb.served.load() % kCommandSlots];
-      if (slot.state.load(std::memory_order_acquire) == kSlotReady && !drain_posted_.exchange(true)) {
-        loop_.wake();
-      }
-      futex_wait(cb.doorbell, seen, std::chrono::nanoseconds::max());  // until rung: idle is free
-    }
-  }
-
-  void stop_doorbell() {
-    if (!doorbell_.joinable()) return;
-    doorbell_stop_ = true;
-    ctl_->commands.doorbell.fetch_add(1);
-    futex_wake(ctl_->commands.doorbell);
-    doorbell_.join();
+    // Workers' commands: looked for on every turn of the loop; a worker rings the doorbell
+    // only when the loop has said it sleeps.
+    doorbell_ = std::make_unique<DoorbellListener>(o_.job, o_.chip);
+    loop_.watch(doorbell_->fd(), EPOLLIN, [this](uint32_t) {
+      doorbell_->drain();
+      pump(now());
+      reschedule();
+    });
+    loop_.on_shared_work(&ctl_->commands.router_asleep, [this] { return intake_->has_work(); }, [this] {
+      pump(now());
+      reschedule();
+    });
   }
 
   std::span<uint8_t> local(uint64_t addr, size_t size) {
@@ -537,8 +519,7 @@ class Chip {
   uint64_t job_hash_ = 0, seed_ = 1;
   std::unique_ptr<session::FabricNode> node_;
   session::FabricNode::Output out_;
-  std::thread doorbell_;
-  std::atomic<bool> doorbell_stop_{false}, drain_posted_{false};
+  std::unique_ptr<DoorbellListener> doorbell_;
   bool fabric_dirty_ = false;
   std::unique_ptr<CommandIntake> intake_;
   pid_t ppid_ = 0;

@@ -25,14 +25,25 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
     const uint32_t ticket = cb.served.load(std::memory_order_relaxed);
     FabricCommand& slot = cb.slots[ticket % kCommandSlots];
     if (slot.state.load(std::memory_order_acquire) != kSlotReady || slot.ticket != ticket) return took;
-    if (!issue(slot, node, now)) return took;  // the router is full: resume when it drains
+    if (!issue(slot, node, now)) {  // the router is full: resume when it drains
+      stalled_ = ticket;
+      return took;
+    }
     offset_ = 0;
     fvc_ = -1;
     slot.state.store(kSlotFree, std::memory_order_release);
-    cb.served.store(ticket + 1, std::memory_order_release);
-    futex_wake(cb.served);
+    cb.served.store(ticket + 1, std::memory_order_seq_cst);
+    if (cb.served_waiters.load(std::memory_order_seq_cst) > 0) futex_wake(cb.served);
     took = true;
   }
+}
+
+bool CommandIntake::has_work() const {
+  const auto& cb = ctl_.commands;
+  const uint32_t ticket = cb.served.load(std::memory_order_relaxed);
+  const FabricCommand& slot = cb.slots[ticket % kCommandSlots];
+  return slot.state.load(std::memory_order_acquire) == kSlotReady && slot.ticket == ticket &&
+         !(stalled_ && *stalled_ == ticket);
 }
 
 bool CommandIntake::issue(const FabricCommand& c, session::FabricNode& node, routing::Time now) {
@@ -108,7 +119,10 @@ void CommandIntake::count_down(uint16_t core, uint8_t txn_id, uint32_t packets, 
   (nacked ? ws.nacks : ws.acks).fetch_add(packets);
   auto& txn = ws.txn[txn_id % kTxnIds];
   for (uint32_t i = 0; i < packets && txn.load() > 0; ++i) {
-    if (txn.fetch_sub(1) == 1) futex_wake(txn);
+    // A worker that sleeps on the word said so first; one that spins will see the zero.
+    if (txn.fetch_sub(1, std::memory_order_seq_cst) == 1 && ws.sleepers.load(std::memory_order_seq_cst) > 0) {
+      futex_wake(txn);
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 
 #include "emulator/chip/chip_control.hpp"
@@ -24,6 +25,9 @@ class CommandIntake {
   // Takes ready commands while the node has room for their packets; a command split across
   // calls resumes where it stopped. Returns whether any command was taken.
   bool drain(session::FabricNode& node, routing::Time now);
+  // Whether a ready command waits that drain() has not already found blocked by a full router
+  // (that one resumes when the router moves): what the chip looks for before it sleeps.
+  bool has_work() const;
   // An answer for one of this chip's workers arrived from the fabric.
   void answer(const routing::Packet& packet);
 
@@ -39,6 +43,7 @@ class CommandIntake {
   uint32_t offset_ = 0;  // bytes of the current command already sent
   int fvc_ = -1;         // the FVC chosen for the current command, -1 before it starts
   uint64_t packet_id_ = 0;
+  std::optional<uint32_t> stalled_;  // the ticket last refused room by the router
 };
 
 }  // namespace ttemu::chip

@@ -68,6 +68,13 @@ void EventLoop::wake() {
   [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);  // EAGAIN: already pending
 }
 
+void EventLoop::on_shared_work(std::atomic<uint32_t>* asleep, std::function<bool()> ready,
+                               std::function<void()> run) {
+  asleep_ = asleep;
+  shared_ready_ = std::move(ready);
+  shared_run_ = std::move(run);
+}
+
 void EventLoop::run() {
   std::array<epoll_event, 64> events;
   Time t = time_ = now();
@@ -79,6 +86,11 @@ void EventLoop::run() {
       t = time_ = now();
       continue;
     }
+    if (shared_ready_ && shared_ready_()) {
+      shared_run_();
+      last_event_ = t;
+      continue;
+    }
     const bool spinning = spin_.count() > 0 && t - last_event_ < spin_;
     timespec ts{}, *timeout = nullptr;
     if (spinning) {
@@ -88,7 +100,17 @@ void EventLoop::run() {
       ts = {static_cast<time_t>(left.count() / 1'000'000'000), static_cast<long>(left.count() % 1'000'000'000)};
       timeout = &ts;
     }
+    const bool blocking = !spinning && asleep_ && shared_ready_;
+    if (blocking) {
+      asleep_->store(1, std::memory_order_seq_cst);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (shared_ready_()) {
+        asleep_->store(0, std::memory_order_relaxed);
+        continue;
+      }
+    }
     const int n = epoll_pwait2(epoll_, events.data(), static_cast<int>(events.size()), timeout, nullptr);
+    if (blocking) asleep_->store(0, std::memory_order_relaxed);
     t = time_ = now();
     if (n < 0) {
       if (errno == EINTR) continue;

@@ -7,11 +7,14 @@
 // - wake() may be called from any thread and makes the loop call its wake handler;
 // - while traffic flows the loop keeps polling, for at most `spin` after the last event, and
 //   yields the processor between polls (many chips share few cores); after that, or with a
-//   spin of zero, it sleeps in the kernel until something happens. Idle is free.
+//   spin of zero, it sleeps in the kernel until something happens. Idle is free;
+// - work that arrives through shared memory rather than a descriptor (on_shared_work) is
+//   looked for on every turn, and once more after the loop has announced that it sleeps.
 #pragma once
 
 #include <sys/epoll.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -45,6 +48,12 @@ class EventLoop {
   void on_wake(std::function<void()> handler) { on_wake_ = std::move(handler); }
   void wake();  // any thread
 
+  // Work published in shared memory (workers' commands): `ready` says whether some waits, `run`
+  // does it. Before blocking, the loop stores 1 in *asleep and asks `ready` once more (with a
+  // full fence between): a producer that publishes, fences and then reads *asleep == 0 knows the
+  // loop will find its work; reading 1, it must wake the loop through one of its descriptors.
+  void on_shared_work(std::atomic<uint32_t>* asleep, std::function<bool()> ready, std::function<void()> run);
+
   void set_spin(std::chrono::nanoseconds spin) { spin_ = spin; }
   void run();   // until stop()
   void stop() { stopping_ = true; }
@@ -55,6 +64,9 @@ class EventLoop {
   std::optional<Time> deadline_;
   std::function<void(Time)> on_deadline_;
   std::function<void()> on_wake_;
+  std::atomic<uint32_t>* asleep_ = nullptr;
+  std::function<bool()> shared_ready_;
+  std::function<void()> shared_run_;
   std::chrono::nanoseconds spin_;
   Time last_event_{}, time_{};
   bool stopping_ = false;

@@ -1,0 +1,72 @@
+#include "emulator/chip/doorbell.hpp"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "emulator/common/error.hpp"
+
+namespace ttemu::chip {
+
+namespace {
+
+// Abstract namespace: sun_path starts with a NUL; the length, not a terminator, ends the name.
+socklen_t doorbell_address(const JobId& job, routing::ChipId chip, sockaddr_un& a) {
+  const std::string name = fmt::format("ttemu.{}.{}.{}.bell", getuid(), job.text(), routing::to_string(chip));
+  a = {};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path + 1, name.data(), std::min(name.size(), sizeof(a.sun_path) - 1));
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + std::min(name.size(), sizeof(a.sun_path) - 1));
+}
+
+int datagram_socket() {
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error(fmt::format("doorbell: cannot create a socket: {}", std::strerror(errno)));
+  return fd;
+}
+
+}  // namespace
+
+DoorbellListener::DoorbellListener(const JobId& job, routing::ChipId chip) : fd_(datagram_socket()) {
+  sockaddr_un a;
+  const socklen_t len = doorbell_address(job, chip, a);
+  if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+    const int e = errno;
+    ::close(fd_);
+    throw Error(fmt::format("doorbell of {}: cannot bind: {}", routing::to_string(chip), std::strerror(e)));
+  }
+}
+
+DoorbellListener::~DoorbellListener() { ::close(fd_); }
+
+void DoorbellListener::drain() {
+  char buf[64];
+  while (::recv(fd_, buf, sizeof buf, 0) >= 0) {
+  }
+}
+
+DoorbellRinger::DoorbellRinger(const JobId& job, routing::ChipId chip) : fd_(datagram_socket()) {
+  sockaddr_un a;
+  const socklen_t len = doorbell_address(job, chip, a);
+  if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+    const int e = errno;
+    ::close(fd_);
+    throw Error(fmt::format("device {} has no router listening: {}", routing::to_string(chip), std::strerror(e)));
+  }
+}
+
+DoorbellRinger::~DoorbellRinger() { ::close(fd_); }
+
+void DoorbellRinger::ring() {
+  // EAGAIN: the chip has rings it has not read yet, so it is waking anyway.
+  [[maybe_unused]] auto n = ::send(fd_, "", 0, MSG_NOSIGNAL);
+}
+
+}  // namespace ttemu::chip
