@@ -26,23 +26,25 @@ socklen_t doorbell_address(const JobId& job, routing::ChipId chip, sockaddr_un& 
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + std::min(name.size(), sizeof(a.sun_path) - 1));
 }
 
-int datagram_socket() {
+// A datagram socket bound to (listen) or connected to (ring) the chip's doorbell name.
+int doorbell_socket(const JobId& job, routing::ChipId chip, bool listen) {
   const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) throw Error(fmt::format("doorbell: cannot create a socket: {}", std::strerror(errno)));
+  sockaddr_un a;
+  const socklen_t len = doorbell_address(job, chip, a);
+  const auto* addr = reinterpret_cast<const sockaddr*>(&a);
+  if ((listen ? ::bind(fd, addr, len) : ::connect(fd, addr, len)) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw Error(listen ? fmt::format("doorbell of {}: cannot bind: {}", routing::to_string(chip), std::strerror(e))
+                       : fmt::format("device {} has no router listening: {}", routing::to_string(chip), std::strerror(e)));
+  }
   return fd;
 }
 
 }  // namespace
 
-DoorbellListener::DoorbellListener(const JobId& job, routing::ChipId chip) : fd_(datagram_socket()) {
-  sockaddr_un a;
-  const socklen_t len = doorbell_address(job, chip, a);
-  if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0) {
-    const int e = errno;
-    ::close(fd_);
-    throw Error(fmt::format("doorbell of {}: cannot bind: {}", routing::to_string(chip), std::strerror(e)));
-  }
-}
+DoorbellListener::DoorbellListener(const JobId& job, routing::ChipId chip) : fd_(doorbell_socket(job, chip, true)) {}
 
 DoorbellListener::~DoorbellListener() { ::close(fd_); }
 
@@ -52,15 +54,7 @@ void DoorbellListener::drain() {
   }
 }
 
-DoorbellRinger::DoorbellRinger(const JobId& job, routing::ChipId chip) : fd_(datagram_socket()) {
-  sockaddr_un a;
-  const socklen_t len = doorbell_address(job, chip, a);
-  if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0) {
-    const int e = errno;
-    ::close(fd_);
-    throw Error(fmt::format("device {} has no router listening: {}", routing::to_string(chip), std::strerror(e)));
-  }
-}
+DoorbellRinger::DoorbellRinger(const JobId& job, routing::ChipId chip) : fd_(doorbell_socket(job, chip, false)) {}
 
 DoorbellRinger::~DoorbellRinger() { ::close(fd_); }
 
