@@ -79,6 +79,7 @@ struct Port {
   std::vector<std::vector<uint8_t>> outbox;
   size_t outbox_sent = 0;
   bool write_waiting = false;
+  bool touched = false;  // read in the current batch of events
   link::LinkState reported = link::LinkState::kHandshake;
   bool reported_once = false;
   // Stream sender (ttemu link test).
@@ -126,6 +127,7 @@ class Chip {
     loop_.watch(signal_fd_, EPOLLIN, [this](uint32_t) { stop(); });
     loop_.watch(o_.control_fd, EPOLLIN, [this](uint32_t) { read_control(); });
     loop_.on_deadline([this](Time t) { on_timer(t); });
+    loop_.on_batch_end([this] { end_of_batch(); });
     loop_.run();
     ctl_->running.store(0);
     cleanup();
@@ -397,9 +399,11 @@ class Chip {
     }
   }
 
+  // Takes what has arrived on a port, a bounded number of batches; the answers go out once
+  // every port that was ready has been read (end_of_batch).
   void on_readable(Port& p) {
     Time t = now();
-    // Drain what has arrived, a bounded number of batches, then answer in one go.
+    if (!p.touched) touched_.push_back(&p), p.touched = true;
     for (int round = 0; round < 16; ++round) {
       auto batch = p.udp->receive();
       for (const auto& d : batch) {
@@ -412,11 +416,20 @@ class Chip {
       if (p.link->nack_pending()) service(p, t);  // a gap: ask for the go-back now
       if (batch.size() < 64) break;
     }
-    service(p, t);
+  }
+
+  void end_of_batch() {
+    if (touched_.empty()) return;
+    const Time t = now();
     if (fabric_dirty_) {
       fabric_dirty_ = false;
-      pump(t);
+      pump(t);  // one router pass for everything that arrived, then the links it fed
     }
+    for (Port* p : touched_) {
+      p->touched = false;
+      service(*p, t);  // acknowledgements, echoes, stream frames
+    }
+    touched_.clear();
     reschedule();
   }
 
@@ -515,6 +528,7 @@ class Chip {
   Segment ctl_seg_, l1_seg_, dram_seg_;
   ChipControl* ctl_ = nullptr;
   std::vector<std::unique_ptr<Port>> ports_;  // by port number
+  std::vector<Port*> touched_;                 // read in this batch of events
   link::LinkConfig link_cfg_;
   uint64_t job_hash_ = 0, seed_ = 1;
   std::unique_ptr<session::FabricNode> node_;

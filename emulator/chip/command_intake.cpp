@@ -111,7 +111,9 @@ void CommandIntake::refuse(const FabricCommand& c, int32_t status) {
 }
 
 void CommandIntake::answer(const routing::Packet& packet) {
-  count_down(packet.header.src_core, packet.header.txn_id, 1, packet.header.command == Command::kNack);
+  const auto& h = packet.header;
+  const uint32_t packets = h.command == Command::kWriteAck ? std::max<uint32_t>(1, h.arg) : 1;  // acks count
+  count_down(h.src_core, h.txn_id, packets, h.command == Command::kNack);
 }
 
 void CommandIntake::count_down(uint16_t core, uint8_t txn_id, uint32_t packets, bool nacked) {

@@ -125,6 +125,7 @@ void EventLoop::run() {
       auto it = handlers_.find(events[static_cast<size_t>(i)].data.fd);
       if (it != handlers_.end()) it->second(events[static_cast<size_t>(i)].events);
     }
+    if (on_batch_end_) on_batch_end_();
   }
 }
 

@@ -45,6 +45,9 @@ class EventLoop {
 
   void set_deadline(std::optional<Time> at) { deadline_ = at; }
   void on_deadline(std::function<void(Time)> handler) { on_deadline_ = std::move(handler); }
+  // Runs after the handlers of all descriptors that were ready at once: work that gains from
+  // seeing everything that arrived together (one pass of the router for all ports).
+  void on_batch_end(std::function<void()> handler) { on_batch_end_ = std::move(handler); }
   void on_wake(std::function<void()> handler) { on_wake_ = std::move(handler); }
   void wake();  // any thread
 
@@ -63,6 +66,7 @@ class EventLoop {
   std::unordered_map<int, Handler> handlers_;
   std::optional<Time> deadline_;
   std::function<void(Time)> on_deadline_;
+  std::function<void()> on_batch_end_;
   std::function<void()> on_wake_;
   std::atomic<uint32_t>* asleep_ = nullptr;
   std::function<bool()> shared_ready_;

@@ -21,6 +21,22 @@ Packet Center::reply_to(const routing::PacketHeader& h, Command c, uint8_t fvc) 
   return r;
 }
 
+void Center::ack(const routing::PacketHeader& h, Result& out) const {
+  // One ack per source core and transaction in a batch, counting the packets in `arg`: a
+  // stream of writes costs the way back one packet per batch, not one per packet.
+  for (auto& r : out.replies) {
+    auto& a = r.header;
+    if (a.command == Command::kWriteAck && a.dst_mesh == h.src_mesh && a.dst_device == h.src_device &&
+        a.src_core == h.src_core && a.txn_id == h.txn_id && a.plane == h.plane) {
+      ++a.arg;
+      return;
+    }
+  }
+  Packet r = reply_to(h, Command::kWriteAck, static_cast<uint8_t>(data_fvcs_));
+  r.header.arg = 1;
+  out.replies.push_back(std::move(r));
+}
+
 void Center::on_packet(Packet& p, Result& out) {
   const auto& h = p.header;
   const auto control = static_cast<uint8_t>(data_fvcs_);
@@ -31,7 +47,8 @@ void Center::on_packet(Packet& p, Result& out) {
       // Outside this chip's memory: nothing is written and the source hears of it.
       const bool ok = dst.size() == p.payload.size();
       if (ok) std::memcpy(dst.data(), p.payload.data(), p.payload.size());
-      out.replies.push_back(reply_to(h, ok ? Command::kWriteAck : Command::kNack, control));
+      if (ok) ack(h, out);
+      else out.replies.push_back(reply_to(h, Command::kNack, control));
       break;
     }
     case Command::kReadRequest: {
@@ -62,7 +79,7 @@ void Center::on_packet(Packet& p, Result& out) {
       const auto next = static_cast<uint32_t>((uint64_t{old} + h.arg) % limit);
       std::memcpy(word.data(), &next, 4);
       if (h.command == Command::kAtomicInc) {
-        out.replies.push_back(reply_to(h, Command::kWriteAck, control));
+        ack(h, out);
       } else {
         Packet r = reply_to(h, Command::kReadResponse, other);
         r.header.dst_addr = h.return_addr;

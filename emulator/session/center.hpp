@@ -33,11 +33,13 @@ class Center {
     std::vector<Packet> for_workers; // acks, NACKs, read responses for local workers
   };
   // Handles one delivered packet, appending what it causes to `out`. A packet for a worker is
-  // moved from; any other is left for the caller to reuse.
+  // moved from; any other is left for the caller to reuse. Acks for the packets of one batch
+  // (one `out`) from the same source core and transaction become one ack counting them.
   void on_packet(Packet& packet, Result& out);
 
  private:
   Packet reply_to(const routing::PacketHeader& h, routing::Command c, uint8_t fvc) const;
+  void ack(const routing::PacketHeader& h, Result& out) const;
 
   ChipId self_;
   int data_fvcs_;

@@ -100,18 +100,18 @@ void FabricNode::poll(routing::Time now, Output& out) {
       o.n += c.n;
       if (o.n >= credit_half()) half_owed_ = true;
     }
+    center_out_.replies.clear();
+    center_out_.for_workers.clear();
     for (auto& p : actions_.delivered) {
       out.committed.push_back(p.header);
-      center_out_.replies.clear();
-      center_out_.for_workers.clear();
       center_.on_packet(p, center_out_);
       recycle(std::move(p.payload));
-      for (auto& reply : center_out_.replies) {
-        replies_.at(reply.header.fvc).push_back(std::move(reply));
-        ++replies_waiting_;
-      }
-      for (auto& w : center_out_.for_workers) out.for_workers.push_back(std::move(w));
     }
+    for (auto& reply : center_out_.replies) {
+      replies_.at(reply.header.fvc).push_back(std::move(reply));
+      ++replies_waiting_;
+    }
+    for (auto& w : center_out_.for_workers) out.for_workers.push_back(std::move(w));
     const bool moved = injected > 0 || !actions_.delivered.empty() || !actions_.sends.empty() ||
                        !actions_.events.empty();
     if (!moved) break;
