@@ -303,6 +303,18 @@ class Launcher {
     client_pid_ = pid;
   }
 
+  // The control plane knows at once when a chip process dies; its neighbours' links would only
+  // notice when they next had something to send. They are told, and go down now.
+  void tell_peers_of_death(int node) {
+    const auto& dead = sys_.chips[static_cast<size_t>(node)];
+    for (int port = 0; port < routing::kMaxPorts; ++port) {
+      if (sys_.link_at(node, static_cast<uint8_t>(port)) < 0) continue;
+      auto peer = sys_.peer({dead.id, static_cast<uint8_t>(port)});
+      if (!peer) continue;
+      send(chips_[static_cast<size_t>(*sys_.node(peer->chip))], {{"type", "peer_down"}, {"port", peer->port}});
+    }
+  }
+
   void watch_children() {
     children_.async_wait([this](auto ec, int) {
       if (ec) return;
@@ -323,6 +335,7 @@ class Launcher {
         if (!stopping_) {
           fmt::print(stderr, "ttemu: chip {} (pid {}) {}\n", to_string(sys_.chips[static_cast<size_t>(c.node)].id), pid, describe_exit(status));
           if (!ready_) fail("a chip died while the system was coming up");
+          tell_peers_of_death(c.node);
         }
         if (stopping_ && exited_ == static_cast<int>(chips_.size())) io_.stop();
       }

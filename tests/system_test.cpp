@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <random>
@@ -85,9 +86,26 @@ TEST(System, AChipThatDiesIsReportedAndTheRestKeepRunning) {
   kill(victim, SIGKILL);
   ASSERT_TRUE(sys.wait_for("chip M0D3 (pid " + std::to_string(victim) + ") was killed by signal 9", 20s))
       << sys.output();
+  // Its neighbours' links go down at once, idle or not: the launcher tells them.
+  std::vector<std::string> neighbours;
+  for (const auto& l : s["links"]) {
+    const std::string a = l["a"], b = l["b"];
+    if (a.rfind("M0D3P", 0) == 0) neighbours.push_back(b);
+    if (b.rfind("M0D3P", 0) == 0) neighbours.push_back(a);
+  }
+  ASSERT_FALSE(neighbours.empty());
+  for (const auto& n : neighbours) EXPECT_TRUE(sys.wait_for("ttemu: link " + n + " is down", 20s)) << n << "\n" << sys.output();
   s = sys.status();
   EXPECT_FALSE(s["chips"][3]["alive"].get<bool>());
   EXPECT_TRUE(s["chips"][0]["alive"].get<bool>());
+  for (const auto& l : s["links"]) {
+    for (const auto& end : l["ends"]) {
+      const std::string port = end["port"];
+      if (std::find(neighbours.begin(), neighbours.end(), port) != neighbours.end()) {
+        EXPECT_EQ(end["state"], "down") << port;
+      }
+    }
+  }
   RunResult r = sys.ttemu({"link", "test", "M0D0P2", "--frames", "2000", "--size", "512", "--json"});
   EXPECT_EQ(r.status, 0) << r.out;
   auto pids = chip_pids(s);

@@ -192,6 +192,12 @@ class Chip {
     else if (type == "faults") set_faults(m);
     else if (type == "stream") start_stream(m);
     else if (type == "ping") start_ping(m);
+    else if (type == "peer_down") {
+      Port& p = port(m);
+      p.link->peer_lost(now());
+      service(p, now());
+      reschedule();
+    }
     else if (type == "stall") {
       if (node_) node_->router().stall_center(m.at("fvc").get<uint8_t>(), m.at("stalled").get<bool>());
       pump(now());

@@ -3,7 +3,8 @@
 // ethernet port, runs a TT-link on each, and serves until told to stop or orphaned. Idle, it
 // sleeps in epoll: no timers run unless a link has frames in flight or is coming up.
 //
-// Control messages (launcher -> chip): config, peers, faults, stream, ping, stop.
+// Control messages (launcher -> chip): config, peers, faults, stream, ping, stall, peer_down,
+// stop.
 // Chip -> launcher: bound, link, stream_done, ping_done, error. See docs/architecture.md.
 #pragma once
 

@@ -216,6 +216,10 @@ void TtLink::come_up(Time now) {
   }
 }
 
+void TtLink::peer_lost(Time now) {
+  if (state_ != LinkState::kDown) go_down(now);
+}
+
 void TtLink::go_down(Time now) {
   state_ = LinkState::kDown;
   c_.state.store(static_cast<uint32_t>(state_), std::memory_order_relaxed);

@@ -78,6 +78,9 @@ class TtLink {
 
   void on_datagram(std::span<const uint8_t> datagram, Time now);
   void on_timer(Time now);
+  // The control plane knows the far end is gone (its process died): the link goes down now,
+  // as it would after its retries, even if nothing was in flight to notice with.
+  void peer_lost(Time now);
   std::optional<Time> next_deadline() const;
   // Appends the datagrams to put on the wire now (frames packed up to max_datagram).
   void poll_transmit(Time now, std::vector<std::vector<uint8_t>>& out);
