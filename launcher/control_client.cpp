@@ -32,7 +32,7 @@ std::string find_control_socket(const std::optional<std::string>& named) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     auto id = chip::JobId::parse(e.path().stem().string());
-    if (e.path().extension() == ".sock" && id && chip::process_alive(id->pid)) live.push_back(e.path().string());
+    if (e.path().extension() == ".sock" && id && chip::job_alive(*id)) live.push_back(e.path().string());
   }
   if (live.empty()) throw Error("no running system: start one with 'ttemu launch'");
   if (live.size() > 1) {

@@ -263,6 +263,24 @@ TEST(System, CleanRemovesWhatDeadJobsLeft) {
   EXPECT_NE(r.out.find("removed " + name), std::string::npos) << r.out;
 }
 
+TEST(System, CleanSeesThroughAReusedPidAndSparesALiveJob) {
+  // A dead job whose pid now names another program (this test): its leftovers go.
+  std::string reused = "/dev/shm/ttemu." + std::to_string(getuid()) + "." + std::to_string(getpid()) +
+                       "-0000abce.M0D0.ctl";
+  std::ofstream(reused) << "stale";
+  System sys({topo("n300.yaml")});
+  RunResult r = ttemu({"clean"});
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_FALSE(fs::exists(reused)) << r.out;
+  // The live job keeps everything: its status still answers, and a link still carries data.
+  EXPECT_EQ(r.out.find(sys.job()), std::string::npos) << r.out;
+  RunResult t = sys.ttemu({"link", "test", "M0D0P2", "--frames", "200", "--json"});
+  EXPECT_EQ(t.status, 0) << t.out;
+  auto pids = chip_pids(sys.status());
+  EXPECT_EQ(sys.stop(), 0);
+  expect_nothing_left(sys.job(), pids);
+}
+
 }  // namespace
 }  // namespace ttemu::test
 

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include <fmt/format.h>
@@ -89,6 +90,16 @@ std::vector<std::string> list_segments() {
 
 bool process_alive(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
+bool job_alive(const JobId& job) {
+  if (!process_alive(job.pid)) return false;
+  // A pid outlives its process: after a crash it may name some other program by now. A job
+  // is alive only while its pid is a ttemu launcher (when /proc cannot tell, assume it is).
+  std::ifstream comm(fmt::format("/proc/{}/comm", job.pid));
+  std::string name;
+  if (!std::getline(comm, name)) return true;
+  return name == "ttemu";
+}
+
 std::string runtime_dir() {
   const char* xdg = std::getenv("XDG_RUNTIME_DIR");
   std::string dir = xdg && *xdg ? fmt::format("{}/ttemu", xdg) : fmt::format("/tmp/ttemu-{}", getuid());
@@ -113,13 +124,13 @@ std::vector<std::string> clean_stale() {
   for (const auto& name : list_segments()) {
     std::string rest = name.substr(prefix.size());
     auto job = JobId::parse(rest.substr(0, rest.find('.')));
-    if (job && !process_alive(job->pid) && unlink_segment(name)) removed.push_back("/dev/shm/" + name);
+    if (job && !job_alive(*job) && unlink_segment(name)) removed.push_back("/dev/shm/" + name);
   }
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(runtime_dir(), ec)) {
     if (e.path().extension() != ".sock") continue;
     auto job = JobId::parse(e.path().stem().string());
-    if (job && !process_alive(job->pid) && fs::remove(e.path(), ec)) removed.push_back(e.path().string());
+    if (job && !job_alive(*job) && fs::remove(e.path(), ec)) removed.push_back(e.path().string());
   }
   return removed;
 }

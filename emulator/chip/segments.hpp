@@ -67,5 +67,7 @@ std::vector<std::string> clean_stale();
 std::string runtime_dir();
 std::string control_socket_path(const JobId& job);
 bool process_alive(int pid);
+// Whether the launcher of a job still runs: its pid is alive and is a ttemu process.
+bool job_alive(const JobId& job);
 
 }  // namespace ttemu::chip
