@@ -93,11 +93,16 @@ bool process_alive(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno ==
 bool job_alive(const JobId& job) {
   if (!process_alive(job.pid)) return false;
   // A pid outlives its process: after a crash it may name some other program by now. A job
-  // is alive only while its pid is a ttemu launcher (when /proc cannot tell, assume it is).
-  std::ifstream comm(fmt::format("/proc/{}/comm", job.pid));
-  std::string name;
-  if (!std::getline(comm, name)) return true;
-  return name == "ttemu";
+  // is alive only while its pid runs the ttemu binary, under its usual name or under this
+  // process's own (a renamed copy); when /proc cannot tell, assume it does.
+  auto comm = [](const std::string& pid) {
+    std::ifstream in("/proc/" + pid + "/comm");
+    std::string name;
+    return std::getline(in, name) ? std::optional<std::string>(name) : std::nullopt;
+  };
+  const auto name = comm(std::to_string(job.pid));
+  if (!name) return true;
+  return *name == "ttemu" || *name == comm("self").value_or("ttemu");
 }
 
 std::string runtime_dir() {
