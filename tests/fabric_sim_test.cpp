@@ -182,6 +182,26 @@ TEST(FabricSim, StalledConsumerTimesOutAndNacksWhileAnotherFvcFlows) {
   EXPECT_EQ(acks, 6);
 }
 
+TEST(FabricSim, ALostAckIsReportedButNackedToNobody) {
+  // The writer's center stops consuming the control FVC: the ack of its write times out in
+  // its own router. An ack is an answer: NACKing it would reach the chip that answered (whose
+  // workers never asked) and count down one of their transactions.
+  auto sys = load("n300.yaml");
+  auto tables = control::compute_tables(sys);
+  SimConfig cfg;
+  cfg.router.timeout = std::chrono::milliseconds(5);
+  FabricSim sim(sys, tables, cfg);
+  sim.stall_center({0, 0}, static_cast<uint8_t>(cfg.router.data_fvcs), true);
+  ASSERT_TRUE(sim.inject({0, 0}, write({0, 1}, 0, std::vector<uint8_t>(64, 3), 0)));
+  sim.run(std::chrono::seconds(1));
+  EXPECT_EQ(sim.memory({0, 1}, 0, 1)[0], 3) << "the write itself landed";
+  ASSERT_EQ(sim.events().size(), 1u);
+  EXPECT_EQ(sim.events()[0].kind, routing::RouterEvent::kTimeout);
+  EXPECT_EQ(sim.events()[0].packet.command, Command::kWriteAck);
+  EXPECT_TRUE(sim.worker_inbox({0, 1}).empty()) << "no NACK for the chip that answered";
+  EXPECT_TRUE(sim.worker_inbox({0, 0}).empty());
+}
+
 TEST(FabricSim, ReadsAndAtomicsAnswerTheSource) {
   auto sys = load("galaxy.yaml");
   auto tables = control::compute_tables(sys);

@@ -263,6 +263,20 @@ TEST(System, CleanRemovesWhatDeadJobsLeft) {
   EXPECT_NE(r.out.find("removed " + name), std::string::npos) << r.out;
 }
 
+TEST(System, CleanSparesALiveJobWhoseLauncherRunsUnderAnotherName) {
+  // A launcher started through a link named otherwise (as under valgrind or a renamed copy)
+  // is still recognised as alive: its control socket answers.
+  const fs::path link = fs::temp_directory_path() / ("emu-renamed-" + std::to_string(getpid()));
+  fs::remove(link);
+  fs::create_symlink(TTEMU_BINARY, link);
+  const std::string real = TTEMU_BINARY;
+  RunResult r = run({link.string(), "launch", topo("n300.yaml"), "--", "sh", "-c", real + " clean && " + real + " status"});
+  fs::remove(link);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("0 leftover(s) removed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("links 2/2 up"), std::string::npos) << r.out;
+}
+
 TEST(System, CleanSeesThroughAReusedPidAndSparesALiveJob) {
   // A dead job whose pid now names another program (this test): its leftovers go.
   std::string reused = "/dev/shm/ttemu." + std::to_string(getuid()) + "." + std::to_string(getpid()) +

@@ -296,9 +296,8 @@ class Chip {
     // Commands enter as the router makes room; the router makes room as it forwards.
     for (int round = 0; round < 64; ++round) {
       const bool took = intake_->drain(*node_, t);
-      const size_t seen = out_.committed.size() + out_.events.size();
-      node_->poll(t, out_);
-      if (!took && out_.committed.size() + out_.events.size() == seen) break;
+      const bool moved = node_->poll(t, out_);
+      if (!took && !moved) break;
     }
     for (const auto& ev : out_.events) {
       ctl_->router_events.fetch_add(1, std::memory_order_relaxed);

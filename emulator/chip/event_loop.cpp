@@ -86,21 +86,25 @@ void EventLoop::run() {
       t = time_ = now();
       continue;
     }
+    // Shared work runs, then the descriptors get their turn (a poll): a steady stream of
+    // commands must not keep sockets, signals and deadlines waiting.
+    bool worked = false;
     if (shared_ready_ && shared_ready_()) {
       shared_run_();
+      worked = true;
+      t = time_ = now();
       last_event_ = t;
-      continue;
     }
     const bool spinning = spin_.count() > 0 && t - last_event_ < spin_;
     timespec ts{}, *timeout = nullptr;
-    if (spinning) {
+    if (worked || spinning) {
       timeout = &ts;  // poll
     } else if (deadline_) {
       const auto left = *deadline_ - t;
       ts = {static_cast<time_t>(left.count() / 1'000'000'000), static_cast<long>(left.count() % 1'000'000'000)};
       timeout = &ts;
     }
-    const bool blocking = !spinning && asleep_ && shared_ready_;
+    const bool blocking = !worked && !spinning && asleep_ && shared_ready_;
     if (blocking) {
       asleep_->store(1, std::memory_order_seq_cst);
       std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -117,7 +121,7 @@ void EventLoop::run() {
       fail("epoll_pwait2");
     }
     if (n == 0) {
-      if (spinning) sched_yield();  // let the chip we just sent to run
+      if (spinning && !worked) sched_yield();  // let the chip we just sent to run
       continue;
     }
     last_event_ = t;

@@ -93,7 +93,10 @@ bool FabricRouter::inject(Packet packet, Time now) {
 void FabricRouter::stall_center(uint8_t fvc, bool stalled) { center_stalled_.at(fvc) = stalled; }
 
 void FabricRouter::nack(const PacketHeader& h) {
-  if (h.command == Command::kNack) return;  // never NACK a NACK
+  // Only requests are NACKed. An answer (ack, NACK, read response) goes back to the chip that
+  // answered, whose workers never asked: its loss is reported as an event, and the requester's
+  // barrier times out.
+  if (h.command == Command::kNack || h.command == Command::kWriteAck || h.command == Command::kReadResponse) return;
   Packet n;
   n.header.src_mesh = self_.mesh;
   n.header.src_device = self_.device;

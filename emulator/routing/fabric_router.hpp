@@ -6,8 +6,9 @@
 //
 // Failures it handles: TTL (5.4) - a packet that arrives with TTL 0 short of its destination
 // is dropped; timeout (5.5) - a head of buffer that cannot advance for `timeout` is dropped.
-// Either way the source gets a NACK on the control FVC and an event reports the router, the
-// packet and its source and destination.
+// Either way an event reports the router, the packet and its source and destination, and if
+// the packet was a request its source gets a NACK on the control FVC (answers are not NACKed:
+// their source is the chip that answered).
 //
 // FVCs 0 .. data_fvcs-1 carry data; FVC data_fvcs is the control FVC (2.3.2). Each has its
 // own buffers and credits, so a stalled FVC never blocks another (2.3.1). Each FVC has two

@@ -69,9 +69,10 @@ void FabricNode::on_link_payload(uint8_t port, uint32_t dest_addr, std::span<con
   }
 }
 
-void FabricNode::poll(routing::Time now, Output& out) {
+bool FabricNode::poll(routing::Time now, Output& out) {
   // Repeat while anything moves: forwarding frees room for waiting answers, answers and
   // deliveries make more to forward.
+  bool any = false;
   while (true) {
     size_t injected = 0;
     for (auto& q : replies_) {  // a full FVC holds back only its own answers
@@ -115,8 +116,10 @@ void FabricNode::poll(routing::Time now, Output& out) {
     const bool moved = injected > 0 || !actions_.delivered.empty() || !actions_.sends.empty() ||
                        !actions_.events.empty();
     if (!moved) break;
+    any = true;
   }
   flush_credits(now, false);
+  return any;
 }
 
 void FabricNode::flush_credits(routing::Time now, bool all) {

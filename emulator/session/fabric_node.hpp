@@ -41,8 +41,9 @@ class FabricNode {
     std::vector<routing::PacketHeader> committed;  // packets this center handled
     void clear() { for_workers.clear(), events.clear(), committed.clear(); }
   };
-  // Moves everything that can move; payloads for each link wait in backlog(port).
-  void poll(routing::Time now, Output& out);
+  // Moves everything that can move; payloads for each link wait in backlog(port). Returns
+  // whether anything moved (and so perhaps made room for local packets).
+  bool poll(routing::Time now, Output& out);
   std::deque<LinkPayload>& backlog(uint8_t port) { return backlog_[rank(port)]; }
   // Hands the payloads waiting for `port` to send(dest_addr, bytes) in order, while it takes
   // them (returns true). Their buffers serve the next packets: the per-hop path allocates nothing.
