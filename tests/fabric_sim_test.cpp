@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 
 #include "tests/test_support.hpp"
 
@@ -153,12 +154,21 @@ std::vector<std::string> run_ttl_loop(uint64_t seed) {
 
 TEST(FabricSim, TheTtlLoopOfSpec5_4IsDroppedWhereTtlRunsOut) { run_ttl_loop(1); }
 
+// A system with a short router timeout (5 ms), for the tests that stall a consumer.
+struct StallRig {
+  control::System sys;
+  control::TableSet tables;
+  std::unique_ptr<FabricSim> sim;
+  explicit StallRig(const std::string& topology) : sys(load(topology)), tables(control::compute_tables(sys)) {
+    SimConfig cfg;
+    cfg.router.timeout = std::chrono::milliseconds(5);
+    sim = std::make_unique<FabricSim>(sys, tables, cfg);
+  }
+};
+
 TEST(FabricSim, StalledConsumerTimesOutAndNacksWhileAnotherFvcFlows) {
-  auto sys = load("mesh_4x4.yaml");
-  auto tables = control::compute_tables(sys);
-  SimConfig cfg;
-  cfg.router.timeout = std::chrono::milliseconds(5);
-  FabricSim sim(sys, tables, cfg);
+  StallRig rig("mesh_4x4.yaml");
+  FabricSim& sim = *rig.sim;
   sim.stall_center({0, 3}, 0, true);  // D3 stops consuming FVC 0
   int sent0 = 0, sent1 = 0;
   for (int i = 0; i < 6; ++i) sent0 += sim.inject({0, 0}, write({0, 3}, 64 * static_cast<uint64_t>(i), std::vector<uint8_t>(64, 7), 0));
@@ -186,12 +196,9 @@ TEST(FabricSim, ALostAckIsReportedButNackedToNobody) {
   // The writer's center stops consuming the control FVC: the ack of its write times out in
   // its own router. An ack is an answer: NACKing it would reach the chip that answered (whose
   // workers never asked) and count down one of their transactions.
-  auto sys = load("n300.yaml");
-  auto tables = control::compute_tables(sys);
-  SimConfig cfg;
-  cfg.router.timeout = std::chrono::milliseconds(5);
-  FabricSim sim(sys, tables, cfg);
-  sim.stall_center({0, 0}, static_cast<uint8_t>(cfg.router.data_fvcs), true);
+  StallRig rig("n300.yaml");
+  FabricSim& sim = *rig.sim;
+  sim.stall_center({0, 0}, static_cast<uint8_t>(routing::RouterConfig{}.data_fvcs), true);  // the control FVC
   ASSERT_TRUE(sim.inject({0, 0}, write({0, 1}, 0, std::vector<uint8_t>(64, 3), 0)));
   sim.run(std::chrono::seconds(1));
   EXPECT_EQ(sim.memory({0, 1}, 0, 1)[0], 3) << "the write itself landed";
