@@ -462,7 +462,12 @@ class Launcher {
     auto port = routing::parse_port(req.at("link").get<std::string>());
     auto node = port ? sys_.node(port->chip) : std::nullopt;
     if (!node || sys_.link_at(*node, port->port) < 0) {
-      throw Error(fmt::format("'{}' is not a wired port of {}", req.at("link").get<std::string>(), o_.file));
+      std::string wired;  // what the user could have meant: the chip's wired ports
+      for (int p = 0; node && p < routing::kMaxPorts; ++p) {
+        if (sys_.link_at(*node, static_cast<uint8_t>(p)) >= 0) wired += fmt::format("{}P{}", wired.empty() ? "" : ", ", p);
+      }
+      throw Error(fmt::format("'{}' is not a wired port of {}{}", req.at("link").get<std::string>(), o_.file,
+                              wired.empty() ? "" : fmt::format(" ({} has {})", to_string(port->chip), wired)));
     }
     auto& c = chips_[static_cast<size_t>(*node)];
     if (!c.alive) throw Error(fmt::format("chip {} is not running", to_string(port->chip)));

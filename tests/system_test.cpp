@@ -238,6 +238,12 @@ TEST(System, AClientCommandRunsAgainstTheLiveSystemAndGivesItsStatus) {
   EXPECT_EQ(fail.status, 3) << fail.out;
 }
 
+TEST(System, ALinkCommandOnAnUnwiredPortNamesTheChipsWiredPorts) {
+  RunResult r = ttemu({"launch", topo("n300.yaml"), "--", TTEMU_BINARY, "link", "ping", "M0D0P8"});
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("'M0D0P8' is not a wired port of " + topo("n300.yaml") + " (M0D0 has P2, P3)"), std::string::npos) << r.out;
+}
+
 TEST(System, BadLaunchInputFailsWithOneLineAndLeavesNothing) {
   FaultPlanFile plan("links:\n  - link: M0D0P9\n    corrupt: 0.1\n");
   RunResult r = ttemu({"launch", topo("n300.yaml"), "--faults", plan.path()});
