@@ -102,10 +102,10 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   auto job = std::make_shared<std::string>();
   auto json_out = std::make_shared<bool>(false);
   auto* status = app.add_subcommand("status", "Show a running system: chips, link states, counters");
-  status->add_option("--job", *job, "Job id (default: the only running system)");
+  status->add_option("--job", *job, kJobHelp);
   status->add_flag("--json", *json_out, "Print the status as one JSON object");
   status->callback([job, json_out] {
-    auto s = request(find_control_socket(job->empty() ? std::nullopt : std::optional(*job)), {{"cmd", "status"}});
+    auto s = request(control_socket(*job), {{"cmd", "status"}});
     if (*json_out) fmt::print("{}\n", s.dump());
     else print_status(s);
   });
@@ -119,10 +119,10 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   test->add_option("PORT", std::get<0>(*lt), "Sending end, e.g. M0D0P4")->required();
   test->add_option("--frames", std::get<1>(*lt), "Payloads to send")->default_val(10000);
   test->add_option("--size", std::get<2>(*lt), "Bytes per payload")->default_val(4096);
-  test->add_option("--job", *job, "Job id (default: the only running system)");
+  test->add_option("--job", *job, kJobHelp);
   test->add_flag("--json", *json_out, "Print one JSON object");
   test->callback([lt, job, json_out] {
-    auto r = request(find_control_socket(job->empty() ? std::nullopt : std::optional(*job)),
+    auto r = request(control_socket(*job),
                      {{"cmd", "stream"}, {"link", std::get<0>(*lt)}, {"frames", std::get<1>(*lt)}, {"size", std::get<2>(*lt)}});
     if (*json_out) fmt::print("{}\n", r.dump());
     else {
@@ -141,10 +141,10 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   ping->add_option("PORT", std::get<0>(*lt), "Sending end, e.g. M0D0P4")->required();
   ping->add_option("--count", std::get<3>(*lt), "Round trips")->default_val(1000);
   ping->add_option("--size", std::get<4>(*lt), "Bytes per payload")->default_val(64);
-  ping->add_option("--job", *job, "Job id (default: the only running system)");
+  ping->add_option("--job", *job, kJobHelp);
   ping->add_flag("--json", *json_out, "Print one JSON object");
   ping->callback([lt, job, json_out] {
-    auto r = request(find_control_socket(job->empty() ? std::nullopt : std::optional(*job)),
+    auto r = request(control_socket(*job),
                      {{"cmd", "ping"}, {"link", std::get<0>(*lt)}, {"count", std::get<3>(*lt)}, {"size", std::get<4>(*lt)}});
     std::vector<double> rtt = r["rtt_us"];
     std::sort(rtt.begin(), rtt.end());
@@ -167,13 +167,13 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   auto plan_file = std::make_shared<std::string>();
   auto* apply = faults->add_subcommand("apply", "Replace the running system's faults with a plan");
   apply->add_option("PLAN", *plan_file, "Fault plan (YAML); an empty file clears all faults")->required();
-  apply->add_option("--job", *job, "Job id (default: the only running system)");
+  apply->add_option("--job", *job, kJobHelp);
   apply->callback([plan_file, job] {
     std::ifstream in(*plan_file);
     if (!in) throw Error(fmt::format("{}: cannot open the file", *plan_file));
     std::stringstream text;
     text << in.rdbuf();
-    auto r = request(find_control_socket(job->empty() ? std::nullopt : std::optional(*job)),
+    auto r = request(control_socket(*job),
                      {{"cmd", "faults"}, {"plan", text.str()}, {"source", *plan_file}});
     fmt::print("applied {}: {} link direction(s) with faults\n", *plan_file, r["directions_with_faults"].get<int>());
   });
@@ -188,9 +188,9 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
                                                    : "Let a stalled chip's center consume again");
     cmd->add_option("CHIP", stall_opts->first, "e.g. M0D3")->required();
     cmd->add_option("--fvc", stall_opts->second, "FVC")->required();
-    cmd->add_option("--job", *job, "Job id (default: $TTEMU_JOB, else the only running system)");
+    cmd->add_option("--job", *job, kJobHelp);
     cmd->callback([stall_opts, job, stall] {
-      request(find_control_socket(job->empty() ? std::nullopt : std::optional(*job)),
+      request(control_socket(*job),
               {{"cmd", "stall"}, {"chip", stall_opts->first}, {"fvc", stall_opts->second}, {"stalled", stall}});
     });
   }

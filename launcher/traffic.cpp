@@ -250,7 +250,7 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
   t->add_option("--dst", o->dst, "Destination for unicast / all_to_one (default: the last chip)");
   t->add_option("--seed", o->seed, "Seed for random_pairing");
   t->add_option("--latency-samples", o->samples, "Single writes timed (write and acknowledgement) per pattern");
-  t->add_option("--job", o->job, "Job id (default: $TTEMU_JOB, else the only running system)");
+  t->add_option("--job", o->job, kJobHelp);
   t->add_option("--system", o->system, "With no system running, launch this one (default: the Galaxy) for the run");
   t->add_flag("--json", o->json, "One JSON object per pattern");
   t->callback([o, &exit_status] {
@@ -261,7 +261,7 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
     }
     std::string socket;
     try {
-      socket = find_control_socket(o->job.empty() ? std::nullopt : std::optional(o->job));
+      socket = control_socket(o->job);
     } catch (const Error&) {
       if (!o->job.empty() || std::getenv("TTEMU_JOB")) throw;
       // Nothing running: start a system for this run, with this very command as its client.

@@ -25,18 +25,24 @@ struct Handle {
 
 constexpr uint16_t kCore = 2;
 
+// Opens a core of a chip of the running system into h; a failure names the reason.
+void open_on(Handle& h, tt_fabric_device d, uint16_t core = kCore) {
+  char err[256] = {};
+  h.f = tt_fabric_open(nullptr, d.mesh, d.device, core, err, sizeof err);
+  if (!h.f) ADD_FAILURE() << "M" << d.mesh << "D" << d.device << ": " << err;
+}
+
 class Fabric : public ::testing::Test {
  protected:
   void SetUp() override {
-    char err[256] = {};
-    probe_.f = tt_fabric_open(nullptr, 0, 0, kCore, err, sizeof err);
-    ASSERT_NE(probe_.f, nullptr) << err;
+    open_on(probe_, {0, 0});
+    ASSERT_NE(probe_.f, nullptr);
     devices_.resize(static_cast<size_t>(tt_fabric_devices(probe_.f, nullptr, 0)));
     tt_fabric_devices(probe_.f, devices_.data(), static_cast<int>(devices_.size()));
     for (const auto& d : devices_) {
       auto h = std::make_unique<Handle>();
-      h->f = tt_fabric_open(nullptr, d.mesh, d.device, kCore, err, sizeof err);
-      ASSERT_NE(h->f, nullptr) << err;
+      open_on(*h, d);
+      ASSERT_NE(h->f, nullptr);
       handles_.push_back(std::move(h));
     }
   }
@@ -155,11 +161,9 @@ TEST_F(Fabric, AutomaticFvcIsReportedInTheStatus) {
 
 // Used by the TTL test: the system runs with a routing loop toward M0D15.
 TEST(Loop, AWriteIntoARoutingLoopIsNackedNotLanded) {
-  char err[256] = {};
   Handle src, dst;
-  src.f = tt_fabric_open(nullptr, 0, 0, kCore, err, sizeof err);
-  dst.f = tt_fabric_open(nullptr, 0, 15, kCore, err, sizeof err);
-  ASSERT_TRUE(src.f && dst.f) << err;
+  open_on(src, {0, 0}), open_on(dst, {0, 15});
+  ASSERT_TRUE(src.f && dst.f);
   std::memset(tt_fabric_memory(dst.f, kDst, 64), 0, 64);
   std::memset(tt_fabric_memory(src.f, kSrc, 64), 0x77, 64);
   ASSERT_EQ(fabric_async_write(src.f, 0, kSrc, {0, 15}, kDst, 64, 0, 1, nullptr), TT_FABRIC_OK);
@@ -170,11 +174,9 @@ TEST(Loop, AWriteIntoARoutingLoopIsNackedNotLanded) {
 
 // Used by the timeout test: M0D3's center has stopped consuming FVC 0.
 TEST(Stall, AStalledFvcTimesOutWhileAnotherFlows) {
-  char err[256] = {};
   Handle src, dst;
-  src.f = tt_fabric_open(nullptr, 0, 0, kCore, err, sizeof err);
-  dst.f = tt_fabric_open(nullptr, 0, 3, kCore, err, sizeof err);
-  ASSERT_TRUE(src.f && dst.f) << err;
+  open_on(src, {0, 0}), open_on(dst, {0, 3});
+  ASSERT_TRUE(src.f && dst.f);
   auto* d = static_cast<uint8_t*>(tt_fabric_memory(dst.f, kDst, 8192));
   std::memset(d, 0, 8192);
   std::memset(tt_fabric_memory(src.f, kSrc, 64), 0x42, 64);
@@ -197,10 +199,8 @@ TEST(Doorbell, EveryCommandIsTakenWhetherTheRouterSleepsOrNot) {
   std::atomic<int> failures{0};
   for (int w = 0; w < kWorkers; ++w) {
     threads.emplace_back([w, &failures] {
-      char err[256] = {};
       Handle src, dst;
-      src.f = tt_fabric_open(nullptr, 0, 0, static_cast<uint16_t>(kCore + w), err, sizeof err);
-      dst.f = tt_fabric_open(nullptr, 0, 1, static_cast<uint16_t>(kCore + w), err, sizeof err);
+      open_on(src, {0, 0}, static_cast<uint16_t>(kCore + w)), open_on(dst, {0, 1}, static_cast<uint16_t>(kCore + w));
       if (!src.f || !dst.f) return (void)++failures;
       const uint64_t src_at = kSrc + static_cast<uint64_t>(w) * 4096, dst_at = kDst + static_cast<uint64_t>(w) * 65536;
       auto* out = static_cast<uint8_t*>(tt_fabric_memory(src.f, src_at, 64));

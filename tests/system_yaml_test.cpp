@@ -165,6 +165,13 @@ const char* kTwoMeshes = R"(Mesh:
   1: {submodule: Galaxy}
 )";  // lines 12-14
 
+// kHead with its first `from` replaced by `to`.
+std::string head_with(const std::string& from, const std::string& to) {
+  std::string yaml = kHead;
+  yaml.replace(yaml.find(from), from.size(), to);
+  return yaml;
+}
+
 void expect_error(const std::string& yaml, int line, const std::string& fragment) {
   try {
     parse_system(yaml, "bad.yaml");
@@ -193,20 +200,14 @@ TEST(SystemSpecErrors, MissingSectionsAndUnknownKeys) {
 }
 
 TEST(SystemSpecErrors, UnknownSubmodule) {
-  std::string yaml = kHead;
-  yaml.replace(yaml.find("submodule: Wormhole"), 19, "submodule: Wormhol");
-  expect_error(yaml + kTwoMeshes, 7, "Board Galaxy: unknown submodule 'Wormhol'");
+  expect_error(head_with("submodule: Wormhole", "submodule: Wormhol") + kTwoMeshes, 7, "Board Galaxy: unknown submodule 'Wormhol'");
   expect_error(std::string(kHead) + "Mesh:\n  0: {submodule: Galaxi}\n", 13,
                "Mesh 0: unknown submodule 'Galaxi'");
 }
 
 TEST(SystemSpecErrors, BadTopology) {
-  std::string yaml = kHead;
-  yaml.replace(yaml.find("4x8"), 3, "4y8");
-  expect_error(yaml + kTwoMeshes, 8, "'4y8' is not of the form RxC");
-  yaml = kHead;
-  yaml.replace(yaml.find("4x8"), 3, "0x8");
-  expect_error(yaml + kTwoMeshes, 8, "each dimension must be 1-1024");
+  expect_error(head_with("4x8", "4y8") + kTwoMeshes, 8, "'4y8' is not of the form RxC");
+  expect_error(head_with("4x8", "0x8") + kTwoMeshes, 8, "each dimension must be 1-1024");
 }
 
 TEST(SystemSpecErrors, PortOutOfRangeForTheChip) {
@@ -215,15 +216,9 @@ TEST(SystemSpecErrors, PortOutOfRangeForTheChip) {
                "port {1, N32} is out of range: mesh 1's N edge has 32 port(s)");
   expect_error(std::string(kHead) + kTwoMeshes + "Graph:\n  - \"{0, S4} <-> {1, N0}\"\n", 16,
                "port {0, S4} is out of range");
-  std::string yaml = kHead;
-  yaml.replace(yaml.find("{N: 4, E: 4"), 11, "{N: [16], E: 4");
-  expect_error(yaml + kTwoMeshes, 4, "port 16 is out of range (0-15)");
-  yaml = kHead;
-  yaml.replace(yaml.find("{N: 4, E: 4"), 11, "{N: 5, E: 4");
-  expect_error(yaml + kTwoMeshes, 4, "more than 16 ethernet ports");
-  yaml = kHead;
-  yaml.replace(yaml.find("{N: 4, E: 4"), 11, "{N: [1, 1], E: 4");
-  expect_error(yaml + kTwoMeshes, 4, "port 1 is listed twice");
+  expect_error(head_with("{N: 4, E: 4", "{N: [16], E: 4") + kTwoMeshes, 4, "port 16 is out of range (0-15)");
+  expect_error(head_with("{N: 4, E: 4", "{N: 5, E: 4") + kTwoMeshes, 4, "more than 16 ethernet ports");
+  expect_error(head_with("{N: 4, E: 4", "{N: [1, 1], E: 4") + kTwoMeshes, 4, "port 1 is listed twice");
 }
 
 TEST(SystemSpecErrors, PortUsedTwice) {
@@ -273,9 +268,7 @@ TEST(SystemSpecErrors, MeshesThatCannotReachEachOther) {
 }
 
 TEST(SystemSpecErrors, TooManyDevicesOrMeshes) {
-  std::string yaml = kHead;
-  yaml.replace(yaml.find("4x8"), 3, "32x33");
-  expect_error(yaml + "Mesh:\n  0: {submodule: Galaxy}\n", 13,
+  expect_error(head_with("4x8", "32x33") + "Mesh:\n  0: {submodule: Galaxy}\n", 13,
                "Mesh 0 has 1056 devices; a mesh holds at most 1024");
   System largest = parse_system(std::string(kHead) + "Mesh:\n  0: {submodule: Galaxy, topology: 8x4}\n",
                                 "largest.yaml");
