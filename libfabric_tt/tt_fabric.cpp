@@ -80,7 +80,7 @@ int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
   if (r.fvc < -1 || r.fvc >= f->data_fvcs) return fail(status, TT_FABRIC_EFVC);
   auto t = f->targets.find({r.dst.mesh, r.dst.device});
   if (t == f->targets.end()) return fail(status, TT_FABRIC_EDEVICE);
-  const bool moves_data = r.command == routing::Command::kWrite || r.command == routing::Command::kReadRequest;
+  const bool moves_data = routing::moves_data(r.command);
   if (moves_data && (r.size == 0 || r.size > TT_FABRIC_MAX_SIZE)) return fail(status, TT_FABRIC_ESIZE);
   const uint32_t span = moves_data ? r.size : 4;
   if (!in_range(r.dst_addr, span, t->second.l1_bytes, t->second.dram_bytes)) return fail(status, TT_FABRIC_EADDR);
@@ -100,7 +100,7 @@ int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
   if (status) *status = {TT_FABRIC_OK, r.fvc};
 
   auto& cb = f->block->commands;
-  const uint32_t packets = moves_data ? (r.size + routing::kMaxPacketPayload - 1) / routing::kMaxPacketPayload : 1;
+  const uint32_t packets = routing::packets_for(r.command, r.size);
   const uint32_t ticket = cb.next_ticket.fetch_add(1);
   // Our slot is free once the router has taken the ticket kCommandSlots before ours.
   for (uint32_t served; static_cast<int32_t>(ticket - (served = cb.served.load(std::memory_order_acquire))) >=

@@ -144,9 +144,7 @@ class Chip {
     ::close(signal_fd_);
     // The launcher removes every segment at teardown; a chip removes its own too, so that
     // nothing is left if the launcher is gone (killed, crashed).
-    for (auto kind : {SegmentKind::kControl, SegmentKind::kL1, SegmentKind::kDram}) {
-      unlink_segment(segment_name(o_.job, o_.chip, kind));
-    }
+    unlink_chip_segments(o_.job, o_.chip);
     if (getppid() != ppid_ || control_eof_) ::unlink(o_.control_socket.c_str());
   }
 
@@ -214,7 +212,7 @@ class Chip {
     link_cfg_.ack_delay = std::chrono::microseconds(m.value("ack_delay_us", 0));
     loop_.set_spin(std::chrono::microseconds(m.value("spin_us", 0)));
     std::random_device rd;
-    json bound = json::object(), tables = json::object();
+    json bound = json::object();
     for (const auto& l : m.at("links")) {
       auto p = std::make_unique<Port>();
       p->number = l.at("port");
@@ -222,8 +220,6 @@ class Chip {
       p->udp = std::make_unique<link::UdpPort>(m.value("bind", std::string("127.0.0.1")));
       p->status->udp_port.store(p->udp->local_port());
       uint8_t* core = l1_seg_.as<uint8_t>(arch.eth_l1_offset(p->number));
-      const auto* rc = reinterpret_cast<const RouterConfig*>(core);
-      if (rc->magic == kRouterMagic) tables[std::to_string(p->number)] = rc->plane;
       p->rb = core + kRouterBufferOffset;
       p->rb_size = arch.eth_l1 - kRouterBufferOffset;
       link::LinkIdentity self{job_hash_, o_.chip.mesh, o_.chip.device, p->number};
@@ -241,7 +237,7 @@ class Chip {
     std::sort(ports_.begin(), ports_.end(), [](const auto& a, const auto& b) { return a->number < b->number; });
     make_fabric_node(m, arch);
     ctl_->running.store(1);
-    send_control({{"type", "bound"}, {"ports", bound}, {"tables", tables}});
+    send_control({{"type", "bound"}, {"ports", bound}});
   }
 
   // --- the fabric node: router and center, fed by links and by workers --------------------
@@ -554,9 +550,7 @@ int run_chip(const ChipOptions& options) {
     return chip.run();
   } catch (const std::exception& e) {
     fmt::print(stderr, "ttemu chip {}: error: {}\n", routing::to_string(options.chip), e.what());
-    for (auto kind : {SegmentKind::kControl, SegmentKind::kL1, SegmentKind::kDram}) {
-      unlink_segment(segment_name(options.job, options.chip, kind));
-    }
+    unlink_chip_segments(options.job, options.chip);
     return 1;
   }
 }

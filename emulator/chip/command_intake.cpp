@@ -9,15 +9,6 @@ namespace ttemu::chip {
 
 using routing::Command;
 
-namespace {
-
-uint32_t packets_of(const FabricCommand& c) {
-  const bool moves = c.command == Command::kWrite || c.command == Command::kReadRequest;
-  return moves ? (c.size + routing::kMaxPacketPayload - 1) / routing::kMaxPacketPayload : 1;
-}
-
-}  // namespace
-
 bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
   auto& cb = ctl_.commands;
   bool took = false;
@@ -68,8 +59,7 @@ bool CommandIntake::issue(const FabricCommand& c, session::FabricNode& node, rou
     fvc_ = fvc;
     write_status(c, kStatusOk, fvc);
   }
-  const bool carries = c.command == Command::kWrite || c.command == Command::kReadRequest;
-  const uint32_t total = carries ? c.size : 0;
+  const uint32_t total = routing::moves_data(c.command) ? c.size : 0;
   do {
     const uint32_t chunk = std::min(total - offset_, routing::kMaxPacketPayload);
     routing::Packet p;
@@ -107,7 +97,7 @@ bool CommandIntake::issue(const FabricCommand& c, session::FabricNode& node, rou
 void CommandIntake::refuse(const FabricCommand& c, int32_t status) {
   // Nothing is sent; the packets the worker counted up come back as NACKs so its barrier returns.
   write_status(c, status, -1);
-  count_down(c.core, c.txn_id, packets_of(c), true);
+  count_down(c.core, c.txn_id, routing::packets_for(c.command, c.size), true);
 }
 
 void CommandIntake::answer(const routing::Packet& packet) {

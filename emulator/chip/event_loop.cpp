@@ -1,7 +1,6 @@
 #include "emulator/chip/event_loop.hpp"
 
 #include <sched.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <array>
@@ -24,18 +23,9 @@ namespace {
 EventLoop::EventLoop(std::chrono::nanoseconds spin) : spin_(spin) {
   epoll_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_ < 0) fail("epoll_create1");
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0) fail("eventfd");
-  watch(wake_fd_, EPOLLIN, [this](uint32_t) {
-    uint64_t n;
-    while (::read(wake_fd_, &n, sizeof n) > 0) {
-    }
-    if (on_wake_) on_wake_();
-  });
 }
 
 EventLoop::~EventLoop() {
-  ::close(wake_fd_);
   ::close(epoll_);
 }
 
@@ -61,11 +51,6 @@ void EventLoop::change(int fd, uint32_t events) {
 void EventLoop::forget(int fd) {
   epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
   handlers_.erase(fd);
-}
-
-void EventLoop::wake() {
-  const uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);  // EAGAIN: already pending
 }
 
 void EventLoop::on_shared_work(std::atomic<uint32_t>* asleep, std::function<bool()> ready,

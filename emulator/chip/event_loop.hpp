@@ -4,7 +4,6 @@
 // - handlers run on the thread that called run(), one at a time;
 // - the deadline (set_deadline) is honoured to the nanosecond by the epoll wait's own timeout
 //   (epoll_pwait2), so moving it costs no system call;
-// - wake() may be called from any thread and makes the loop call its wake handler;
 // - while traffic flows the loop keeps polling, for at most `spin` after the last event, and
 //   yields the processor between polls (many chips share few cores); after that, or with a
 //   spin of zero, it sleeps in the kernel until something happens. Idle is free;
@@ -48,8 +47,6 @@ class EventLoop {
   // Runs after the handlers of all descriptors that were ready at once: work that gains from
   // seeing everything that arrived together (one pass of the router for all ports).
   void on_batch_end(std::function<void()> handler) { on_batch_end_ = std::move(handler); }
-  void on_wake(std::function<void()> handler) { on_wake_ = std::move(handler); }
-  void wake();  // any thread
 
   // Work published in shared memory (workers' commands): `ready` says whether some waits, `run`
   // does it. Before blocking, the loop stores 1 in *asleep and asks `ready` once more (with a
@@ -62,12 +59,11 @@ class EventLoop {
   void stop() { stopping_ = true; }
 
  private:
-  int epoll_ = -1, wake_fd_ = -1;
+  int epoll_ = -1;
   std::unordered_map<int, Handler> handlers_;
   std::optional<Time> deadline_;
   std::function<void(Time)> on_deadline_;
   std::function<void()> on_batch_end_;
-  std::function<void()> on_wake_;
   std::atomic<uint32_t>* asleep_ = nullptr;
   std::function<bool()> shared_ready_;
   std::function<void()> shared_run_;

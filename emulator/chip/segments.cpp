@@ -91,6 +91,10 @@ std::vector<std::string> list_segments() {
   return out;
 }
 
+void unlink_chip_segments(const JobId& job, routing::ChipId chip) {
+  for (auto kind : {SegmentKind::kControl, SegmentKind::kL1, SegmentKind::kDram}) unlink_segment(segment_name(job, chip, kind));
+}
+
 bool process_alive(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
 bool job_alive(const JobId& job) {

@@ -67,6 +67,8 @@ std::vector<std::string> clean_stale();
 std::string runtime_dir();
 std::string control_socket_path(const JobId& job);
 bool process_alive(int pid);
+// Removes a chip's three segments (control, L1, DRAM), whichever exist.
+void unlink_chip_segments(const JobId& job, routing::ChipId chip);
 // Whether the launcher of a job still runs: its pid is alive and is a ttemu process.
 bool job_alive(const JobId& job);
 

@@ -49,7 +49,6 @@ class FaultInjector {
   void corrupt(std::span<uint8_t> frame);
   Duration delay() const { return f_.delay; }
   bool wire_down(Duration elapsed) const;
-  const DirectionFaults& faults() const { return f_; }
 
  private:
   bool chance(double p) { return p > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < p; }

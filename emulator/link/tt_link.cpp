@@ -144,7 +144,6 @@ void TtLink::on_ack(uint16_t ack, bool nack, Time now) {
         rttvar_ = (3 * rttvar_ + err) / 4;
         srtt_ = (7 * srtt_ + sample) / 8;
       }
-      rto_ = std::clamp(srtt_ + 4 * rttvar_, cfg_.min_rto, cfg_.max_rto);
     }
     while (base_ != ack) {
       spare_.push_back(std::move(unacked_.front().payload));

@@ -98,16 +98,7 @@ void FabricRouter::nack(const PacketHeader& h) {
   // barrier times out.
   if (h.command == Command::kNack || h.command == Command::kWriteAck || h.command == Command::kReadResponse) return;
   Packet n;
-  n.header.src_mesh = self_.mesh;
-  n.header.src_device = self_.device;
-  n.header.dst_mesh = h.src_mesh;
-  n.header.dst_device = h.src_device;
-  n.header.command = Command::kNack;
-  n.header.packet_id = h.packet_id;
-  n.header.txn_id = h.txn_id;
-  n.header.src_core = h.src_core;
-  n.header.plane = h.plane;
-  n.header.fvc = control_fvc();
+  n.header = answer_to(self_, h, Command::kNack, control_fvc());
   n.header.arg = h.fvc;
   pending_nacks_.push_back(std::move(n));
 }

@@ -62,6 +62,9 @@ class FabricRouter {
   int lanes() const { return 2 * fvcs(); }
   static uint8_t lane(uint8_t fvc, int cls) { return static_cast<uint8_t>(2 * fvc + cls); }
   uint8_t control_fvc() const { return static_cast<uint8_t>(cfg_.data_fvcs); }
+  // Wired ports are numbered 0..wired_ports()-1 in ascending port order; -1 for any other port.
+  size_t wired_ports() const { return credits_.size() / static_cast<size_t>(lanes()); }
+  int port_index(uint8_t port) const { return port == kCenter ? -1 : port_rank_[port]; }
 
   // A packet from the link on `port` into a lane; its producer held a credit, so there is room.
   void on_arrival(uint8_t port, uint8_t lane, Packet packet, Time now);

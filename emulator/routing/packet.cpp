@@ -17,12 +17,6 @@ const char* to_string(Command c) {
   return "?";
 }
 
-std::vector<uint8_t> Packet::encode() const {
-  std::vector<uint8_t> out;
-  encode_into(out);
-  return out;
-}
-
 void Packet::encode_into(std::vector<uint8_t>& out) const {
   out.resize(sizeof(PacketHeader) + payload.size());
   std::memcpy(out.data(), &header, sizeof(PacketHeader));

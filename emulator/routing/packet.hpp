@@ -56,10 +56,34 @@ struct Packet {
   PacketHeader header;
   std::vector<uint8_t> payload;
 
-  std::vector<uint8_t> encode() const;
-  void encode_into(std::vector<uint8_t>& out) const;  // reuses out's storage
+  void encode_into(std::vector<uint8_t>& out) const;  // header then payload; reuses out's storage
   // False if bytes are not a well-formed packet (short, or size disagreeing with the payload).
   static bool decode(std::span<const uint8_t> bytes, Packet& out);
 };
+
+// The header of an answer (ack, NACK, read response) from chip `self` to the source of h: it
+// names the same packet, transaction, core and plane.
+inline PacketHeader answer_to(ChipId self, const PacketHeader& h, Command c, uint8_t fvc) {
+  PacketHeader a;
+  a.src_mesh = self.mesh;
+  a.src_device = self.device;
+  a.dst_mesh = h.src_mesh;
+  a.dst_device = h.src_device;
+  a.command = c;
+  a.packet_id = h.packet_id;
+  a.txn_id = h.txn_id;
+  a.src_core = h.src_core;
+  a.plane = h.plane;
+  a.fvc = fvc;
+  return a;
+}
+
+// Writes and reads move `size` bytes in packets of at most kMaxPacketPayload; other commands
+// are one packet. The worker counts these up and the router counts its answers down, so both
+// sides use this.
+inline bool moves_data(Command c) { return c == Command::kWrite || c == Command::kReadRequest; }
+inline uint32_t packets_for(Command c, uint32_t size) {
+  return moves_data(c) ? (size + kMaxPacketPayload - 1) / kMaxPacketPayload : 1;
+}
 
 }  // namespace ttemu::routing

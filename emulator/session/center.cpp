@@ -8,16 +8,7 @@ using routing::Command;
 
 Packet Center::reply_to(const routing::PacketHeader& h, Command c, uint8_t fvc) const {
   Packet r;
-  r.header.src_mesh = self_.mesh;
-  r.header.src_device = self_.device;
-  r.header.dst_mesh = h.src_mesh;
-  r.header.dst_device = h.src_device;
-  r.header.command = c;
-  r.header.packet_id = h.packet_id;
-  r.header.txn_id = h.txn_id;
-  r.header.src_core = h.src_core;
-  r.header.plane = h.plane;
-  r.header.fvc = fvc;
+  r.header = routing::answer_to(self_, h, c, fvc);
   return r;
 }
 

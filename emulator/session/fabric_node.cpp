@@ -16,14 +16,10 @@ FabricNode::FabricNode(routing::ChipId self, const routing::RouterConfig& config
                        Center::Memory memory)
     : router_(self, config, std::move(tables), ports),
       center_(self, config.data_fvcs, std::move(memory)),
-      rank_(256, -1), config_(config) {
-  ports_ = ports;
-  std::sort(ports_.begin(), ports_.end());
-  ports_.erase(std::unique(ports_.begin(), ports_.end()), ports_.end());
-  for (size_t i = 0; i < ports_.size(); ++i) rank_[ports_[i]] = static_cast<int16_t>(i);
-  backlog_.resize(ports_.size());
+      config_(config) {
+  backlog_.resize(router_.wired_ports());
   replies_.resize(static_cast<size_t>(router_.fvcs()));
-  owed_.resize(ports_.size() * static_cast<size_t>(router_.lanes()));
+  owed_.resize(router_.wired_ports() * static_cast<size_t>(router_.lanes()));
 }
 
 std::vector<uint8_t> FabricNode::take() {
@@ -40,8 +36,9 @@ void FabricNode::recycle(std::vector<uint8_t>&& bytes) {
 }
 
 size_t FabricNode::rank(uint8_t port) const {
-  if (rank_[port] < 0) throw std::invalid_argument("port " + std::to_string(port) + " is not wired");
-  return static_cast<size_t>(rank_[port]);
+  const int i = router_.port_index(port);
+  if (i < 0) throw std::invalid_argument("port " + std::to_string(port) + " is not wired");
+  return static_cast<size_t>(i);
 }
 
 void FabricNode::on_link_payload(uint8_t port, uint32_t dest_addr, std::span<const uint8_t> payload,
@@ -118,12 +115,12 @@ bool FabricNode::poll(routing::Time now, Output& out) {
     if (!moved) break;
     any = true;
   }
-  flush_credits(now, false);
+  flush_credits(now);
   return any;
 }
 
-void FabricNode::flush_credits(routing::Time now, bool all) {
-  if (owing_ == 0 || (!all && !half_owed_ && now < next_credit_due_)) return;
+void FabricNode::flush_credits(routing::Time now) {
+  if (owing_ == 0 || (!half_owed_ && now < next_credit_due_)) return;
   const uint32_t half = credit_half();
   const auto lanes = static_cast<size_t>(router_.lanes());
   next_credit_due_ = routing::Time::max();
@@ -131,7 +128,7 @@ void FabricNode::flush_credits(routing::Time now, bool all) {
   for (size_t i = 0; owing_ > 0 && i < owed_.size(); ++i) {
     Owed& o = owed_[i];
     if (o.n == 0) continue;
-    if (!all && o.n < half && now < o.since + config_.credit_delay) {
+    if (o.n < half && now < o.since + config_.credit_delay) {
       next_credit_due_ = std::min(next_credit_due_, o.since + config_.credit_delay);
       continue;
     }

@@ -28,7 +28,6 @@ class FabricNode {
 
   routing::ChipId self() const { return router_.self(); }
   routing::FabricRouter& router() { return router_; }
-  Center& center() { return center_; }
 
   // A TT-link on `port` delivered a payload (a packet or credits for the router).
   void on_link_payload(uint8_t port, uint32_t dest_addr, std::span<const uint8_t> payload, routing::Time now);
@@ -60,13 +59,11 @@ class FabricNode {
   bool idle() const;
 
  private:
-  size_t rank(uint8_t port) const;  // index of a wired port; throws for others
+  size_t rank(uint8_t port) const;  // the router's index of a wired port; throws for others
   std::vector<uint8_t> take();      // a spare buffer, empty
 
   routing::FabricRouter router_;
   Center center_;
-  std::vector<int16_t> rank_;                      // port -> index, -1 if not wired
-  std::vector<uint8_t> ports_;                     // by index
   std::vector<std::deque<LinkPayload>> backlog_;   // by port index
   std::vector<std::deque<routing::Packet>> replies_;  // center answers by FVC, waiting for room
   size_t replies_waiting_ = 0;
@@ -84,7 +81,7 @@ class FabricNode {
   routing::Time next_credit_due_{routing::Time::max()};
   bool half_owed_ = false;
   std::vector<std::vector<uint8_t>> spare_;
-  void flush_credits(routing::Time now, bool all);
+  void flush_credits(routing::Time now);
   // Credits go back at once when this many are owed on a lane: half a buffer.
   uint32_t credit_half() const { return static_cast<uint32_t>(std::max(1, config_.rb_packets / 2)); }
 };

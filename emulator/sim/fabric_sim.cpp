@@ -113,35 +113,30 @@ const std::vector<Packet>& FabricSim::worker_inbox(ChipId at) const {
 const link::LinkCounters& FabricSim::counters(PortId end) const { return *ends_.at(end)->counters; }
 
 void FabricSim::poll_all() {
-  bool again = true;
+  // One pass: every node moves what it can, every link puts its datagrams on the wire. What
+  // the datagrams cause happens when they land (step).
   session::FabricNode::Output out;
-  while (again) {
-    again = false;
-    for (auto& n : nodes_) {
-      out.clear();
-      n->fabric->poll(now_, out);
-      for (const auto& ev : out.events) {
-        log(fmt::format("{} at {} id {} {} -> {} ttl {}", ev.name(), to_string(ev.at), ev.packet.packet_id,
-                        to_string(ev.packet.src()), to_string(ev.packet.dst()), ev.packet.ttl));
-        events_.push_back(ev);
-      }
-      for (const auto& h : out.committed) {
-        log(fmt::format("deliver {} at {} id {} from {}", routing::to_string(h.command), to_string(n->id),
-                        h.packet_id, to_string(h.src())));
-      }
-      for (auto& w : out.for_workers) n->inbox.push_back(std::move(w));
+  for (auto& n : nodes_) {
+    out.clear();
+    n->fabric->poll(now_, out);
+    for (const auto& ev : out.events) {
+      log(fmt::format("{} at {} id {} {} -> {} ttl {}", ev.name(), to_string(ev.at), ev.packet.packet_id,
+                      to_string(ev.packet.src()), to_string(ev.packet.dst()), ev.packet.ttl));
+      events_.push_back(ev);
     }
-    for (auto& [port, e] : ends_) {
-      nodes_[static_cast<size_t>(e->node)]->fabric->pass_backlog(port.port, [&](uint32_t addr, std::span<const uint8_t> bytes) {
-        return e->link->send_room() > 0 && e->link->send(addr, bytes);
-      });
-      std::vector<std::vector<uint8_t>> datagrams;
-      e->link->poll_transmit(now_, datagrams);
-      again = again || !datagrams.empty();
-      for (auto& d : datagrams) e->wire.emplace_back(now_ + cfg_.wire_latency, std::move(d));
+    for (const auto& h : out.committed) {
+      log(fmt::format("deliver {} at {} id {} from {}", routing::to_string(h.command), to_string(n->id),
+                      h.packet_id, to_string(h.src())));
     }
-    // Deliveries happen when datagrams land (step); here only local progress repeats.
-    again = false;
+    for (auto& w : out.for_workers) n->inbox.push_back(std::move(w));
+  }
+  for (auto& [port, e] : ends_) {
+    nodes_[static_cast<size_t>(e->node)]->fabric->pass_backlog(port.port, [&](uint32_t addr, std::span<const uint8_t> bytes) {
+      return e->link->send_room() > 0 && e->link->send(addr, bytes);
+    });
+    std::vector<std::vector<uint8_t>> datagrams;
+    e->link->poll_transmit(now_, datagrams);
+    for (auto& d : datagrams) e->wire.emplace_back(now_ + cfg_.wire_latency, std::move(d));
   }
 }
 
