@@ -1,6 +1,5 @@
 #include "launcher/launch.hpp"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -15,7 +14,6 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -65,11 +63,7 @@ class Launcher {
     tables_ = control::compute_tables(sys_);
     if (!o_.tables.empty()) {
       // Deliberately chosen (or broken) tables, as `ttemu topo tables --json` writes them.
-      std::ifstream in(o_.tables);
-      if (!in) throw Error(fmt::format("{}: cannot open the file", o_.tables));
-      json doc = json::parse(in, nullptr, false);
-      if (doc.is_discarded()) throw Error(fmt::format("{}: not valid JSON", o_.tables));
-      tables_ = control::tables_from_json(sys_, doc, o_.tables);
+      tables_ = control::load_tables_json(sys_, o_.tables);
     }
     if (!o_.faults.empty()) plan_ = link::load_fault_plan(o_.faults, sys_);
     seed_ = o_.seed ? *o_.seed : plan_.seed ? *plan_.seed : 1;
@@ -309,8 +303,7 @@ class Launcher {
     const auto& dead = sys_.chips[static_cast<size_t>(node)];
     for (int port = 0; port < routing::kMaxPorts; ++port) {
       if (sys_.link_at(node, static_cast<uint8_t>(port)) < 0) continue;
-      auto peer = sys_.peer({dead.id, static_cast<uint8_t>(port)});
-      if (!peer) continue;
+      auto peer = sys_.peer({dead.id, static_cast<uint8_t>(port)});  // a wired port has one
       send(chips_[static_cast<size_t>(*sys_.node(peer->chip))], {{"type", "peer_down"}, {"port", peer->port}});
     }
   }
@@ -513,16 +506,12 @@ class Launcher {
       }
       reply(r);
     };
+    const uint32_t size = req.value("size", uint32_t{cmd == "stream" ? 4096u : 64u});
+    if (size < 16 || size > link::kMaxPayload) throw Error(fmt::format("size must be 16-{} bytes", link::kMaxPayload));
     if (cmd == "stream") {
-      uint64_t frames = req.value("frames", uint64_t{10000});
-      uint32_t size = req.value("size", uint32_t{4096});
-      if (size < 16 || size > link::kMaxPayload) throw Error(fmt::format("size must be 16-{} bytes", link::kMaxPayload));
-      send(c, {{"type", "stream"}, {"port", port->port}, {"id", id}, {"frames", frames}, {"size", size}});
+      send(c, {{"type", "stream"}, {"port", port->port}, {"id", id}, {"frames", req.value("frames", uint64_t{10000})}, {"size", size}});
     } else {
-      int count = req.value("count", 1000);
-      uint32_t size = req.value("size", uint32_t{64});
-      if (size < 16 || size > link::kMaxPayload) throw Error(fmt::format("size must be 16-{} bytes", link::kMaxPayload));
-      send(c, {{"type", "ping"}, {"port", port->port}, {"id", id}, {"count", count}, {"size", size}});
+      send(c, {{"type", "ping"}, {"port", port->port}, {"id", id}, {"count", req.value("count", 1000)}, {"size", size}});
     }
   }
 

@@ -254,11 +254,7 @@ void run_check(const TopoOptions& o) {
   if (o.tables_file.empty()) {
     tables = compute_tables(sys, failures);
   } else {
-    std::ifstream in(o.tables_file);
-    if (!in) throw Error(fmt::format("{}: cannot open the file", o.tables_file));
-    nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
-    if (doc.is_discarded()) throw Error(fmt::format("{}: not valid JSON", o.tables_file));
-    tables = tables_from_json(sys, doc, o.tables_file);
+    tables = load_tables_json(sys, o.tables_file);
     what = o.tables_file;
   }
   fmt::print("{}: checking {}\n", o.file, what);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <random>
@@ -131,7 +130,7 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const std:
     }
     workers[s] = w;
   }
-  auto src_addr = [&](int s, int d) { return l1 / 2 + static_cast<uint64_t>(d) * block + 0 * static_cast<uint64_t>(s); };
+  auto src_addr = [&](int, int d) { return l1 / 2 + static_cast<uint64_t>(d) * block; };
   auto dst_addr = [&](int s) { return static_cast<uint64_t>(s) * block; };
   for (auto [s, d] : pairs) {
     auto* mem = static_cast<uint8_t*>(tt_fabric_memory(workers[s], src_addr(s, d), block));

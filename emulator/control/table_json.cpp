@@ -1,5 +1,7 @@
 #include "emulator/control/table_json.hpp"
 
+#include <fstream>
+
 #include <fmt/format.h>
 
 #include "emulator/common/error.hpp"
@@ -83,6 +85,14 @@ TableSet tables_from_json(const System& sys, const json& doc, const std::string&
     }
   }
   return tables;
+}
+
+TableSet load_tables_json(const System& sys, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("{}: cannot open the file", path));
+  json doc = json::parse(in, nullptr, false);
+  if (doc.is_discarded()) throw Error(fmt::format("{}: not valid JSON", path));
+  return tables_from_json(sys, doc, path);
 }
 
 }  // namespace ttemu::control

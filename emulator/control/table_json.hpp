@@ -20,5 +20,7 @@ nlohmann::json tables_to_json(const System& sys, const TableSet& tables,
                               std::optional<int> plane = std::nullopt,
                               std::optional<int> node = std::nullopt);
 TableSet tables_from_json(const System& sys, const nlohmann::json& doc, const std::string& source);
+// Reads such a JSON file; errors name the file.
+TableSet load_tables_json(const System& sys, const std::string& path);
 
 }  // namespace ttemu::control

@@ -20,17 +20,15 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<json> run_lines(const std::string& cmd) {
-  const std::string out = ttemu::bench::capture(cmd);
-  std::vector<json> docs;
-  size_t at = 0;
-  while ((at = out.find('{', at)) != std::string::npos) {
-    size_t end = out.find('\n', at);
-    auto doc = json::parse(out.substr(at, end - at), nullptr, false);
-    if (!doc.is_discarded()) docs.push_back(doc);
-    at = end == std::string::npos ? out.size() : end;
+// Least-squares slope of ys over x = 1, 2, ... (microseconds per hop of a round trip).
+double slope(const std::vector<double>& ys) {
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < ys.size(); ++i) {
+    const double x = static_cast<double>(i + 1);
+    sx += x, sy += ys[i], sxx += x * x, sxy += x * ys[i];
   }
-  return docs;
+  const double k = static_cast<double>(ys.size());
+  return (k * sxy - sx * sy) / (k * sxx - sx * sx);
 }
 
 }  // namespace
@@ -63,32 +61,20 @@ int main(int argc, char** argv) {
     script += fmt::format("{} traffic --pattern unicast --src M0D0 --dst M0D15 --count 48 --size 65536 "
                           "--latency-samples 1 --json; ", ttemu);
   }
-  auto docs = run_lines(fmt::format("{} launch {} --spin-us {} -- sh -c '{}' 2>/dev/null", ttemu, topo, spin_us, script));
+  auto docs = ttemu::bench::capture_json_lines(fmt::format("{} launch {} --spin-us {} -- sh -c '{}' 2>/dev/null", ttemu, topo, spin_us, script));
   if (docs.size() != dsts.size() + kBulkRuns) {
     fmt::print(stderr, "ttemu_bench_fabric: expected {} results, got {}\n", dsts.size() + kBulkRuns, docs.size());
     return 1;
   }
-  // Least-squares slope of the median round trip over hops.
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  // Median round trips by hops; half their slope is one hop one way.
   std::vector<double> p50;
-  for (size_t i = 0; i < dsts.size(); ++i) {
-    double x = static_cast<double>(i + 1), y = docs[i]["latency_us"]["p50"].get<double>();
-    p50.push_back(y);
-    sx += x, sy += y, sxx += x * x, sxy += x * y;
-  }
-  const double k = static_cast<double>(dsts.size());
-  const double slope = (k * sxy - sx * sy) / (k * sxx - sx * sx);
-  const double per_hop = slope / 2;
+  for (size_t i = 0; i < dsts.size(); ++i) p50.push_back(docs[i]["latency_us"]["p50"].get<double>());
+  const double per_hop = slope(p50) / 2;
   const double raw_one_way = ttemu::bench::median(ttemu::bench::raw_round_trips(64, 2000, waiting)) / 2;
-  // The same chain shape in raw UDP: one blocking process per hop, 1 to 6 hops.
-  double cx = 0, cy = 0, cxx = 0, cxy = 0;
+  // The same chain shape in raw UDP: one process per hop, 1 to 6 hops.
   std::vector<double> chain;
-  for (int h = 1; h <= 6; ++h) {
-    double y = ttemu::bench::median(ttemu::bench::raw_chain_round_trips(h, 64, samples, waiting));
-    chain.push_back(y);
-    cx += h, cy += y, cxx += h * h, cxy += h * y;
-  }
-  const double raw_chain_hop = (6 * cxy - cx * cy) / (6 * cxx - cx * cx) / 2;
+  for (int h = 1; h <= 6; ++h) chain.push_back(ttemu::bench::median(ttemu::bench::raw_chain_round_trips(h, 64, samples, waiting)));
+  const double raw_chain_hop = slope(chain) / 2;
   const double raw_tput = ttemu::bench::raw_throughput(4096, 200000ull * 4096);
   std::vector<double> bulk_rates;
   double bulk_verified = 0, bulk_errors = 0;

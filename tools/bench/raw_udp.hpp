@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace ttemu::bench {
 
 using Clock = std::chrono::steady_clock;
@@ -239,6 +241,20 @@ inline std::string capture(const std::string& command) {
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   pclose(p);
   return out;
+}
+
+// Runs a shell command and returns the JSON objects it printed, one per line.
+inline std::vector<nlohmann::json> capture_json_lines(const std::string& command) {
+  const std::string out = capture(command);
+  std::vector<nlohmann::json> docs;
+  size_t at = 0;
+  while ((at = out.find('{', at)) != std::string::npos) {
+    size_t end = out.find('\n', at);
+    auto doc = nlohmann::json::parse(out.substr(at, end - at), nullptr, false);
+    if (!doc.is_discarded()) docs.push_back(doc);
+    at = end == std::string::npos ? out.size() : end;
+  }
+  return docs;
 }
 
 inline double median(std::vector<double> v) {
