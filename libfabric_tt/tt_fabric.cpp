@@ -18,6 +18,7 @@
 #include "emulator/chip/segments.hpp"
 #include "emulator/common/error.hpp"
 #include "emulator/common/futex.hpp"
+#include "emulator/session/center.hpp"
 #include "launcher/control_client.hpp"
 
 using namespace ttemu;
@@ -39,6 +40,7 @@ struct tt_fabric {
 };
 
 static_assert(sizeof(tt_fabric_status) == sizeof(chip::FabricStatus));
+static_assert(TT_FABRIC_DRAM == session::kDramBit);
 static_assert(int{TT_FABRIC_EDEVICE} == int{chip::kStatusBadDevice} && int{TT_FABRIC_EPLANE} == int{chip::kStatusBadPlane});
 
 namespace {
@@ -205,9 +207,8 @@ tt_fabric* tt_fabric_open(const char* job, uint16_t mesh, uint16_t device, uint1
 void tt_fabric_close(tt_fabric* f) { delete f; }
 
 void* tt_fabric_memory(tt_fabric* f, uint64_t addr, size_t size) {
-  if (!f || !in_range(addr, size, f->l1.size(), f->dram.size())) return nullptr;
-  const uint64_t off = addr & ~TT_FABRIC_DRAM;
-  return (addr & TT_FABRIC_DRAM ? f->dram.as<uint8_t>() : f->l1.as<uint8_t>()) + off;
+  if (!f) return nullptr;
+  return session::locate(addr, size, {f->l1.as<uint8_t>(), f->l1.size()}, {f->dram.as<uint8_t>(), f->dram.size()}).data();
 }
 
 uint64_t tt_fabric_core_l1(tt_fabric* f) {

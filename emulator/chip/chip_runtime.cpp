@@ -278,11 +278,7 @@ class Chip {
   }
 
   std::span<uint8_t> local(uint64_t addr, size_t size) {
-    const bool in_dram = (addr & session::kDramBit) != 0;
-    const uint64_t off = addr & ~session::kDramBit;
-    Segment& seg = in_dram ? dram_seg_ : l1_seg_;
-    if (off > seg.size() || size > seg.size() - off) return {};
-    return {seg.as<uint8_t>(off), size};
+    return session::locate(addr, size, {l1_seg_.as<uint8_t>(), l1_seg_.size()}, {dram_seg_.as<uint8_t>(), dram_seg_.size()});
   }
 
   // Moves the fabric: commands into the router, router traffic onto links, answers to workers.

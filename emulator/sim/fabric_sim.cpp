@@ -44,12 +44,8 @@ FabricSim::FabricSim(const control::System& sys, const control::TableSet& tables
     n->dram.assign(cfg_.dram_bytes, 0);
     Node* raw = n.get();
     n->fabric = std::make_unique<session::FabricNode>(
-        n->id, cfg_.router, std::move(per_plane), ports, [raw](uint64_t addr, size_t size) {
-          auto& mem = addr & session::kDramBit ? raw->dram : raw->l1;
-          uint64_t off = addr & ~session::kDramBit;
-          if (off > mem.size() || size > mem.size() - off) return std::span<uint8_t>();
-          return std::span<uint8_t>(mem.data() + off, size);
-        });
+        n->id, cfg_.router, std::move(per_plane), ports,
+        [raw](uint64_t addr, size_t size) { return session::locate(addr, size, raw->l1, raw->dram); });
     nodes_.push_back(std::move(n));
   }
   uint64_t k = 0;
@@ -100,10 +96,9 @@ void FabricSim::stall_center(ChipId at, uint8_t fvc, bool stalled) {
 
 std::span<uint8_t> FabricSim::memory(ChipId at, uint64_t addr, size_t size) {
   Node& n = *nodes_.at(static_cast<size_t>(*sys_.node(at)));
-  auto& mem = addr & session::kDramBit ? n.dram : n.l1;
-  uint64_t off = addr & ~session::kDramBit;
-  if (off > mem.size() || size > mem.size() - off) throw std::out_of_range("FabricSim::memory outside the chip");
-  return {mem.data() + off, size};
+  auto bytes = session::locate(addr, size, n.l1, n.dram);
+  if (bytes.data() == nullptr) throw std::out_of_range("FabricSim::memory outside the chip");
+  return bytes;
 }
 
 const std::vector<Packet>& FabricSim::worker_inbox(ChipId at) const {
