@@ -100,8 +100,9 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const std:
   }
   auto index_of = [&](const std::string& name, int fallback) {
     if (name.empty()) return fallback;
-    for (size_t i = 0; i < chips.size(); ++i) {
-      if (chips[i].name == name) return static_cast<int>(i);
+    const auto id = routing::parse_chip(name);  // the project's spelling rules (m0d3 is M0D3)
+    for (size_t i = 0; id && i < chips.size(); ++i) {
+      if (chips[i].mesh == id->mesh && chips[i].device == id->device) return static_cast<int>(i);
     }
     throw Error(fmt::format("device {} is not in the running system", name));
   };
