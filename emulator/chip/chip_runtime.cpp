@@ -5,9 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <algorithm>
 #include <memory>
 #include <random>
 
@@ -19,6 +19,7 @@
 #include "emulator/chip/command_intake.hpp"
 #include "emulator/chip/doorbell.hpp"
 #include "emulator/chip/event_loop.hpp"
+#include "emulator/common/deadline.hpp"
 #include "emulator/common/error.hpp"
 #include "emulator/session/fabric_node.hpp"
 #include "emulator/link/fault_plan.hpp"
@@ -498,14 +499,8 @@ class Chip {
   // something arrives (idle is free).
   void reschedule() {
     std::optional<Time> next;
-    for (auto& p : ports_) {
-      auto d = p->link->next_deadline();
-      if (d && (!next || *d < *next)) next = d;
-    }
-    if (node_) {
-      auto d = node_->next_deadline();
-      if (d && (!next || *d < *next)) next = d;
-    }
+    for (auto& p : ports_) next = earlier(next, p->link->next_deadline());
+    if (node_) next = earlier(next, node_->next_deadline());
     loop_.set_deadline(next);
   }
 

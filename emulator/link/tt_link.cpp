@@ -4,6 +4,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "emulator/common/deadline.hpp"
+
 namespace ttemu::link {
 
 namespace {
@@ -188,13 +190,8 @@ void TtLink::on_timer(Time now) {
 }
 
 std::optional<Time> TtLink::next_deadline() const {
-  std::optional<Time> t;
-  auto consider = [&](std::optional<Time> x) {
-    if (x && (!t || *x < *t)) t = x;
-  };
-  if (state_ == LinkState::kUp) consider(rto_deadline_), consider(ack_deadline_);
-  else consider(hello_deadline_);
-  if (!delayed_.empty()) consider(delayed_.front().first);
+  std::optional<Time> t = state_ == LinkState::kUp ? earlier(rto_deadline_, ack_deadline_) : hello_deadline_;
+  if (!delayed_.empty()) t = earlier(t, delayed_.front().first);
   return t;
 }
 

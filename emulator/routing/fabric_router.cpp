@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "emulator/common/deadline.hpp"
+
 namespace ttemu::routing {
 
 const char* RouterEvent::name() const {
@@ -193,9 +195,7 @@ std::optional<Time> FabricRouter::next_deadline() const {
   std::optional<Time> t;
   if (queued_ == 0) return t;
   for (const auto& in : inputs_) {
-    if (in.q.empty()) continue;
-    Time d = in.q.front().head_since + cfg_.timeout;
-    if (!t || d < *t) t = d;
+    if (!in.q.empty()) t = earlier(t, in.q.front().head_since + cfg_.timeout);
   }
   return t;
 }

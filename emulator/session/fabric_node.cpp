@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "emulator/common/deadline.hpp"
+
 namespace ttemu::session {
 
 using routing::kLinkCreditAddr;
@@ -142,9 +144,8 @@ void FabricNode::flush_credits(routing::Time now) {
 }
 
 std::optional<routing::Time> FabricNode::next_deadline() const {
-  auto t = router_.next_deadline();
-  if (owing_ > 0 && (!t || next_credit_due_ < *t)) t = next_credit_due_;
-  return t;
+  const auto t = router_.next_deadline();
+  return owing_ > 0 ? earlier(t, next_credit_due_) : t;
 }
 
 bool FabricNode::idle() const {

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "emulator/common/deadline.hpp"
+
 namespace ttemu::sim {
 
 using routing::ChipId;
@@ -137,14 +139,11 @@ void FabricSim::poll_all() {
 
 bool FabricSim::step(link::Time limit) {
   std::optional<link::Time> t;
-  auto consider = [&](std::optional<link::Time> x) {
-    if (x && (!t || *x < *t)) t = x;
-  };
   for (auto& [port, e] : ends_) {
-    consider(e->link->next_deadline());
-    if (!e->wire.empty()) consider(e->wire.front().first);
+    t = earlier(t, e->link->next_deadline());
+    if (!e->wire.empty()) t = earlier(t, e->wire.front().first);
   }
-  for (auto& n : nodes_) consider(n->fabric->next_deadline());
+  for (auto& n : nodes_) t = earlier(t, n->fabric->next_deadline());
   if (!t || *t > limit) return false;
   now_ = std::max(now_, *t);
   for (auto& [port, e] : ends_) {
