@@ -39,7 +39,7 @@ void print_status(const json& s) {
     fmt::print("  event: {} at {}: {} packet {} from {} to {}\n", e.value("kind", "?"), e.value("at", "?"),
                e.value("command", "?"), e.value("packet_id", 0), e.value("src", "?"), e.value("dst", "?"));
   }
-  // stray: foreign and malformed datagrams and frames, both ends.
+  // stray: foreign, stale and malformed datagrams and frames, both ends.
   fmt::print("{:<11} {:<11} {:>5} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}\n", "link", "peer", "plane",
              "state", "frames a>b", "frames b>a", "crc err", "retrans", "stray", "downs");
   for (const auto& l : s["links"]) {
@@ -51,7 +51,8 @@ void print_status(const json& s) {
     fmt::print("{:<11} {:<11} {:>5} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}\n", l["a"].get<std::string>(),
                l["b"].get<std::string>(), l["plane"].get<int>(), state, c(a, "frames_tx"), c(b, "frames_tx"),
                c(a, "crc_errors") + c(b, "crc_errors"), c(a, "retransmits") + c(b, "retransmits"),
-               c(a, "foreign") + c(b, "foreign") + c(a, "malformed") + c(b, "malformed"),
+               c(a, "foreign") + c(b, "foreign") + c(a, "stale") + c(b, "stale") + c(a, "malformed") +
+                   c(b, "malformed"),
                c(a, "down_transitions") + c(b, "down_transitions"));
   }
 }

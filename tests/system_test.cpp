@@ -1,9 +1,15 @@
 // Real systems: chip processes, shared memory, UDP links, the launcher, the CLI.
 #include <arpa/inet.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <random>
@@ -228,6 +234,114 @@ TEST(System, StrayDatagramsAreDroppedAndCounted) {
   const auto& rx = s["links"][0]["ends"][1];
   EXPECT_EQ(rx["counters"]["foreign"].get<int>(), sent);
   EXPECT_EQ(rx["state"], "up");
+}
+
+// The stale-packet problem across processes: datagrams captured at the start of a link test
+// are sent again to the receiving port (spoofed as coming from the sending port) once the
+// 16-bit sequence numbers have wrapped. They must be refused as stale, never delivered.
+// Needs root for the packet capture and the raw socket; only loopback is touched.
+TEST(System, DatagramsReplayedAfterASequenceWrapAreRefusedAsStale) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: packet capture and a raw socket on loopback";
+  System sys({topo("n300.yaml")});
+  json s = sys.status();
+  int tx_udp = 0, rx_udp = 0;
+  std::string rx_port;
+  for (const auto& l : s["links"]) {
+    if (l["ends"][0]["port"] == "M0D0P2") {
+      tx_udp = l["ends"][0]["udp"];
+      rx_udp = l["ends"][1]["udp"];
+      rx_port = l["ends"][1]["port"];
+    }
+  }
+  ASSERT_GT(rx_udp, 0);
+
+  int cap = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_IP));
+  ASSERT_GE(cap, 0) << std::strerror(errno);
+  int rcvbuf = 16 << 20;
+  setsockopt(cap, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf);
+  sockaddr_ll ll{};
+  ll.sll_family = AF_PACKET;
+  ll.sll_protocol = htons(ETH_P_IP);
+  ll.sll_ifindex = static_cast<int>(if_nametoindex("lo"));
+  ASSERT_EQ(bind(cap, reinterpret_cast<sockaddr*>(&ll), sizeof ll), 0) << std::strerror(errno);
+  int raw = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_UDP);
+  ASSERT_GE(raw, 0) << std::strerror(errno);
+
+  int out_fd = -1;
+  pid_t test = spawn({TTEMU_BINARY, "link", "test", "M0D0P2", "--frames", "300000", "--size", "256",
+                      "--json", "--job", sys.job()}, out_fd);
+  std::vector<std::vector<uint8_t>> recorded;
+  bool seen_high = false, wrapped = false;
+  size_t replayed = 0;
+  std::string out;
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  std::vector<uint8_t> pkt(70000), udp(70000);
+  const auto deadline = Clock::now() + 200s;
+  for (bool done = false; !done && Clock::now() < deadline;) {
+    pollfd p[2] = {{out_fd, POLLIN, 0}, {cap, POLLIN, 0}};
+    if (poll(p, 2, 1000) < 0) break;
+    if (p[0].revents) {
+      char buf[4096];
+      ssize_t n = read(out_fd, buf, sizeof buf);
+      if (n <= 0) done = true;
+      else out.append(buf, static_cast<size_t>(n));
+    }
+    for (int k = 0; k < 256 && (p[1].revents & POLLIN); ++k) {
+      sockaddr_ll from{};
+      socklen_t fl = sizeof from;
+      ssize_t n = recvfrom(cap, pkt.data(), pkt.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), &fl);
+      if (n <= 0) break;
+      if (from.sll_pkttype == PACKET_OUTGOING || n < 28) continue;
+      const auto* ip = reinterpret_cast<const iphdr*>(pkt.data());
+      const size_t ihl = ip->ihl * 4u;
+      if (ip->protocol != IPPROTO_UDP || static_cast<size_t>(n) < ihl + 8 + link::kHeaderBytes) continue;
+      const auto* uh = reinterpret_cast<const udphdr*>(pkt.data() + ihl);
+      if (ntohs(uh->dest) != rx_udp || ntohs(uh->source) != tx_udp) continue;
+      const uint8_t* body = pkt.data() + ihl + 8;
+      const size_t len = static_cast<size_t>(n) - ihl - 8;
+      link::FrameHeader h;
+      std::memcpy(&h, body, sizeof h);
+      if (recorded.size() < 400 && !wrapped) recorded.emplace_back(body, body + len);
+      if (h.type == link::FrameType::kData) {
+        seen_high = seen_high || h.tx_seq >= 60000;
+        wrapped = wrapped || (seen_high && h.tx_seq < 5000);
+      }
+    }
+    // After the wrap, three rounds of replays, each datagram spoofed from the sending port.
+    for (int k = 0; wrapped && k < 32 && replayed < 3 * recorded.size(); ++k, ++replayed) {
+      const auto& d = recorded[replayed % recorded.size()];
+      udphdr uh{};
+      uh.source = htons(static_cast<uint16_t>(tx_udp));
+      uh.dest = htons(static_cast<uint16_t>(rx_udp));
+      uh.len = htons(static_cast<uint16_t>(8 + d.size()));
+      std::memcpy(udp.data(), &uh, 8);
+      std::memcpy(udp.data() + 8, d.data(), d.size());
+      sendto(raw, udp.data(), 8 + d.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
+    }
+  }
+  close(cap);
+  close(raw);
+  close(out_fd);
+  int status = 0;
+  if (waitpid(test, &status, WNOHANG) == 0) kill(test, SIGKILL);
+  waitpid(test, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  ASSERT_TRUE(wrapped) << "the capture saw the sequence numbers wrap";
+  EXPECT_GT(replayed, 0u);
+  json r = json::parse(out.substr(out.find('{')));
+  EXPECT_EQ(r["verified"], 300000);
+  EXPECT_EQ(r["errors"], 0) << "no replayed payload was taken for a current one";
+  s = sys.status();
+  for (const auto& l : s["links"]) {
+    for (const auto& end : l["ends"]) {
+      if (end["port"] != rx_port) continue;
+      EXPECT_GT(end["counters"]["stale"].get<int>(), 0) << end;
+      EXPECT_EQ(end["counters"]["down_transitions"].get<int>(), 0) << end;
+      EXPECT_EQ(end["state"], "up");
+    }
+  }
 }
 
 TEST(System, AClientCommandRunsAgainstTheLiveSystemAndGivesItsStatus) {

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <random>
 
@@ -26,6 +27,20 @@ struct Wire {
   Duration latency = 20us;
   bool cut = false;  // drops everything
   std::deque<std::pair<Time, std::vector<uint8_t>>> in_flight;
+  // Copies of datagrams that arrive again much later (a duplicating, reordering network).
+  double late_copies = 0;  // chance that a datagram is copied
+  Duration late_min{}, late_max{};  // how much later the copy arrives (uniform)
+  std::multimap<Time, std::vector<uint8_t>> late;
+  std::mt19937_64 rng{99};
+  size_t record = 0;  // keep copies of the first `record` datagrams, for replays
+  std::vector<std::vector<uint8_t>> recorded;
+
+  std::optional<Time> next() const {
+    std::optional<Time> t;
+    if (!in_flight.empty()) t = in_flight.front().first;
+    if (!late.empty() && (!t || late.begin()->first < *t)) t = late.begin()->first;
+    return t;
+  }
 };
 
 class Pair {
@@ -55,6 +70,7 @@ class Pair {
         ++sent_;
       }
       pump();
+      if (on_pump_) on_pump_();
       if (received_ == frames && a_.drained()) return true;
       if (!advance(end)) break;
     }
@@ -82,9 +98,7 @@ class Pair {
   // Moves the clock to the next event and handles it; false if nothing is scheduled.
   bool advance(Time limit) {
     std::optional<Time> t;
-    for (auto x : {a_.next_deadline(), b_.next_deadline(),
-                   ab_.in_flight.empty() ? std::optional<Time>() : ab_.in_flight.front().first,
-                   ba_.in_flight.empty() ? std::optional<Time>() : ba_.in_flight.front().first}) {
+    for (auto x : {a_.next_deadline(), b_.next_deadline(), ab_.next(), ba_.next()}) {
       if (x && (!t || *x < *t)) t = x;
     }
     if (!t) return false;
@@ -95,6 +109,10 @@ class Pair {
         to.on_datagram(w->in_flight.front().second, now_);
         w->in_flight.pop_front();
       }
+      while (!w->late.empty() && w->late.begin()->first <= now_) {
+        to.on_datagram(w->late.begin()->second, now_);
+        w->late.erase(w->late.begin());
+      }
     }
     a_.on_timer(now_);
     b_.on_timer(now_);
@@ -103,14 +121,21 @@ class Pair {
 
   void send_on(Wire& w, std::vector<uint8_t> d) {
     trace_.push_back(d.size() ^ (static_cast<uint64_t>(now_.count()) << 20));
-    if (!w.cut) w.in_flight.emplace_back(now_ + w.latency, std::move(d));
+    if (w.cut) return;
+    if (w.recorded.size() < w.record) w.recorded.push_back(d);
+    if (w.late_copies > 0 && std::uniform_real_distribution<>(0, 1)(w.rng) < w.late_copies) {
+      auto late = std::uniform_int_distribution<int64_t>(w.late_min.count(), w.late_max.count())(w.rng);
+      w.late.emplace(now_ + Duration{late}, d);
+    }
+    w.in_flight.emplace_back(now_ + w.latency, std::move(d));
   }
 
+  LinkCounters ca_, cb_;  // before the links that count into them
   TtLink a_, b_;
-  LinkCounters ca_, cb_;
   Wire ab_, ba_;
   Time now_{1s};
   uint32_t sent_ = 0, received_ = 0, corrupt_ = 0;
+  std::function<void()> on_pump_;  // runs after every pump of a stream
   std::vector<uint64_t> trace_;
 
  private:
@@ -133,6 +158,44 @@ TEST(TtLink, ComesUpAndDeliversAStreamExactlyOnceInOrder) {
   EXPECT_EQ(p.cb_.crc_errors, 0u);
   EXPECT_EQ(p.ca_.up_transitions, 1u);
   EXPECT_LT(p.ca_.datagrams_tx, 5000u) << "frames share datagrams";
+}
+
+// The stale-packet problem (TNet seed): a frame from an earlier pass of the 16-bit sequence
+// space, delayed or replayed, must never be taken for a current one, in either direction
+// (a stale ack would acknowledge frames the receiver never had).
+TEST(TtLink, FramesDelayedPastASequenceWrapAreRefusedAndCountedAsStale) {
+  Pair p(41);
+  for (Wire* w : {&p.ab_, &p.ba_}) {
+    w->late_copies = 0.5;
+    w->late_min = 36ms;  // around 65536 16-byte frames later
+    w->late_max = 46ms;
+  }
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(200000, 16)) << "received " << p.received_;
+  EXPECT_EQ(p.received_, 200000u);
+  EXPECT_EQ(p.corrupt_, 0u) << "exactly once, in order, bit-exact";
+  EXPECT_GT(p.cb_.stale + p.ca_.stale, 0u) << "late copies crossed a wrap " << (p.now_.count()/1000) << "us dup=" << p.cb_.duplicates << " ooo=" << p.cb_.out_of_order << " crc=" << p.cb_.crc_errors;
+  EXPECT_EQ(p.ca_.down_transitions + p.cb_.down_transitions, 0u);
+}
+
+TEST(TtLink, DatagramsReplayedAfterAWrapAreRefusedAndCountedAsStale) {
+  Pair p(42);
+  p.ab_.record = p.ba_.record = 400;  // the start of the stream, both directions
+  ASSERT_TRUE(p.wait_up());
+  size_t next = 0;
+  p.on_pump_ = [&] {
+    if (p.received_ < 65536) return;  // replay once the sequence numbers have wrapped
+    for (int k = 0; k < 4; ++k, ++next) {
+      if (next < p.ab_.recorded.size()) p.b_.on_datagram(p.ab_.recorded[next], p.now_);
+      if (next < p.ba_.recorded.size()) p.a_.on_datagram(p.ba_.recorded[next], p.now_);
+    }
+  };
+  ASSERT_TRUE(p.stream(140000, 16)) << "received " << p.received_;
+  EXPECT_GE(next, p.ab_.recorded.size()) << "everything recorded was replayed";
+  EXPECT_EQ(p.received_, 140000u);
+  EXPECT_EQ(p.corrupt_, 0u);
+  EXPECT_GT(p.cb_.stale, 0u) << "replayed data frames";
+  EXPECT_EQ(p.ca_.down_transitions + p.cb_.down_transitions, 0u);
 }
 
 TEST(TtLink, SequenceNumbersWrapWithoutLoss) {

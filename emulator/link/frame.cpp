@@ -16,8 +16,14 @@ uint32_t crc32(std::span<const uint8_t> bytes) {
   return crc32_gzip_refl(0, bytes.data(), bytes.size());
 }
 
+uint32_t frame_crc(uint32_t body_crc, const SeqExtension& ext) {
+  if (ext.tx_wraps == 0 && ext.rx_wraps == 0) return body_crc;
+  const uint64_t bytes[2] = {ext.tx_wraps, ext.rx_wraps};  // little-endian, as on the wire
+  return crc32_gzip_refl(body_crc, reinterpret_cast<const uint8_t*>(bytes), sizeof bytes);
+}
+
 void append_frame(std::vector<uint8_t>& out, const FrameHeader& header,
-                  std::span<const uint8_t> payload) {
+                  std::span<const uint8_t> payload, const SeqExtension& ext) {
   const size_t at = out.size();
   FrameHeader h = header;
   h.length = static_cast<uint16_t>(payload.size());
@@ -25,7 +31,7 @@ void append_frame(std::vector<uint8_t>& out, const FrameHeader& header,
   const auto* hb = reinterpret_cast<const uint8_t*>(&h);
   out.insert(out.end(), hb, hb + kHeaderBytes);
   out.insert(out.end(), payload.begin(), payload.end());
-  uint32_t crc = crc32({out.data() + at, kHeaderBytes + payload.size()});
+  uint32_t crc = frame_crc(crc32({out.data() + at, kHeaderBytes + payload.size()}), ext);
   const auto* cb = reinterpret_cast<const uint8_t*>(&crc);
   out.insert(out.end(), cb, cb + kCrcBytes);
 }
@@ -44,18 +50,8 @@ bool decode_frame(std::span<const uint8_t> bytes, size_t& offset, ParsedFrame& f
     result.malformed = true;
     return false;
   }
-  uint32_t stored;
-  std::memcpy(&stored, bytes.data() + offset + kHeaderBytes + length, kCrcBytes);
-  if (crc32(bytes.subspan(offset, kHeaderBytes + length)) != stored) {
-    ++result.crc_errors;
-    offset += kFrameOverhead + length;
-    return true;
-  }
-  uint8_t type = static_cast<uint8_t>(frame.header.type);
-  if (type < static_cast<uint8_t>(FrameType::kData) || type > static_cast<uint8_t>(FrameType::kHello)) {
-    result.malformed = true;
-    return false;
-  }
+  std::memcpy(&frame.crc, bytes.data() + offset + kHeaderBytes + length, kCrcBytes);
+  frame.body_crc = crc32(bytes.subspan(offset, kHeaderBytes + length));
   frame.payload = bytes.subspan(offset + kHeaderBytes, length);
   offset += kFrameOverhead + length;
   return true;

@@ -51,28 +51,56 @@ struct HelloBody {
 static_assert(sizeof(HelloBody) == 24);
 inline constexpr uint8_t kHelloUp = 0x01;
 
+// The sequence extension of a data or ack frame: not sent, but folded into its CRC. Both ends
+// track 64-bit sequence numbers of which the header carries the low 16 bits; the extension is
+// the number of times each has wrapped (the upper 48 bits). A frame from an earlier pass of
+// the sequence space, delayed or replayed, then fails its CRC at the receiver instead of being
+// taken for a current one (the stale-packet problem of the TNet seed; TCP's timestamps and
+// QUIC's packet-number expansion solve it the same way). Hellos have none.
+struct SeqExtension {
+  uint64_t tx_wraps = 0;  // data frames: tx_seq's full value >> 16; 0 in acks
+  uint64_t rx_wraps = 0;  // rx_seq's full value >> 16
+  bool operator==(const SeqExtension&) const = default;
+};
+
+// The CRC a frame carries: the CRC32 of its header and payload (body_crc), continued over the
+// 16 bytes of the extension unless the extension is zero (so frames before the first wrap, and
+// hellos, carry the plain CRC of their bytes).
+uint32_t frame_crc(uint32_t body_crc, const SeqExtension& ext);
+
 // Appends one encoded frame (header, payload, CRC) to out.
 void append_frame(std::vector<uint8_t>& out, const FrameHeader& header,
-                  std::span<const uint8_t> payload);
+                  std::span<const uint8_t> payload, const SeqExtension& ext = {});
 
+// A frame as framed by its length: its CRC is not checked yet, because the check needs the
+// receiver's sequence state (crc_ok).
 struct ParsedFrame {
   FrameHeader header;
   std::span<const uint8_t> payload;
+  uint32_t body_crc = 0;  // CRC32 of header and payload
+  uint32_t crc = 0;       // the CRC the frame carries
 };
+inline bool crc_ok(const ParsedFrame& f, const SeqExtension& ext) {
+  return frame_crc(f.body_crc, ext) == f.crc;
+}
+// The frame type if it is one we know, after a good CRC.
+inline bool known_type(FrameType t) {
+  return t == FrameType::kData || t == FrameType::kAck || t == FrameType::kHello;
+}
 
-// Walks a datagram frame by frame. A frame that fails its CRC is skipped and counted; if its
-// length field was hit, the frames after it fail their CRCs too. It stops at the first frame
-// that cannot be framed at all (too short, impossible length, unknown type).
+// Walks a datagram frame by frame. It stops at the first frame that cannot be framed at all
+// (too short, or a length that is impossible or runs past the end): a corrupted length is
+// indistinguishable from garbage. If a frame's length field was hit, the frames after it fail
+// their CRCs.
 struct ParseResult {
   size_t frames = 0;
-  size_t crc_errors = 0;
   bool malformed = false;
 };
 template <class OnFrame>
 ParseResult parse_datagram(std::span<const uint8_t> datagram, OnFrame&& on_frame);
 
-// Decodes the frame at offset and advances past it. False when it cannot be framed (result
-// marked malformed); a CRC failure advances, counts, and returns true without a frame.
+// Frames the frame at offset and advances past it; false (result marked malformed) when it
+// cannot be framed.
 bool decode_frame(std::span<const uint8_t> bytes, size_t& offset, ParsedFrame& frame,
                   ParseResult& result);
 
@@ -81,10 +109,7 @@ ParseResult parse_datagram(std::span<const uint8_t> datagram, OnFrame&& on_frame
   ParseResult result;
   size_t offset = 0;
   ParsedFrame frame;
-  while (offset < datagram.size() && !result.malformed) {
-    size_t crc_before = result.crc_errors;
-    if (!decode_frame(datagram, offset, frame, result)) continue;
-    if (result.crc_errors != crc_before) continue;
+  while (offset < datagram.size() && decode_frame(datagram, offset, frame, result)) {
     ++result.frames;
     on_frame(frame);
   }

@@ -18,6 +18,7 @@ namespace ttemu::link {
   X(crc_errors, "frames that failed their CRC (dropped)")                              \
   X(malformed, "datagrams or frames that could not be parsed (dropped)")               \
   X(foreign, "frames from another job, chip, port or session (dropped)")               \
+  X(stale, "frames of this session from an earlier sequence wrap (dropped)")           \
   X(retransmits, "data frames sent again (go-back-N)")                                 \
   X(duplicates, "data frames received twice (discarded)")                              \
   X(out_of_order, "data frames received after a gap (discarded)")                     \

@@ -10,9 +10,28 @@ namespace ttemu::link {
 
 namespace {
 
-// Sequence numbers are 16 bits and wrap: compare by signed distance.
-bool seq_lt(uint16_t a, uint16_t b) { return static_cast<int16_t>(static_cast<uint16_t>(a - b)) < 0; }
-uint16_t ahead(uint16_t from, uint16_t to) { return static_cast<uint16_t>(to - from); }
+// Both ends count in 64 bits; a header carries the low 16. A received number is taken to be
+// the one nearest to what this end expects (within half the 16-bit space): a window is at most
+// 32768 frames, so every current frame is that near.
+uint64_t expand(uint16_t low, uint64_t near) {
+  const uint64_t c = (near & ~uint64_t{0xffff}) | low;
+  if (c + 0x8000 <= near) return c + 0x10000;
+  if (c > near + 0x7fff && c >= 0x10000) return c - 0x10000;
+  return c;
+}
+
+// How many wraps back a frame that failed its CRC is looked for, to count it as stale rather
+// than corrupted; older ones count as CRC errors (either way they are dropped).
+constexpr uint64_t kStaleWrapsChecked = 4;
+
+bool from_earlier_wrap(const ParsedFrame& f, const SeqExtension& now) {
+  for (uint64_t dt = 0; dt <= std::min(kStaleWrapsChecked, now.tx_wraps); ++dt) {
+    for (uint64_t dr = 0; dr <= std::min(kStaleWrapsChecked, now.rx_wraps); ++dr) {
+      if ((dt || dr) && crc_ok(f, {now.tx_wraps - dt, now.rx_wraps - dr})) return true;
+    }
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -47,7 +66,7 @@ void TtLink::start(Time now) {
 
 size_t TtLink::send_room() const {
   if (state_ != LinkState::kUp) return 0;
-  return cfg_.window - ahead(base_, next_);
+  return cfg_.window - (next_ - base_);
 }
 
 bool TtLink::send(uint32_t dest_addr, std::span<const uint8_t> payload) {
@@ -73,24 +92,43 @@ void TtLink::on_datagram(std::span<const uint8_t> datagram, Time now) {
   add(c_.datagrams_rx);
   ParseResult r = parse_datagram(datagram, [&](const ParsedFrame& f) { on_frame(f, now); });
   if (r.malformed) add(c_.malformed);
-  if (r.crc_errors) add(c_.crc_errors, r.crc_errors);
 }
 
 void TtLink::on_frame(const ParsedFrame& f, Time now) {
   if (f.header.type == FrameType::kHello) {
+    if (!crc_ok(f, {})) {
+      add(c_.crc_errors);
+      return;
+    }
     on_hello(f, now);
     return;
   }
-  if (f.header.session == 0 || f.header.session != (nonce_ ^ peer_nonce_) || peer_nonce_ == 0) {
+  // Data and ack frames are checked with the sequence numbers they must be near.
+  const bool data = f.header.type == FrameType::kData;
+  const uint64_t tx = data ? expand(f.header.tx_seq, expected_) : 0;
+  const uint64_t rx = expand(f.header.rx_seq, base_);
+  const SeqExtension ext{tx >> 16, rx >> 16};
+  const bool ours = f.header.session != 0 && f.header.session == (nonce_ ^ peer_nonce_) && peer_nonce_ != 0;
+  if (!crc_ok(f, ext)) {
+    // Intact but from an earlier pass of the sequence space: stale if it is of this session.
+    const bool earlier = from_earlier_wrap(f, ext);
+    add(!earlier ? c_.crc_errors : ours ? c_.stale : c_.foreign);
+    return;
+  }
+  if (!known_type(f.header.type)) {
+    add(c_.malformed);
+    return;
+  }
+  if (!ours) {
     add(c_.foreign);
     return;
   }
   // A data or ack frame of our session proves the peer heard our hello, even if its own last
   // hello was lost; after a down period it proves the peer is back.
   if (state_ != LinkState::kUp) come_up(now);
-  on_ack(f.header.rx_seq, (f.header.flags & kFlagNack) != 0, now);
-  if (f.header.type != FrameType::kData) return;
-  const uint16_t seq = f.header.tx_seq;
+  on_ack(rx, (f.header.flags & kFlagNack) != 0, now);
+  if (!data) return;
+  const uint64_t seq = tx;
   if (seq == expected_) {
     if (deliver_) deliver_(f.header.dest_addr, f.payload);
     ++expected_;
@@ -98,7 +136,7 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
     add(c_.frames_rx);
     add(c_.bytes_rx, f.payload.size());
     ack_pending_ = true;
-  } else if (seq_lt(seq, expected_)) {
+  } else if (seq < expected_) {
     add(c_.duplicates);
     ack_pending_ = true;
   } else {
@@ -132,10 +170,10 @@ void TtLink::on_hello(const ParsedFrame& f, Time now) {
   if (!(body.flags & kHelloUp) || state_ != LinkState::kUp) hello_due_ = true;
 }
 
-void TtLink::on_ack(uint16_t ack, bool nack, Time now) {
-  if (ahead(base_, ack) > ahead(base_, next_)) return;  // not within what we sent
+void TtLink::on_ack(uint64_t ack, bool nack, Time now) {
+  if (ack < base_ || ack > next_) return;  // not within what we sent
   if (ack != base_) {
-    const Outgoing& newest = unacked_[ahead(base_, ack) - 1u];
+    const Outgoing& newest = unacked_[ack - base_ - 1];
     if (newest.transmissions == 1) {  // Karn: time only frames sent once
       Duration sample = now - newest.sent;
       if (srtt_.count() == 0) {
@@ -152,7 +190,7 @@ void TtLink::on_ack(uint16_t ack, bool nack, Time now) {
       unacked_.pop_front();
       ++base_;
     }
-    if (seq_lt(cursor_, base_)) cursor_ = base_;
+    if (cursor_ < base_) cursor_ = base_;
     consecutive_timeouts_ = 0;
     // Progress ends any timeout backoff.
     rto_ = srtt_.count() ? std::clamp(srtt_ + 4 * rttvar_, cfg_.min_rto, cfg_.max_rto) : cfg_.initial_rto;
@@ -231,11 +269,12 @@ void TtLink::arm_rto(Time now) {
   if (!rto_deadline_) rto_deadline_ = now + rto_;
 }
 
-void TtLink::emit(const FrameHeader& header, std::span<const uint8_t> payload, Time now) {
+void TtLink::emit(const FrameHeader& header, std::span<const uint8_t> payload,
+                  const SeqExtension& ext, Time now) {
   const size_t size = kFrameOverhead + payload.size();
   if (!packing_.empty() && packing_.size() + size > cfg_.max_datagram) flush_datagram(now);
   const size_t at = packing_.size();
-  append_frame(packing_, header, payload);
+  append_frame(packing_, header, payload, ext);
   if (!faults_) return;
   auto verdict = faults_->on_frame(size, now - started_);
   if (verdict.drop) {
@@ -290,23 +329,23 @@ void TtLink::poll_transmit(Time now, std::vector<std::vector<uint8_t>>& out) {
     body.peer_nonce = peer_nonce_;
     FrameHeader h;
     h.type = FrameType::kHello;
-    emit(h, {reinterpret_cast<const uint8_t*>(&body), sizeof(body)}, now);
+    emit(h, {reinterpret_cast<const uint8_t*>(&body), sizeof(body)}, {}, now);
     hello_due_ = false;
   }
   if (state_ == LinkState::kUp) {
     bool sent = false;
     while (cursor_ != next_) {
-      Outgoing& o = unacked_[ahead(base_, cursor_)];
+      Outgoing& o = unacked_[cursor_ - base_];
       FrameHeader h;
       h.dest_addr = o.dest_addr;
-      h.tx_seq = o.seq;
-      h.rx_seq = expected_;
+      h.tx_seq = static_cast<uint16_t>(o.seq);
+      h.rx_seq = static_cast<uint16_t>(expected_);
       h.type = FrameType::kData;
       h.flags = !sent && nack_pending_ ? kFlagNack : 0;
       h.session = session_;
       if (o.transmissions++ > 0) add(c_.retransmits);
       o.sent = now;
-      emit(h, o.payload, now);
+      emit(h, o.payload, {o.seq >> 16, expected_ >> 16}, now);
       ++cursor_;
       sent = true;
     }
@@ -319,11 +358,11 @@ void TtLink::poll_transmit(Time now, std::vector<std::vector<uint8_t>>& out) {
       hold = !urgent && now < *ack_deadline_;
       if (!hold) {
         FrameHeader h;
-        h.rx_seq = expected_;
+        h.rx_seq = static_cast<uint16_t>(expected_);
         h.type = FrameType::kAck;
         h.flags = nack_pending_ ? kFlagNack : 0;
         h.session = session_;
-        emit(h, {}, now);
+        emit(h, {}, {0, expected_ >> 16}, now);
       }
     }
     if (nack_pending_) add(c_.nacks_tx);

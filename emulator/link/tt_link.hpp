@@ -7,7 +7,8 @@
 // exactly once, in order, bit-exact (go-back-N ARQ over CRC-checked frames), or the link is
 // declared down after max_retries timeouts without progress; it keeps probing and resumes
 // where it stopped when the peer answers again. Frames from any other job, chip, port or
-// session are dropped and counted, never delivered.
+// session, and frames of this session from an earlier pass of the 16-bit sequence space
+// (delayed or replayed), are dropped and counted, never delivered.
 #pragma once
 
 #include <chrono>
@@ -91,7 +92,7 @@ class TtLink {
 
  private:
   struct Outgoing {
-    uint16_t seq;
+    uint64_t seq;
     uint32_t dest_addr;
     std::vector<uint8_t> payload;
     Time sent{};
@@ -100,10 +101,11 @@ class TtLink {
 
   void on_frame(const ParsedFrame& f, Time now);
   void on_hello(const ParsedFrame& f, Time now);
-  void on_ack(uint16_t ack, bool nack, Time now);
+  void on_ack(uint64_t ack, bool nack, Time now);
   void come_up(Time now);
   void go_down(Time now);
-  void emit(const FrameHeader& header, std::span<const uint8_t> payload, Time now);
+  void emit(const FrameHeader& header, std::span<const uint8_t> payload, const SeqExtension& ext,
+            Time now);
   void flush_datagram(Time now);
   void arm_rto(Time now);
   void add(std::atomic<uint64_t>& c, uint64_t n = 1) { c_.add(c, n); }
@@ -117,17 +119,19 @@ class TtLink {
   LinkState state_ = LinkState::kHandshake;
   Time started_{};
 
+  // Sequence numbers are 64-bit here and never wrap; frames carry the low 16 bits and fold the
+  // rest into their CRC (SeqExtension).
   // Sender: frames base_..next_-1 are unacknowledged; cursor_ is the next to (re)transmit.
   std::deque<Outgoing> unacked_;
   std::vector<std::vector<uint8_t>> spare_;  // recycled payload buffers
-  uint16_t base_ = 0, next_ = 0, cursor_ = 0;
+  uint64_t base_ = 0, next_ = 0, cursor_ = 0;
   std::optional<Time> rto_deadline_;
   Duration rto_, srtt_{0}, rttvar_{0};
   int consecutive_timeouts_ = 0;
-  std::optional<uint16_t> last_goback_;
+  std::optional<uint64_t> last_goback_;
 
   // Receiver.
-  uint16_t expected_ = 0;
+  uint64_t expected_ = 0;
   bool ack_pending_ = false, nack_pending_ = false;
   uint32_t unacked_rx_ = 0;  // data frames accepted since our last acknowledgement
   std::optional<Time> ack_deadline_;
