@@ -172,6 +172,25 @@ TEST(Loop, AWriteIntoARoutingLoopIsNackedNotLanded) {
   EXPECT_EQ(static_cast<uint8_t*>(tt_fabric_memory(dst.f, kDst, 1))[0], 0);
 }
 
+// Used by the dead-chip test on a 4x4 mesh whose M0D5 was killed: a write to it, and one whose
+// route runs through it (M0D4 -> M0D5 -> M0D6), are NACKed by M0D4's router at once, round
+// after round, and land nowhere. The system's router timeout is far longer than the barrier's.
+TEST(DeadChip, WritesToAndThroughADeadChipAreNackedAtOnce) {
+  Handle src, past;
+  open_on(src, {0, 4}), open_on(past, {0, 6});
+  ASSERT_TRUE(src.f && past.f);
+  auto* d = static_cast<uint8_t*>(tt_fabric_memory(past.f, kDst, 64));
+  std::memset(d, 0, 64);
+  std::memset(tt_fabric_memory(src.f, kSrc, 64), 0x5d, 64);
+  for (uint64_t round = 1; round <= 3; ++round) {
+    ASSERT_EQ(fabric_async_write(src.f, 0, kSrc, {0, 5}, kDst, 64, 0, 1, nullptr), TT_FABRIC_OK);
+    ASSERT_EQ(fabric_async_write(src.f, 0, kSrc, {0, 6}, kDst, 64, 0, 1, nullptr), TT_FABRIC_OK);
+    ASSERT_EQ(fabric_async_write_barrier(src.f, 1), TT_FABRIC_OK) << "round " << round << ": the NACKs complete it";
+    EXPECT_EQ(tt_fabric_nacks(src.f), 2 * round);
+  }
+  EXPECT_EQ(d[0], 0) << "nothing landed past the dead chip";
+}
+
 // Used by the timeout test: M0D3's center has stopped consuming FVC 0.
 TEST(Stall, AStalledFvcTimesOutWhileAnotherFlows) {
   Handle src, dst;

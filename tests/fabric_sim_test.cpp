@@ -192,6 +192,47 @@ TEST(FabricSim, StalledConsumerTimesOutAndNacksWhileAnotherFvcFlows) {
   EXPECT_EQ(acks, 6);
 }
 
+// Packets whose next hop is a link that is down are dropped at once with a reason and NACKed
+// (no router timeout); what the link itself had accepted is kept and delivered exactly once
+// when the link comes back.
+TEST(FabricSim, ADownLinkDropsAndNacksWhatWouldCrossItAndKeepsWhatItHadAccepted) {
+  auto sys = load("mesh_4x4.yaml");
+  auto tables = control::compute_tables(sys);
+  SimConfig cfg;
+  cfg.link.max_retries = 2;
+  cfg.router.timeout = std::chrono::seconds(60);  // far beyond the test: no timeout helps
+  FabricSim sim(sys, tables, cfg);
+  const routing::PortId d4p1{{0, 4}, 1};  // M0D4 -> M0D5, on the way to M0D6
+  ASSERT_TRUE(sim.run(std::chrono::seconds(1)));  // every link up
+  sim.cut(d4p1, true);
+  ASSERT_TRUE(sim.inject({0, 4}, write({0, 6}, 0, std::vector<uint8_t>(64, 1), 0)));
+  sim.run(std::chrono::seconds(5));  // lost on the wire, retried, the link goes down
+  ASSERT_EQ(sim.counters(d4p1).state, static_cast<uint32_t>(link::LinkState::kDown));
+  EXPECT_TRUE(sim.events().empty()) << "the link still holds the first write";
+  const auto before = sim.now();
+  ASSERT_TRUE(sim.inject({0, 4}, write({0, 6}, 64, std::vector<uint8_t>(64, 2), 0)));  // through M0D5
+  ASSERT_TRUE(sim.inject({0, 4}, write({0, 5}, 64, std::vector<uint8_t>(64, 3), 1)));  // to M0D5
+  sim.run(std::chrono::milliseconds(1));
+  ASSERT_EQ(sim.events().size(), 2u);
+  for (const auto& ev : sim.events()) {
+    EXPECT_EQ(ev.kind, routing::RouterEvent::kLinkDown);
+    EXPECT_EQ(ev.at, (ChipId{0, 4}));
+  }
+  int nacks = 0;
+  for (const auto& p : sim.worker_inbox({0, 4})) nacks += p.header.command == Command::kNack;
+  EXPECT_EQ(nacks, 2);
+  EXPECT_LT(sim.now() - before, std::chrono::milliseconds(1)) << "NACKed without waiting";
+  sim.cut(d4p1, false);
+  EXPECT_TRUE(sim.run(std::chrono::seconds(5)));
+  EXPECT_EQ(sim.counters(d4p1).state, static_cast<uint32_t>(link::LinkState::kUp));
+  EXPECT_EQ(sim.memory({0, 6}, 0, 1)[0], 1) << "the accepted write arrived once the link was back";
+  EXPECT_EQ(sim.memory({0, 6}, 64, 1)[0], 0) << "the NACKed ones did not";
+  EXPECT_EQ(sim.memory({0, 5}, 64, 1)[0], 0);
+  ASSERT_TRUE(sim.inject({0, 4}, write({0, 6}, 128, std::vector<uint8_t>(64, 4), 0)));
+  EXPECT_TRUE(sim.run(std::chrono::seconds(1)));
+  EXPECT_EQ(sim.memory({0, 6}, 128, 1)[0], 4) << "traffic crosses the restored link again";
+}
+
 TEST(FabricSim, ALostAckIsReportedButNackedToNobody) {
   // The writer's center stops consuming the control FVC: the ack of its write times out in
   // its own router. An ack is an answer: NACKing it would reach the chip that answered (whose

@@ -479,6 +479,29 @@ TEST(Fabric, WorkersWakeASleepingRouterAndNeverABusyOne) {
   EXPECT_NE(r.out.find("[  PASSED  ] 1 test"), std::string::npos) << r.out;
 }
 
+// A dead chip's neighbours drop what they would send it at once, with a reason, and NACK the
+// senders: no write waits for a timeout (the router timeout here is a minute, the client's
+// barrier limit ten seconds).
+TEST(Fabric, WritesToOrThroughADeadChipAreNackedAtOnceNotTimedOut) {
+  System sys({topo("mesh_4x4.yaml"), "--timeout-ms", "60000"});
+  json s = sys.status();
+  const int victim = s["chips"][5]["pid"];
+  ASSERT_EQ(s["chips"][5]["name"], "M0D5");
+  kill(victim, SIGKILL);
+  ASSERT_TRUE(sys.wait_for("ttemu: link M0D4P1 is down", 20s)) << sys.output();
+  ::setenv("TTEMU_JOB", sys.job().c_str(), 1);
+  ::setenv("TTEMU_BARRIER_TIMEOUT_MS", "10000", 1);
+  RunResult r = run({TTEMU_FABRIC_CLIENT, "--gtest_filter=DeadChip.*"});
+  ::unsetenv("TTEMU_BARRIER_TIMEOUT_MS");
+  ::unsetenv("TTEMU_JOB");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(sys.wait_for("link_down at M0D4: write packet", 10s)) << sys.output();
+  EXPECT_EQ(sys.output().find("timeout at"), std::string::npos) << sys.output();
+  auto pids = chip_pids(s);
+  EXPECT_EQ(sys.stop(), 0);
+  expect_nothing_left(sys.job(), pids);
+}
+
 TEST(Fabric, AStalledConsumerTimesOutNacksTheSenderAndOtherFvcsFlow) {
   RunResult r = ttemu({"launch", topo("mesh_4x4.yaml"), "--timeout-ms", "200", "--", "sh", "-c",
                        std::string(TTEMU_BINARY) + " fabric stall M0D3 --fvc 0 && " + TTEMU_FABRIC_CLIENT +

@@ -480,6 +480,11 @@ class Chip {
       if (p.reported_once || p.link->state() != link::LinkState::kHandshake) {
         send_control({{"type", "link"}, {"port", p.number}, {"state", link::to_string(p.link->state())}});
       }
+      const bool down = p.link->state() == link::LinkState::kDown;
+      if (node_ && down != node_->router().port_down(p.number)) {
+        node_->set_link_down(p.number, down);
+        links_changed_ = true;  // the router drops what waits for it: pumped before sleeping
+      }
       p.reported_once = true;
       p.reported = p.link->state();
     }
@@ -498,6 +503,10 @@ class Chip {
   // The loop sleeps until the earliest deadline of any link or the router; with none, until
   // something arrives (idle is free).
   void reschedule() {
+    while (links_changed_) {
+      links_changed_ = false;
+      pump(now());
+    }
     std::optional<Time> next;
     for (auto& p : ports_) next = earlier(next, p->link->next_deadline());
     if (node_) next = earlier(next, node_->next_deadline());
@@ -527,6 +536,7 @@ class Chip {
   session::FabricNode::Output out_;
   std::unique_ptr<DoorbellListener> doorbell_;
   bool fabric_dirty_ = false;
+  bool links_changed_ = false;  // a link went down or up since the last pump
   std::unique_ptr<CommandIntake> intake_;
   pid_t ppid_ = 0;
   bool control_eof_ = false;

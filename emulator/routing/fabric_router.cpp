@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "emulator/common/deadline.hpp"
 
@@ -12,6 +13,7 @@ const char* RouterEvent::name() const {
     case kTtlExpired: return "ttl_expired";
     case kTimeout: return "timeout";
     case kNoRoute: return "no_route";
+    case kLinkDown: return "link_down";
   }
   return "?";
 }
@@ -43,6 +45,7 @@ FabricRouter::FabricRouter(ChipId self, const RouterConfig& config, std::vector<
     inputs_.push_back({kCenter, l, {}});
   }
   busy_.assign((inputs_.size() + 63) / 64, 0);
+  port_down_.assign(sorted.size(), false);
 }
 
 size_t FabricRouter::next_busy(size_t from) const {
@@ -94,6 +97,23 @@ bool FabricRouter::inject(Packet packet, Time now) {
 
 void FabricRouter::stall_center(uint8_t fvc, bool stalled) { center_stalled_.at(fvc) = stalled; }
 
+void FabricRouter::set_port_down(uint8_t port, bool down) {
+  const int rank = port_index(port);
+  if (rank < 0) throw std::invalid_argument("set_port_down: port " + std::to_string(port) + " is not wired");
+  port_down_[static_cast<size_t>(rank)] = down;
+}
+
+bool FabricRouter::port_down(uint8_t port) const {
+  const int rank = port_index(port);
+  return rank >= 0 && port_down_[static_cast<size_t>(rank)];
+}
+
+void FabricRouter::bounce(uint8_t port, uint8_t l, const PacketHeader& h) {
+  pending_events_.push_back({RouterEvent::kLinkDown, self_, h});
+  nack(h);
+  on_credit(port, l, 1);
+}
+
 void FabricRouter::nack(const PacketHeader& h) {
   // Only requests are NACKed. An answer (ack, NACK, read response) goes back to the chip that
   // answered, whose workers never asked: its loss is reported as an event, and the requester's
@@ -125,6 +145,8 @@ void FabricRouter::drop(Input& in, RouterEvent::Kind why, Time now, Actions& out
 }
 
 void FabricRouter::poll(Time now, Actions& out) {
+  for (auto& ev : pending_events_) out.events.push_back(ev);
+  pending_events_.clear();
   bool progress = queued_ > 0 || !pending_nacks_.empty();
   while (progress) {
     progress = false;
@@ -174,6 +196,11 @@ void FabricRouter::poll(Time now, Actions& out) {
         if (credit < 0) {
           drop(in, RouterEvent::kNoRoute, now, out);  // the table names an unwired port
           progress = true;
+        } else if (port_down_[static_cast<size_t>(port_rank_[hop.port])]) {
+          // No waiting for a link that is down: the sender hears at once (the fallback channel
+          // and rerouting will carry such traffic where another path exists).
+          drop(in, RouterEvent::kLinkDown, now, out);
+          progress = true;
         } else if (credits_[static_cast<size_t>(credit)] > 0) {
           --credits_[static_cast<size_t>(credit)];
           --p.header.ttl;
@@ -200,6 +227,6 @@ std::optional<Time> FabricRouter::next_deadline() const {
   return t;
 }
 
-bool FabricRouter::idle() const { return queued_ == 0 && pending_nacks_.empty(); }
+bool FabricRouter::idle() const { return queued_ == 0 && pending_nacks_.empty() && pending_events_.empty(); }
 
 }  // namespace ttemu::routing

@@ -5,7 +5,8 @@
 // from the L0/L1 tables (2.2.3) of the packet's routing plane.
 //
 // Failures it handles: TTL (5.4) - a packet that arrives with TTL 0 short of its destination
-// is dropped; timeout (5.5) - a head of buffer that cannot advance for `timeout` is dropped.
+// is dropped; timeout (5.5) - a head of buffer that cannot advance for `timeout` is dropped;
+// link down - a packet whose next hop is a port whose TT-link is down is dropped at once.
 // Either way an event reports the router, the packet and its source and destination, and if
 // the packet was a request its source gets a NACK on the control FVC (answers are not NACKed:
 // their source is the chip that answered).
@@ -42,7 +43,7 @@ struct RouterConfig {
 };
 
 struct RouterEvent {
-  enum Kind : uint8_t { kTtlExpired, kTimeout, kNoRoute };
+  enum Kind : uint8_t { kTtlExpired, kTimeout, kNoRoute, kLinkDown };
   Kind kind;
   ChipId at;
   PacketHeader packet;
@@ -75,6 +76,13 @@ class FabricRouter {
   size_t inject_room(uint8_t fvc) const;
   // While stalled, the center takes no deliveries on this FVC (a stalled consumer).
   void stall_center(uint8_t fvc, bool stalled);
+  // The TT-link on a wired port went down (or came back). While it is down, packets whose next
+  // hop is that port are dropped with kLinkDown at the next poll instead of waiting for credits.
+  void set_port_down(uint8_t port, bool down);
+  bool port_down(uint8_t port) const;
+  // A packet this router sent toward `port` on `lane` never left the chip (its link went down
+  // first): report it, NACK its source, and take back the credit it held.
+  void bounce(uint8_t port, uint8_t lane, const PacketHeader& h);
 
   struct Actions {
     struct Send {
@@ -131,7 +139,9 @@ class FabricRouter {
   std::vector<int16_t> input_of_;   // rank * lanes + lane -> index into inputs_
   std::vector<uint32_t> credits_;   // rank * lanes + lane -> free slots downstream
   std::vector<bool> center_stalled_;
+  std::vector<bool> port_down_;  // by rank
   std::vector<Packet> pending_nacks_;
+  std::vector<RouterEvent> pending_events_;  // from bounce(), reported by the next poll
   size_t queued_ = 0;  // packets in all inputs
   size_t rr_ = 0;      // round-robin start among inputs (kept below their count: no division)
 };

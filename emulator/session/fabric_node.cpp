@@ -68,6 +68,27 @@ void FabricNode::on_link_payload(uint8_t port, uint32_t dest_addr, std::span<con
   }
 }
 
+void FabricNode::set_link_down(uint8_t port, bool down) {
+  if (router_.port_down(port) == down) return;
+  router_.set_port_down(port, down);
+  if (!down) return;
+  // Credits owed to the far end stay queued (they go when the link is back); packets go back.
+  auto& q = backlog(port);
+  const auto lanes = static_cast<uint32_t>(router_.lanes());
+  std::deque<LinkPayload> keep;
+  for (auto& entry : q) {
+    routing::Packet p;
+    if (entry.dest_addr >= kLinkPacketAddr && entry.dest_addr < kLinkPacketAddr + lanes &&
+        Packet::decode(entry.bytes, p)) {
+      router_.bounce(port, static_cast<uint8_t>(entry.dest_addr - kLinkPacketAddr), p.header);
+      recycle(std::move(entry.bytes));
+    } else {
+      keep.push_back(std::move(entry));
+    }
+  }
+  q.swap(keep);
+}
+
 bool FabricNode::poll(routing::Time now, Output& out) {
   // Repeat while anything moves: forwarding frees room for waiting answers, answers and
   // deliveries make more to forward.

@@ -31,6 +31,11 @@ class FabricNode {
 
   // A TT-link on `port` delivered a payload (a packet or credits for the router).
   void on_link_payload(uint8_t port, uint32_t dest_addr, std::span<const uint8_t> payload, routing::Time now);
+  // The TT-link on `port` went down or came back up. While it is down the router drops what
+  // it would send there (link_down, with a NACK to the source); packets already handed to
+  // that port but not yet taken by the link are dropped the same way. Frames the link had
+  // accepted stay with it and are delivered if it comes back.
+  void set_link_down(uint8_t port, bool down);
   // A local worker's packet; false if its FVC's buffer is full.
   bool inject(routing::Packet packet, routing::Time now) { return router_.inject(std::move(packet), now); }
 

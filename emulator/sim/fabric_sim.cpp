@@ -22,6 +22,8 @@ struct FabricSim::End {
   std::unique_ptr<link::TtLink> link;
   std::deque<std::pair<link::Time, std::vector<uint8_t>>> wire;  // toward the peer
   End* peer = nullptr;
+  bool cut = false;  // the wire toward the peer loses everything
+  bool down = false;  // as last told to the node
 };
 
 struct FabricSim::Node {
@@ -96,6 +98,13 @@ void FabricSim::stall_center(ChipId at, uint8_t fvc, bool stalled) {
   nodes_.at(static_cast<size_t>(*sys_.node(at)))->fabric->router().stall_center(fvc, stalled);
 }
 
+void FabricSim::cut(PortId end, bool cut) {
+  End& e = *ends_.at(end);
+  e.cut = e.peer->cut = cut;
+  if (cut) e.wire.clear(), e.peer->wire.clear();
+  log(fmt::format("{} link {} - {}", cut ? "cut" : "restore", to_string(e.self), to_string(e.peer->self)));
+}
+
 std::span<uint8_t> FabricSim::memory(ChipId at, uint64_t addr, size_t size) {
   Node& n = *nodes_.at(static_cast<size_t>(*sys_.node(at)));
   auto bytes = session::locate(addr, size, n.l1, n.dram);
@@ -109,9 +118,21 @@ const std::vector<Packet>& FabricSim::worker_inbox(ChipId at) const {
 
 const link::LinkCounters& FabricSim::counters(PortId end) const { return *ends_.at(end)->counters; }
 
+// As a chip process does: a link that went down (or came back) is told to its node.
+void FabricSim::follow_link_states() {
+  for (auto& [port, e] : ends_) {
+    const bool down = e->link->state() == link::LinkState::kDown;
+    if (down == e->down) continue;
+    e->down = down;
+    log(fmt::format("link {} {}", to_string(port), down ? "down" : "up"));
+    nodes_[static_cast<size_t>(e->node)]->fabric->set_link_down(port.port, down);
+  }
+}
+
 void FabricSim::poll_all() {
   // One pass: every node moves what it can, every link puts its datagrams on the wire. What
   // the datagrams cause happens when they land (step).
+  follow_link_states();
   session::FabricNode::Output out;
   for (auto& n : nodes_) {
     out.clear();
@@ -133,7 +154,9 @@ void FabricSim::poll_all() {
     });
     std::vector<std::vector<uint8_t>> datagrams;
     e->link->poll_transmit(now_, datagrams);
-    for (auto& d : datagrams) e->wire.emplace_back(now_ + cfg_.wire_latency, std::move(d));
+    if (!e->cut) {
+      for (auto& d : datagrams) e->wire.emplace_back(now_ + cfg_.wire_latency, std::move(d));
+    }
   }
 }
 

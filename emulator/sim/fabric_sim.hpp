@@ -42,6 +42,9 @@ class FabricSim {
   // Runs until nothing moves and nothing waits, or the simulated limit passes. True if idle.
   bool run(link::Duration limit = std::chrono::seconds(10));
   void stall_center(routing::ChipId at, uint8_t fvc, bool stalled);
+  // Cuts (or restores) the link of `end` in both directions: everything on its wire is lost
+  // from now on. Its ends go down once their retries run out, and come back when restored.
+  void cut(routing::PortId end, bool cut);
 
   std::span<uint8_t> memory(routing::ChipId at, uint64_t addr, size_t size);
   link::Time now() const { return now_; }
@@ -55,6 +58,7 @@ class FabricSim {
   struct Node;
   struct End;
   void poll_all();
+  void follow_link_states();
   bool step(link::Time limit);
   void log(const std::string& line);
 
