@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "emulator/chip/chip_runtime.hpp"
+#include "emulator/process/chip_process.hpp"
 #include "emulator/chip/segments.hpp"
 #include "emulator/common/error.hpp"
 #include "launcher/control_client.hpp"
@@ -96,7 +96,7 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
     auto job = chip::JobId::parse(std::get<0>(*co));
     auto id = routing::parse_chip(std::get<1>(*co));
     if (!job || !id) throw Error("ttemu chip: bad --job or --chip");
-    exit_status = chip::run_chip({*job, *id, std::get<2>(*co), std::get<3>(*co)});
+    exit_status = process::run_chip({*job, *id, std::get<2>(*co), std::get<3>(*co)});
   });
 
   // status

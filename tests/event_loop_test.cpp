@@ -1,6 +1,6 @@
 // The chip's event loop with real descriptors: what it promises about deadlines, shared work
 // and the "about to sleep" flag workers read.
-#include "emulator/chip/event_loop.hpp"
+#include "emulator/process/event_loop.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <chrono>
 #include <thread>
 
-namespace ttemu::chip {
+namespace ttemu::process {
 namespace {
 
 using namespace std::chrono_literals;
@@ -79,4 +79,4 @@ TEST(EventLoop, SaysItSleepsOnlyWhileBlockedAndIsWokenThroughADescriptor) {
 }
 
 }  // namespace
-}  // namespace ttemu::chip
+}  // namespace ttemu::process

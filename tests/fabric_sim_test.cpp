@@ -209,10 +209,9 @@ TEST(FabricSim, ADownLinkDropsAndNacksWhatWouldCrossItAndKeepsWhatItHadAccepted)
   sim.run(std::chrono::seconds(5));  // lost on the wire, retried, the link goes down
   ASSERT_EQ(sim.counters(d4p1).state, static_cast<uint32_t>(link::LinkState::kDown));
   EXPECT_TRUE(sim.events().empty()) << "the link still holds the first write";
-  const auto before = sim.now();
   ASSERT_TRUE(sim.inject({0, 4}, write({0, 6}, 64, std::vector<uint8_t>(64, 2), 0)));  // through M0D5
   ASSERT_TRUE(sim.inject({0, 4}, write({0, 5}, 64, std::vector<uint8_t>(64, 3), 1)));  // to M0D5
-  sim.run(std::chrono::milliseconds(1));
+  sim.run(std::chrono::milliseconds(1));  // the router timeout is a minute
   ASSERT_EQ(sim.events().size(), 2u);
   for (const auto& ev : sim.events()) {
     EXPECT_EQ(ev.kind, routing::RouterEvent::kLinkDown);
@@ -221,7 +220,6 @@ TEST(FabricSim, ADownLinkDropsAndNacksWhatWouldCrossItAndKeepsWhatItHadAccepted)
   int nacks = 0;
   for (const auto& p : sim.worker_inbox({0, 4})) nacks += p.header.command == Command::kNack;
   EXPECT_EQ(nacks, 2);
-  EXPECT_LT(sim.now() - before, std::chrono::milliseconds(1)) << "NACKed without waiting";
   sim.cut(d4p1, false);
   EXPECT_TRUE(sim.run(std::chrono::seconds(5)));
   EXPECT_EQ(sim.counters(d4p1).state, static_cast<uint32_t>(link::LinkState::kUp));

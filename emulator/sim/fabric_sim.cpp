@@ -10,72 +10,97 @@
 namespace ttemu::sim {
 
 using routing::ChipId;
-using routing::FabricRouter;
 using routing::Packet;
 using routing::PortId;
 using routing::to_string;
 
+// One end of a link: the wire from it toward its peer.
 struct FabricSim::End {
   PortId self;
-  int node;
-  std::unique_ptr<link::LinkCounters> counters = std::make_unique<link::LinkCounters>();
-  std::unique_ptr<link::TtLink> link;
-  std::deque<std::pair<link::Time, std::vector<uint8_t>>> wire;  // toward the peer
   End* peer = nullptr;
-  bool cut = false;  // the wire toward the peer loses everything
-  bool down = false;  // as last told to the node
+  std::deque<std::pair<link::Time, std::vector<uint8_t>>> wire;
+  bool cut = false;  // the wire loses everything
 };
 
-struct FabricSim::Node {
+// A chip: its memory and control block, its ChipNode, and the seams the node sees (the wire
+// as its transport, the trace as its observer).
+struct FabricSim::Node final : node::NodeObserver, wire::Transport {
+  FabricSim* sim = nullptr;
   ChipId id;
-  std::unique_ptr<session::FabricNode> fabric;
   std::vector<uint8_t> l1, dram;
+  std::unique_ptr<chip::ChipControl> control = std::make_unique<chip::ChipControl>();
+  std::unique_ptr<node::ChipNode> chip;
   std::vector<Packet> inbox;
+  bool touched = false;  // datagrams arrived in this step
+
+  size_t send(uint8_t port, std::span<const std::vector<uint8_t>> datagrams) override {
+    End& e = *sim->ends_.at(PortId{id, port});
+    if (!e.cut) {
+      for (const auto& d : datagrams) e.wire.emplace_back(sim->now_ + sim->cfg_.wire_latency, d);
+    }
+    return datagrams.size();
+  }
+  void link_state(uint8_t port, link::LinkState state) override {
+    sim->log(fmt::format("link {} {}", to_string(PortId{id, port}), link::to_string(state)));
+  }
+  void router_event(const routing::RouterEvent& ev) override {
+    sim->log(fmt::format("{} at {} id {} {} -> {} ttl {}", ev.name(), to_string(ev.at), ev.packet.packet_id,
+                         to_string(ev.packet.src()), to_string(ev.packet.dst()), ev.packet.ttl));
+    sim->events_.push_back(ev);
+  }
+  void committed(const routing::PacketHeader& h) override {
+    sim->log(fmt::format("deliver {} at {} id {} from {}", routing::to_string(h.command), to_string(id), h.packet_id,
+                         to_string(h.src())));
+  }
+  void answer(const Packet& p) override { inbox.push_back(p); }
 };
 
 FabricSim::FabricSim(const control::System& sys, const control::TableSet& tables, SimConfig config)
     : sys_(sys), cfg_(std::move(config)) {
+  for (const auto& l : sys.links) {
+    for (const auto& end : {l.a, l.b}) {
+      auto e = std::make_unique<End>();
+      e->self = end;
+      ends_[end] = std::move(e);
+    }
+  }
+  for (auto& [port, e] : ends_) e->peer = ends_.at(*sys.peer(port)).get();
+  // Nonces and fault seeds by link, in the order the system lists them.
+  std::map<PortId, uint64_t> link_number;
+  uint64_t k = 0;
+  for (const auto& l : sys.links) link_number[l.a] = ++k, link_number[l.b] = ++k;
   for (int v = 0; v < sys.node_count(); ++v) {
     auto n = std::make_unique<Node>();
+    n->sim = this;
     n->id = sys.chips[static_cast<size_t>(v)].id;
-    std::vector<routing::RouterTable> per_plane;
-    for (int p = 0; p < tables.planes(); ++p) per_plane.push_back(tables.at(p, v));
-    std::vector<uint8_t> ports;
-    for (int port = 0; port < routing::kMaxPorts; ++port) {
-      if (sys.link_at(v, static_cast<uint8_t>(port)) >= 0) ports.push_back(static_cast<uint8_t>(port));
-    }
     n->l1.assign(cfg_.l1_bytes, 0);
     n->dram.assign(cfg_.dram_bytes, 0);
+    node::ChipNodeConfig nc;
+    nc.self = n->id;
+    nc.job = cfg_.seed;
+    nc.link = cfg_.link;
+    nc.router = cfg_.router;
+    for (int p = 0; p < tables.planes(); ++p) nc.tables.push_back(tables.at(p, v));
+    for (int port = 0; port < routing::kMaxPorts; ++port) {
+      const PortId self{n->id, static_cast<uint8_t>(port)};
+      auto peer = sys.link_at(v, static_cast<uint8_t>(port)) >= 0 ? sys.peer(self) : std::nullopt;
+      if (!peer) continue;
+      nc.ports.push_back({self.port, {cfg_.seed, peer->chip.mesh, peer->chip.device, peer->port},
+                          static_cast<uint32_t>(0x1000 + link_number.at(self)), {}});
+    }
     Node* raw = n.get();
-    n->fabric = std::make_unique<session::FabricNode>(
-        n->id, cfg_.router, std::move(per_plane), ports,
-        [raw](uint64_t addr, size_t size) { return session::locate(addr, size, raw->l1, raw->dram); });
+    n->chip = std::make_unique<node::ChipNode>(
+        std::move(nc), [raw](uint64_t addr, size_t size) { return session::locate(addr, size, raw->l1, raw->dram); },
+        *n->control, *n, *n);
+    if (cfg_.faults.any()) {
+      for (const auto& pc : n->chip->ports()) {
+        n->chip->set_faults(pc.number, std::make_unique<link::FaultInjector>(
+                                           cfg_.faults, cfg_.seed * 7919 + link_number.at({n->id, pc.number})));
+      }
+    }
     nodes_.push_back(std::move(n));
   }
-  uint64_t k = 0;
-  for (const auto& l : sys.links) {
-    for (const auto& [a, b] : {std::pair{l.a, l.b}, std::pair{l.b, l.a}}) {
-      auto e = std::make_unique<End>();
-      e->self = a;
-      e->node = *sys.node(a.chip);
-      link::LinkIdentity self{cfg_.seed, a.chip.mesh, a.chip.device, a.port};
-      link::LinkIdentity peer{cfg_.seed, b.chip.mesh, b.chip.device, b.port};
-      e->link = std::make_unique<link::TtLink>(cfg_.link, self, peer, static_cast<uint32_t>(0x1000 + ++k), *e->counters);
-      if (cfg_.faults.any()) {
-        e->link->set_faults(std::make_unique<link::FaultInjector>(cfg_.faults, cfg_.seed * 7919 + k));
-      }
-      ends_[a] = std::move(e);
-    }
-  }
-  for (auto& [port, e] : ends_) {
-    End* self = e.get();
-    e->peer = ends_.at(*sys.peer(port)).get();
-    Node* node = nodes_[static_cast<size_t>(e->node)].get();
-    e->link->set_delivery([this, self, node](uint32_t dest, std::span<const uint8_t> payload) {
-      node->fabric->on_link_payload(self->self.port, dest, payload, now_);
-    });
-    e->link->start(now_);
-  }
+  for (auto& n : nodes_) n->chip->start(now_);
 }
 
 FabricSim::~FabricSim() = default;
@@ -87,15 +112,17 @@ bool FabricSim::inject(ChipId at, Packet packet) {
   packet.header.src_mesh = at.mesh;
   packet.header.src_device = at.device;
   packet.header.packet_id = next_packet_id_;
-  if (!n.fabric->inject(packet, now_)) return false;
+  const auto summary = fmt::format("inject {} {} -> {} id {} fvc {}", routing::to_string(packet.header.command),
+                                   to_string(at), to_string(packet.header.dst()), packet.header.packet_id,
+                                   packet.header.fvc);
+  if (!n.chip->inject(std::move(packet), now_)) return false;
   ++next_packet_id_;
-  log(fmt::format("inject {} {} -> {} id {} fvc {}", routing::to_string(packet.header.command), to_string(at),
-                  to_string(packet.header.dst()), packet.header.packet_id, packet.header.fvc));
+  log(summary);
   return true;
 }
 
 void FabricSim::stall_center(ChipId at, uint8_t fvc, bool stalled) {
-  nodes_.at(static_cast<size_t>(*sys_.node(at)))->fabric->router().stall_center(fvc, stalled);
+  nodes_.at(static_cast<size_t>(*sys_.node(at)))->chip->stall(fvc, stalled, now_);
 }
 
 void FabricSim::cut(PortId end, bool cut) {
@@ -116,78 +143,51 @@ const std::vector<Packet>& FabricSim::worker_inbox(ChipId at) const {
   return nodes_.at(static_cast<size_t>(*sys_.node(at)))->inbox;
 }
 
-const link::LinkCounters& FabricSim::counters(PortId end) const { return *ends_.at(end)->counters; }
-
-// As a chip process does: a link that went down (or came back) is told to its node.
-void FabricSim::follow_link_states() {
-  for (auto& [port, e] : ends_) {
-    const bool down = e->link->state() == link::LinkState::kDown;
-    if (down == e->down) continue;
-    e->down = down;
-    log(fmt::format("link {} {}", to_string(port), down ? "down" : "up"));
-    nodes_[static_cast<size_t>(e->node)]->fabric->set_link_down(port.port, down);
-  }
+const link::LinkCounters& FabricSim::counters(PortId end) const {
+  return nodes_.at(static_cast<size_t>(*sys_.node(end.chip)))->chip->counters(end.port);
 }
 
-void FabricSim::poll_all() {
-  // One pass: every node moves what it can, every link puts its datagrams on the wire. What
-  // the datagrams cause happens when they land (step).
-  follow_link_states();
-  session::FabricNode::Output out;
-  for (auto& n : nodes_) {
-    out.clear();
-    n->fabric->poll(now_, out);
-    for (const auto& ev : out.events) {
-      log(fmt::format("{} at {} id {} {} -> {} ttl {}", ev.name(), to_string(ev.at), ev.packet.packet_id,
-                      to_string(ev.packet.src()), to_string(ev.packet.dst()), ev.packet.ttl));
-      events_.push_back(ev);
-    }
-    for (const auto& h : out.committed) {
-      log(fmt::format("deliver {} at {} id {} from {}", routing::to_string(h.command), to_string(n->id),
-                      h.packet_id, to_string(h.src())));
-    }
-    for (auto& w : out.for_workers) n->inbox.push_back(std::move(w));
-  }
-  for (auto& [port, e] : ends_) {
-    nodes_[static_cast<size_t>(e->node)]->fabric->pass_backlog(port.port, [&](uint32_t addr, std::span<const uint8_t> bytes) {
-      return e->link->send_room() > 0 && e->link->send(addr, bytes);
-    });
-    std::vector<std::vector<uint8_t>> datagrams;
-    e->link->poll_transmit(now_, datagrams);
-    if (!e->cut) {
-      for (auto& d : datagrams) e->wire.emplace_back(now_ + cfg_.wire_latency, std::move(d));
-    }
-  }
+void FabricSim::pump_all() {
+  for (auto& n : nodes_) n->chip->pump(now_);
 }
 
 bool FabricSim::step(link::Time limit) {
   std::optional<link::Time> t;
   for (auto& [port, e] : ends_) {
-    t = earlier(t, e->link->next_deadline());
     if (!e->wire.empty()) t = earlier(t, e->wire.front().first);
   }
-  for (auto& n : nodes_) t = earlier(t, n->fabric->next_deadline());
-  if (!t || *t > limit) return false;
+  for (auto& n : nodes_) t = earlier(t, n->chip->next_deadline());
+  if (!t) return false;
+  if (*t > limit) {  // something waits beyond the limit: the time until then passes
+    now_ = std::max(now_, limit);
+    return false;
+  }
   now_ = std::max(now_, *t);
+  // What landed, chip by chip as a process reads its sockets; then each chip's batch end.
   for (auto& [port, e] : ends_) {
+    Node& to = *nodes_[static_cast<size_t>(*sys_.node(e->peer->self.chip))];
     while (!e->wire.empty() && e->wire.front().first <= now_) {
-      e->peer->link->on_datagram(e->wire.front().second, now_);
+      to.chip->on_datagram(e->peer->self.port, e->wire.front().second, now_);
+      to.touched = true;
       e->wire.pop_front();
     }
-    e->link->on_timer(now_);
   }
-  poll_all();
+  for (auto& n : nodes_) {
+    if (n->touched) n->chip->end_of_batch(now_), n->touched = false;
+    const auto due = n->chip->next_deadline();
+    if (due && *due <= now_) n->chip->on_timer(now_);
+  }
   return true;
 }
 
 bool FabricSim::run(link::Duration limit) {
   const link::Time end = now_ + limit;
-  poll_all();
+  pump_all();
   while (step(end)) {
   }
   bool idle = true;
-  for (auto& n : nodes_) idle = idle && n->fabric->idle();
-  for (auto& [port, e] : ends_) idle = idle && e->wire.empty() && e->link->drained();
+  for (auto& n : nodes_) idle = idle && n->chip->idle();
+  for (auto& [port, e] : ends_) idle = idle && e->wire.empty();
   return idle;
 }
 

@@ -1,8 +1,9 @@
 // The data-plane simulator of spec 6.2: a whole system inside one process, on a simulated
-// clock, driven by one seed. It runs the same FabricRouter, TT-link (TtLink, with its fault
-// injection) and Center code as the chip processes; only the wire (a delay queue) and memory
-// (plain vectors) are simulated. The same seed, topology and faults give the same event trace,
-// so a failing seed is a permanent reproduction.
+// clock, driven by one seed. Every chip is the same ChipNode a chip process runs (command
+// intake, router, center, TT-links with their fault injection); only the wire (a delay queue
+// behind the node's transport seam), the clock and memory (plain vectors) are simulated. The
+// same seed, topology and faults give the same event trace, so a failing seed is a permanent
+// reproduction.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +17,8 @@
 #include "emulator/control/table_set.hpp"
 #include "emulator/link/fault_injector.hpp"
 #include "emulator/link/tt_link.hpp"
+#include "emulator/node/chip_node.hpp"
 #include "emulator/routing/fabric_router.hpp"
-#include "emulator/session/fabric_node.hpp"
 
 namespace ttemu::sim {
 
@@ -39,7 +40,8 @@ class FabricSim {
   // As if a worker on `at` issued the packet; fills in the source and a packet id.
   // False when the center's buffer for that FVC is full (try again after run()).
   bool inject(routing::ChipId at, routing::Packet packet);
-  // Runs until nothing moves and nothing waits, or the simulated limit passes. True if idle.
+  // Runs until nothing moves and nothing waits, or the simulated limit passes (then the clock
+  // stands at the limit). True if idle.
   bool run(link::Duration limit = std::chrono::seconds(10));
   void stall_center(routing::ChipId at, uint8_t fvc, bool stalled);
   // Cuts (or restores) the link of `end` in both directions: everything on its wire is lost
@@ -57,8 +59,7 @@ class FabricSim {
  private:
   struct Node;
   struct End;
-  void poll_all();
-  void follow_link_states();
+  void pump_all();
   bool step(link::Time limit);
   void log(const std::string& line);
 

@@ -1,9 +1,10 @@
-// The fabric's own work per hop, without sockets, processes or wake-ups: two FabricNodes (router
-// and center) joined by a pair of TtLinks in one process. A small write goes from M0D0 to M0D1
-// and its acknowledgement comes back, passing through exactly the code a chip process runs for
-// a packet (routing, credits, packet encoding, TT-link framing and CRC, commit), minus the
-// system calls. Half a round trip is one hop's work; a chip process adds a wake-up, a receive
-// and a send to it (ttemu_bench_fabric measures those).
+// The fabric's own work per hop, without sockets, processes or wake-ups: two ChipNodes (the
+// very node a chip process runs: router, center, TT-links) joined by a wire that hands each
+// datagram over at once, in one process. A small write goes from M0D0 to M0D1 and its
+// acknowledgement comes back, through exactly the per-packet code of a chip process (routing,
+// credits, packet encoding, TT-link framing and CRC, commit), minus the command buffer and
+// the system calls. Half a round trip is one hop's work; a chip process adds a wake-up, a
+// receive and a send to it (ttemu_bench_fabric measures those).
 //
 //   ttemu_bench_hop [--rounds N] [--size B] [--json]
 #include <chrono>
@@ -17,9 +18,7 @@
 
 #include "emulator/control/routing_tables.hpp"
 #include "emulator/control/system_yaml.hpp"
-#include "emulator/link/link_counters.hpp"
-#include "emulator/link/tt_link.hpp"
-#include "emulator/session/fabric_node.hpp"
+#include "emulator/node/chip_node.hpp"
 
 namespace {
 
@@ -28,30 +27,29 @@ using Clock = std::chrono::steady_clock;
 
 link::Time now() { return std::chrono::duration_cast<link::Time>(Clock::now().time_since_epoch()); }
 
-struct Chip {
+// A chip: its node, its memory, and the datagrams its node put on the wire this turn.
+struct Chip final : node::NodeObserver, wire::Transport {
   routing::ChipId id;
   uint8_t port = 0;
   std::vector<uint8_t> l1 = std::vector<uint8_t>(1 << 20);
-  std::unique_ptr<session::FabricNode> node;
-  link::LinkCounters counters{};
-  std::unique_ptr<link::TtLink> link;
-  std::vector<std::vector<uint8_t>> datagrams;
-  session::FabricNode::Output out;
+  std::unique_ptr<chip::ChipControl> control = std::make_unique<chip::ChipControl>();
+  std::unique_ptr<node::ChipNode> node;
+  std::vector<std::vector<uint8_t>> wire;
   size_t answers = 0;
+
+  size_t send(uint8_t, std::span<const std::vector<uint8_t>> datagrams) override {
+    wire.insert(wire.end(), datagrams.begin(), datagrams.end());
+    return datagrams.size();
+  }
+  void answer(const routing::Packet&) override { ++answers; }
 };
 
-// One chip's turn, as on a wake-up: move its fabric, hand its link payloads to the link, and
-// put what the link transmits on the wire to the peer.
-void turn(Chip& c, Chip& peer, link::Time t) {
-  c.out.clear();
-  c.node->poll(t, c.out);
-  c.answers += c.out.for_workers.size();
-  c.node->pass_backlog(c.port, [&](uint32_t addr, std::span<const uint8_t> bytes) {
-    return c.link->send_room() > 0 && c.link->send(addr, bytes);
-  });
-  c.link->poll_transmit(t, c.datagrams);
-  for (const auto& d : c.datagrams) peer.link->on_datagram(d, t);
-  c.link->recycle(c.datagrams);
+// The datagrams `from` put on the wire arrive at `to`, as one batch of a wake-up.
+void cross(Chip& from, Chip& to, link::Time t) {
+  if (from.wire.empty()) return;
+  for (const auto& d : from.wire) to.node->on_datagram(to.port, d, t);
+  from.wire.clear();
+  to.node->end_of_batch(t);
 }
 
 }  // namespace
@@ -76,37 +74,28 @@ int main(int argc, char** argv) {
   Chip a, b;
   a.id = l.a.chip, a.port = l.a.port;
   b.id = l.b.chip, b.port = l.b.port;
-  routing::RouterConfig rc;
-  link::LinkConfig lc;
-  lc.ack_delay = std::chrono::milliseconds(1);  // as chips run by default
-  rc.credit_delay = std::chrono::milliseconds(1);
-  for (Chip* c : {&a, &b}) {
+  uint32_t nonce = 11;
+  for (auto [c, peer] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
     const int v = *sys.node(c->id);
-    std::vector<routing::RouterTable> planes;
-    for (int p = 0; p < tables.planes(); ++p) planes.push_back(tables.at(p, v));
-    std::vector<uint8_t> ports;
-    for (int port = 0; port < routing::kMaxPorts; ++port) {
-      if (sys.link_at(v, static_cast<uint8_t>(port)) >= 0) ports.push_back(static_cast<uint8_t>(port));
-    }
-    c->node = std::make_unique<session::FabricNode>(c->id, rc, std::move(planes), ports, [c](uint64_t addr, size_t n) {
+    node::ChipNodeConfig nc;
+    nc.self = c->id;
+    nc.job = 1;
+    nc.link.ack_delay = std::chrono::milliseconds(1);  // as chips run by default
+    nc.router.credit_delay = std::chrono::milliseconds(1);
+    for (int p = 0; p < tables.planes(); ++p) nc.tables.push_back(tables.at(p, v));
+    // Only the link under test is wired.
+    nc.ports.push_back({c->port, {1, peer->id.mesh, peer->id.device, peer->port}, nonce += 2, {}});
+    c->node = std::make_unique<node::ChipNode>(std::move(nc), [c](uint64_t addr, size_t n) {
       return addr + n <= c->l1.size() ? std::span<uint8_t>(c->l1.data() + addr, n) : std::span<uint8_t>();
-    });
+    }, *c->control, *c, *c);
   }
-  a.link = std::make_unique<link::TtLink>(lc, link::LinkIdentity{1, a.id.mesh, a.id.device, a.port},
-                                          link::LinkIdentity{1, b.id.mesh, b.id.device, b.port}, 11, a.counters);
-  b.link = std::make_unique<link::TtLink>(lc, link::LinkIdentity{1, b.id.mesh, b.id.device, b.port},
-                                          link::LinkIdentity{1, a.id.mesh, a.id.device, a.port}, 13, b.counters);
-  for (Chip* c : {&a, &b}) {
-    c->link->set_delivery([c](uint32_t dest, std::span<const uint8_t> payload) {
-      c->node->on_link_payload(c->port, dest, payload, now());
-    });
-    c->link->start(now());
+  a.node->start(now());
+  b.node->start(now());
+  for (int i = 0; i < 10 && !(a.node->link_state(a.port) == link::LinkState::kUp && b.node->link_state(b.port) == link::LinkState::kUp); ++i) {
+    cross(a, b, now());
+    cross(b, a, now());
   }
-  for (int i = 0; i < 10 && !(a.link->state() == link::LinkState::kUp && b.link->state() == link::LinkState::kUp); ++i) {
-    turn(a, b, now());
-    turn(b, a, now());
-  }
-  if (a.link->state() != link::LinkState::kUp) {
+  if (a.node->link_state(a.port) != link::LinkState::kUp) {
     fmt::print(stderr, "ttemu_bench_hop: the link did not come up\n");
     return 1;
   }
@@ -124,17 +113,18 @@ int main(int argc, char** argv) {
     p.payload = payload;
     const link::Time t = now();  // one clock read per wake-up, as in a chip
     a.node->inject(p, t);
+    a.node->pump(t);
     for (int i = 0; i < 8 && a.answers == before; ++i) {
-      turn(a, b, t);  // the write crosses
-      turn(b, a, t);  // B commits; the acknowledgement crosses back
+      cross(a, b, t);  // the write crosses; B commits
+      cross(b, a, t);  // the acknowledgement crosses back
     }
     if (a.answers == before) {
       fmt::print(stderr, "ttemu_bench_hop: round {} got no acknowledgement\n", r);
       return 1;
     }
     if ((r & 255) == 0) {  // let the delayed acks and credits go, as timers would
-      for (Chip* c : {&a, &b}) c->link->on_timer(t + std::chrono::seconds(1));
-      turn(a, b, t), turn(b, a, t);
+      for (Chip* c : {&a, &b}) c->node->on_timer(t + std::chrono::seconds(1));
+      cross(a, b, t), cross(b, a, t);
     }
   }
   const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count() / static_cast<double>(rounds);

@@ -1,4 +1,4 @@
-#include "emulator/chip/event_loop.hpp"
+#include "emulator/process/event_loop.hpp"
 
 #include <sched.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 
 #include "emulator/common/error.hpp"
 
-namespace ttemu::chip {
+namespace ttemu::process {
 
 namespace {
 
@@ -118,4 +118,4 @@ void EventLoop::run() {
   }
 }
 
-}  // namespace ttemu::chip
+}  // namespace ttemu::process

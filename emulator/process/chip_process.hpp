@@ -1,7 +1,8 @@
 // The life of one chip process: it maps its shared-memory segments, takes its configuration
 // from the launcher over a private control socket (JSON lines), binds one UDP socket per wired
-// ethernet port, runs a TT-link on each, and serves until told to stop or orphaned. Idle, it
-// sleeps in epoll: no timers run unless a link has frames in flight or is coming up.
+// ethernet port, builds its ChipNode (emulator/node/chip_node.hpp) over them, and drives it
+// from an epoll loop until told to stop or orphaned. Idle, it sleeps in epoll: no timers run
+// unless a link has frames in flight or is coming up.
 //
 // Control messages (launcher -> chip): config, peers, faults, stream, ping, stall, peer_down,
 // stop.
@@ -13,10 +14,10 @@
 #include "emulator/chip/segments.hpp"
 #include "emulator/routing/address.hpp"
 
-namespace ttemu::chip {
+namespace ttemu::process {
 
 struct ChipOptions {
-  JobId job;
+  chip::JobId job;
   routing::ChipId chip;
   int control_fd = -1;
   std::string control_socket;  // the launcher's socket, removed if the launcher is gone
@@ -25,4 +26,4 @@ struct ChipOptions {
 // Returns the process exit status.
 int run_chip(const ChipOptions& options);
 
-}  // namespace ttemu::chip
+}  // namespace ttemu::process

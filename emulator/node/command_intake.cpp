@@ -1,11 +1,13 @@
-#include "emulator/chip/command_intake.hpp"
+#include "emulator/node/command_intake.hpp"
 
 #include <algorithm>
 #include <cstring>
 
 #include "emulator/common/futex.hpp"
 
-namespace ttemu::chip {
+namespace ttemu::node {
+
+using namespace chip;  // the command buffer's layout
 
 using routing::Command;
 
@@ -126,4 +128,4 @@ void CommandIntake::write_status(const FabricCommand& c, int32_t status, int32_t
   std::memcpy(s.data(), &st, sizeof st);
 }
 
-}  // namespace ttemu::chip
+}  // namespace ttemu::node

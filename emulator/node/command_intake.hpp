@@ -12,14 +12,14 @@
 #include "emulator/chip/chip_control.hpp"
 #include "emulator/session/fabric_node.hpp"
 
-namespace ttemu::chip {
+namespace ttemu::node {
 
 class CommandIntake {
  public:
   // Bytes of this chip's memory at addr, or an empty span when out of range.
   using Memory = std::function<std::span<uint8_t>(uint64_t addr, size_t size)>;
 
-  CommandIntake(routing::ChipId self, ChipControl& control, Memory memory)
+  CommandIntake(routing::ChipId self, chip::ChipControl& control, Memory memory)
       : self_(self), ctl_(control), mem_(std::move(memory)) {}
 
   // Takes ready commands while the node has room for their packets; a command split across
@@ -32,13 +32,13 @@ class CommandIntake {
   void answer(const routing::Packet& packet);
 
  private:
-  bool issue(const FabricCommand& c, session::FabricNode& node, routing::Time now);
-  void refuse(const FabricCommand& c, int32_t status);
-  void write_status(const FabricCommand& c, int32_t status, int32_t fvc);
+  bool issue(const chip::FabricCommand& c, session::FabricNode& node, routing::Time now);
+  void refuse(const chip::FabricCommand& c, int32_t status);
+  void write_status(const chip::FabricCommand& c, int32_t status, int32_t fvc);
   void count_down(uint16_t core, uint8_t txn, uint32_t packets, bool nacked);
 
   routing::ChipId self_;
-  ChipControl& ctl_;
+  chip::ChipControl& ctl_;
   Memory mem_;
   uint32_t offset_ = 0;  // bytes of the current command already sent
   int fvc_ = -1;         // the FVC chosen for the current command, -1 before it starts
@@ -46,4 +46,4 @@ class CommandIntake {
   std::optional<uint32_t> stalled_;  // the ticket last refused room by the router
 };
 
-}  // namespace ttemu::chip
+}  // namespace ttemu::node

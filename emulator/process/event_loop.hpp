@@ -20,7 +20,7 @@
 #include <optional>
 #include <unordered_map>
 
-namespace ttemu::chip {
+namespace ttemu::process {
 
 class EventLoop {
  public:
@@ -72,4 +72,4 @@ class EventLoop {
   bool stopping_ = false;
 };
 
-}  // namespace ttemu::chip
+}  // namespace ttemu::process

@@ -1,0 +1,138 @@
+// One chip's data path, as a state machine without I/O: everything a chip does per packet and
+// per frame. It owns the command intake (the router's side of the command buffer, tickets and
+// the doorbell protocol's flags), the fabric node (router and center), one TT-link per wired
+// port, the links' test traffic (checked streams, pings) and the link-state bookkeeping that
+// tells the router which ports are down. It is given the chip's memory, its control block
+// (command buffer, counters), a transport for its links' datagrams and the time.
+//
+// Two drivers run it: a chip process (emulator/process/chip_process.cpp: epoll, UDP sockets,
+// shared memory, a wall clock) and the simulator (emulator/sim/fabric_sim.cpp: a simulated
+// wire and clock, plain memory). The hop benchmark runs it too. Nothing else knows both a node
+// and its links.
+//
+// Driving it: hand in what arrives (on_datagram, one call per datagram, read in place), then
+// end_of_batch() once everything that arrived together is in (one router pass for it all);
+// call on_timer() at next_deadline(), pump() when a worker may have submitted (has_work()),
+// on_writable() when the transport can take more for a port.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "emulator/chip/chip_control.hpp"
+#include "emulator/link/fault_injector.hpp"
+#include "emulator/link/tt_link.hpp"
+#include "emulator/node/command_intake.hpp"
+#include "emulator/routing/fabric_router.hpp"
+#include "emulator/session/fabric_node.hpp"
+#include "emulator/wire/transport.hpp"
+
+namespace ttemu::node {
+
+using Time = link::Time;
+
+struct PortConfig {
+  uint8_t number = 0;
+  link::LinkIdentity peer;  // the far end: job, chip and port its hellos must name
+  uint32_t nonce = 1;       // this end's, non-zero, new at every start
+  // The ethernet core's receive buffer in L1, where a checked stream lands; empty: checked
+  // in place.
+  std::span<uint8_t> receive_buffer;
+};
+
+struct ChipNodeConfig {
+  routing::ChipId self;
+  uint64_t job = 0;  // the job identity the links' hellos carry
+  link::LinkConfig link;
+  routing::RouterConfig router;
+  std::vector<PortConfig> ports;
+  std::vector<routing::RouterTable> tables;  // this chip's table on each plane
+};
+
+// What a node tells its driver. Every call happens inside one of the node's own calls.
+class NodeObserver {
+ public:
+  virtual ~NodeObserver() = default;
+  virtual void link_state(uint8_t /*port*/, link::LinkState /*state*/) {}
+  virtual void router_event(const routing::RouterEvent& /*event*/) {}
+  virtual void committed(const routing::PacketHeader& /*packet*/) {}
+  // An answer (ack, NACK, read response) for a local worker; the command buffer has counted it.
+  virtual void answer(const routing::Packet& /*packet*/) {}
+  virtual void stream_done(uint8_t /*port*/, uint64_t /*id*/, uint64_t /*frames*/, uint64_t /*bytes*/,
+                           double /*seconds*/) {}
+  virtual void ping_done(uint8_t /*port*/, uint64_t /*id*/, const std::vector<double>& /*rtt_us*/) {}
+};
+
+class ChipNode {
+ public:
+  ChipNode(ChipNodeConfig config, session::Center::Memory memory, chip::ChipControl& control,
+           wire::Transport& transport, NodeObserver& observer);
+  ~ChipNode();
+  ChipNode(const ChipNode&) = delete;
+  ChipNode& operator=(const ChipNode&) = delete;
+
+  routing::ChipId self() const { return cfg_.self; }
+  std::span<const PortConfig> ports() const { return cfg_.ports; }
+
+  // The links start their handshakes.
+  void start(Time now);
+  // A datagram arrived for the link on `port` (its bytes are read in place, not kept).
+  void on_datagram(uint8_t port, std::span<const uint8_t> datagram, Time now);
+  // Everything that arrived together has been handed in: one router pass for all of it, then
+  // the links answer (acknowledgements, echoes, forwarded packets).
+  void end_of_batch(Time now);
+  void on_timer(Time now);
+  // Workers' commands into the router, the router's traffic onto the links, answers back.
+  void pump(Time now);
+  void on_writable(uint8_t port);
+  // A ready command waits in the command buffer that the router has not found blocked.
+  bool has_work() const { return intake_.has_work(); }
+  std::optional<Time> next_deadline() const;
+  // Nothing waits in the router, the links, or the transport.
+  bool idle() const;
+
+  // The control plane's requests.
+  void peer_down(uint8_t port, Time now);  // the far end's chip died
+  void set_faults(uint8_t port, std::unique_ptr<link::FaultInjector> faults);
+  void stall(uint8_t fvc, bool stalled, Time now);  // a stalled consumer (ttemu fabric stall)
+  void start_stream(uint8_t port, uint64_t id, uint64_t frames, uint32_t size, Time now);
+  void start_ping(uint8_t port, uint64_t id, int count, uint32_t size, Time now);
+  // A packet as if from a local worker, past the command buffer (the simulator's directed
+  // tests); false when its FVC's buffer is full.
+  bool inject(routing::Packet packet, Time now);
+
+  bool wired(uint8_t port) const;
+  const link::LinkCounters& counters(uint8_t port) const;
+  link::LinkState link_state(uint8_t port) const;
+
+ private:
+  struct Port;
+  Port& port(uint8_t number);
+  const Port& port(uint8_t number) const;
+  void on_delivery(Port& p, uint32_t dest, std::span<const uint8_t> payload);
+  void service(Port& p, Time now);
+  void flush(Port& p);
+  void report(Port& p);
+  // A link went down or came back during the call: the router drops what waited for it now.
+  void settle(Time now);
+
+  ChipNodeConfig cfg_;
+  chip::ChipControl& ctl_;
+  wire::Transport& transport_;
+  NodeObserver& observer_;
+  session::FabricNode fabric_;
+  CommandIntake intake_;
+  std::vector<std::unique_ptr<Port>> ports_;  // ascending port numbers
+  std::vector<Port*> by_number_;              // port number -> its Port, nullptr if not wired
+  std::vector<Port*> touched_;                // received on in the current batch
+  session::FabricNode::Output out_;
+  Time now_{};                 // the time of the call in progress (deliveries happen inside)
+  bool fabric_dirty_ = false;  // packets arrived for the router since its last pass
+  bool links_changed_ = false; // a link went down or came back since the last pump
+};
+
+}  // namespace ttemu::node

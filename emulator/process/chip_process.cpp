@@ -1,0 +1,344 @@
+#include "emulator/process/chip_process.hpp"
+
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "emulator/chip/arch.hpp"
+#include "emulator/chip/chip_control.hpp"
+#include "emulator/chip/doorbell.hpp"
+#include "emulator/common/error.hpp"
+#include "emulator/link/fault_plan.hpp"
+#include "emulator/node/chip_node.hpp"
+#include "emulator/process/event_loop.hpp"
+#include "emulator/wire/udp_socket.hpp"
+
+namespace ttemu::process {
+
+using namespace chip;
+using nlohmann::json;
+using link::Time;
+
+namespace {
+
+// The chip's link endpoints on UDP: a socket per wired port. What a socket cannot take now
+// waits in the node; the socket's writability brings it back (on_writable).
+class UdpTransport final : public wire::Transport {
+ public:
+  struct Endpoint {
+    uint8_t port = 0;
+    std::unique_ptr<wire::UdpSocket> socket;
+    bool write_waiting = false;
+  };
+
+  explicit UdpTransport(EventLoop& loop) : loop_(loop), by_port_(routing::kMaxPorts, nullptr) {}
+
+  Endpoint& add(uint8_t port, const std::string& bind) {
+    auto e = std::make_unique<Endpoint>();
+    e->port = port;
+    e->socket = std::make_unique<wire::UdpSocket>(bind);
+    by_port_[port] = e.get();
+    endpoints_.push_back(std::move(e));
+    return *endpoints_.back();
+  }
+  Endpoint& at(uint8_t port) { return *by_port_.at(port); }
+  std::vector<std::unique_ptr<Endpoint>>& endpoints() { return endpoints_; }
+
+  size_t send(uint8_t port, std::span<const std::vector<uint8_t>> datagrams) override {
+    Endpoint& e = at(port);
+    const size_t sent = e.socket->send(datagrams);
+    // The socket's send buffer is full: wait until it drains (level-triggered, so only while
+    // something is left to send).
+    const bool wait = sent < datagrams.size();
+    if (wait != e.write_waiting) {
+      e.write_waiting = wait;
+      loop_.change(e.socket->fd(), wait ? EPOLLIN | EPOLLOUT : EPOLLIN);
+    }
+    return sent;
+  }
+
+ private:
+  EventLoop& loop_;
+  std::vector<std::unique_ptr<Endpoint>> endpoints_;
+  std::vector<Endpoint*> by_port_;
+};
+
+class Chip final : public node::NodeObserver {
+ public:
+  Chip(const ChipOptions& o) : o_(o), transport_(loop_) { ppid_ = getppid(); }
+
+  int run() {
+    ctl_seg_ = Segment::open(segment_name(o_.job, o_.chip, SegmentKind::kControl));
+    l1_seg_ = Segment::open(segment_name(o_.job, o_.chip, SegmentKind::kL1));
+    dram_seg_ = Segment::open(segment_name(o_.job, o_.chip, SegmentKind::kDram));
+    ctl_ = ctl_seg_.as<ChipControl>();
+    if (ctl_->magic != kControlMagic) throw Error("control block not initialised by the launcher");
+    ctl_->pid.store(static_cast<uint32_t>(getpid()));
+    // Termination arrives as a readable descriptor.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    signal_fd_ = signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (signal_fd_ < 0) throw Error("signalfd failed");
+    loop_.watch(signal_fd_, EPOLLIN, [this](uint32_t) { stop(); });
+    loop_.watch(o_.control_fd, EPOLLIN, [this](uint32_t) { read_control(); });
+    loop_.on_deadline([this](Time t) {
+      if (node_) node_->on_timer(t);
+      reschedule();
+    });
+    loop_.on_batch_end([this] {
+      if (node_) node_->end_of_batch(now());
+      reschedule();
+    });
+    loop_.run();
+    ctl_->running.store(0);
+    cleanup();
+    return exit_status_;
+  }
+
+ private:
+  void stop() { loop_.stop(); }
+  Time now() const { return loop_.time(); }
+
+  void cleanup() {
+    for (auto& e : transport_.endpoints()) loop_.forget(e->socket->fd());
+    node_.reset();
+    transport_.endpoints().clear();
+    ::close(signal_fd_);
+    // The launcher removes every segment at teardown; a chip removes its own too, so that
+    // nothing is left if the launcher is gone (killed, crashed).
+    unlink_chip_segments(o_.job, o_.chip);
+    if (getppid() != ppid_ || control_eof_) ::unlink(o_.control_socket.c_str());
+  }
+
+  // Blocking: control messages are rare and short, and the launcher always reads.
+  void send_control(const json& msg) {
+    const std::string line = msg.dump() + "\n";
+    for (size_t at = 0; at < line.size();) {
+      const ssize_t n = ::send(o_.control_fd, line.data() + at, line.size() - at, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;  // the launcher is gone; reading will notice
+      at += static_cast<size_t>(n);
+    }
+  }
+
+  void read_control() {
+    char buf[4096];
+    const ssize_t n = ::recv(o_.control_fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0) {  // the launcher is gone
+      control_eof_ = true;
+      stop();
+      return;
+    }
+    inbuf_.append(buf, static_cast<size_t>(n));
+    for (size_t end; (end = inbuf_.find('\n')) != std::string::npos;) {
+      const std::string line = inbuf_.substr(0, end);
+      inbuf_.erase(0, end + 1);
+      try {
+        on_control(json::parse(line));
+      } catch (const std::exception& e) {
+        send_control({{"type", "error"}, {"message", e.what()}});
+        exit_status_ = 1;
+        stop();
+        return;
+      }
+    }
+    reschedule();
+  }
+
+  void on_control(const json& m) {
+    const std::string type = m.at("type");
+    if (type == "config") configure(m);
+    else if (type == "peers") connect(m);
+    else if (type == "faults") set_faults(m);
+    else if (type == "stream") node().start_stream(port_of(m), m.at("id"), m.at("frames"), m.at("size"), now());
+    else if (type == "ping") node().start_ping(port_of(m), m.at("id"), m.at("count"), m.at("size"), now());
+    else if (type == "peer_down") node().peer_down(port_of(m), now());
+    else if (type == "stall") node().stall(m.at("fvc").get<uint8_t>(), m.at("stalled").get<bool>(), now());
+    else if (type == "stop") stop();
+    else throw Error("unknown control message '" + type + "'");
+  }
+
+  node::ChipNode& node() {
+    if (!node_) throw Error("the chip is not configured yet");
+    return *node_;
+  }
+
+  uint8_t port_of(const json& m) {
+    const int number = m.at("port");
+    if (number < 0 || number >= routing::kMaxPorts || !node().wired(static_cast<uint8_t>(number))) {
+      throw Error("port " + std::to_string(number) + " is not wired");
+    }
+    return static_cast<uint8_t>(number);
+  }
+
+  void configure(const json& m) {
+    ArchSpec arch = arch_spec(m.at("arch"));
+    seed_ = m.value("seed", uint64_t{1});
+    loop_.set_spin(std::chrono::microseconds(m.value("spin_us", 0)));
+    node::ChipNodeConfig nc;
+    nc.self = o_.chip;
+    nc.job = m.at("job_hash");
+    nc.link.window = m.value("window", nc.link.window);
+    nc.link.ack_delay = std::chrono::microseconds(m.value("ack_delay_us", 0));
+    nc.router.data_fvcs = m.value("data_fvcs", nc.router.data_fvcs);
+    nc.router.rb_packets = m.value("rb_packets", nc.router.rb_packets);
+    nc.router.timeout = std::chrono::milliseconds(m.value("timeout_ms", 3000));
+    nc.router.credit_delay = std::chrono::microseconds(m.value("credit_delay_us", 0));
+    const int planes = m.value("planes", 1);
+    nc.tables.resize(static_cast<size_t>(planes));
+    std::random_device rd;
+    json bound = json::object();
+    for (const auto& l : m.at("links")) {
+      node::PortConfig pc;
+      pc.number = l.at("port");
+      pc.peer = {nc.job, l.at("peer_mesh"), l.at("peer_device"), l.at("peer_port")};
+      pc.nonce = static_cast<uint32_t>(rd()) | 1u;
+      uint8_t* core = l1_seg_.as<uint8_t>(arch.eth_l1_offset(pc.number));
+      pc.receive_buffer = {core + kRouterBufferOffset, arch.eth_l1 - kRouterBufferOffset};
+      // The router's table of this port's plane, from its L1 (written by the control plane).
+      const auto* rcfg = reinterpret_cast<const RouterConfig*>(core);
+      if (rcfg->magic == kRouterMagic && rcfg->plane < planes) {
+        nc.tables[rcfg->plane] = routing::RouterTable::unpack(rcfg->table);
+      }
+      auto& e = transport_.add(pc.number, m.value("bind", std::string("127.0.0.1")));
+      ctl_->ports[pc.number].udp_port.store(e.socket->local_port());
+      bound[std::to_string(pc.number)] = e.socket->local_port();
+      nc.ports.push_back(pc);
+    }
+    ctl_->l1_bytes = l1_seg_.size();
+    ctl_->dram_bytes = dram_seg_.size();
+    auto memory = [this](uint64_t addr, size_t size) {
+      return session::locate(addr, size, {l1_seg_.as<uint8_t>(), l1_seg_.size()}, {dram_seg_.as<uint8_t>(), dram_seg_.size()});
+    };
+    node_ = std::make_unique<node::ChipNode>(std::move(nc), memory, *ctl_, transport_, *this);
+    for (const auto& l : m.at("links")) {
+      if (l.contains("faults")) install_faults(l.at("port"), l["faults"]);
+    }
+    // Workers' commands: looked for on every turn of the loop; a worker rings the doorbell
+    // only when the loop has said it sleeps.
+    doorbell_ = std::make_unique<DoorbellListener>(o_.job, o_.chip);
+    loop_.watch(doorbell_->fd(), EPOLLIN, [this](uint32_t) {
+      doorbell_->drain();
+      node_->pump(now());
+      reschedule();
+    });
+    loop_.on_shared_work(&ctl_->commands.router_asleep, [this] { return node_->has_work(); }, [this] {
+      node_->pump(now());
+      reschedule();
+    });
+    ctl_->running.store(1);
+    send_control({{"type", "bound"}, {"ports", bound}});
+  }
+
+  void install_faults(uint8_t port, const json& f) {
+    link::DirectionFaults faults = link::faults_from_json(f);
+    uint64_t seed = seed_ * 0x9E3779B97F4A7C15ull ^ (uint64_t{o_.chip.mesh} << 40) ^
+                    (uint64_t{o_.chip.device} << 20) ^ port;
+    node().set_faults(port, faults.any() ? std::make_unique<link::FaultInjector>(faults, seed) : nullptr);
+  }
+
+  void connect(const json& m) {
+    for (auto& e : transport_.endpoints()) {
+      const auto& peer = m.at("peers").at(std::to_string(e->port));
+      e->socket->set_peer(wire::make_address(peer.at("addr"), peer.at("udp")));
+      auto* raw = e.get();
+      loop_.watch(e->socket->fd(), EPOLLIN, [this, raw](uint32_t events) {
+        if (events & EPOLLOUT) node_->on_writable(raw->port);
+        if (events & (EPOLLIN | EPOLLERR)) on_readable(*raw);
+      });
+    }
+    node().start(now());
+  }
+
+  void set_faults(const json& m) {
+    seed_ = m.value("seed", seed_);
+    install_faults(port_of(m), m.at("faults"));
+  }
+
+  // Takes what has arrived on a port, a bounded number of batches; the node answers once
+  // every port that was ready has been read (the loop's batch end).
+  void on_readable(UdpTransport::Endpoint& e) {
+    const Time t = now();
+    for (int round = 0; round < 16; ++round) {
+      auto batch = e.socket->receive();
+      for (const auto& d : batch) {
+        if (!e.socket->accepts(*d.from)) {
+          auto& c = ctl_->ports[e.port].counters;
+          c.add(c.foreign);
+          continue;
+        }
+        node_->on_datagram(e.port, d.bytes, t);
+      }
+      if (batch.size() < 64) break;
+    }
+  }
+
+  // --- what the node tells the launcher -------------------------------------------------
+
+  void link_state(uint8_t port, link::LinkState state) override {
+    send_control({{"type", "link"}, {"port", port}, {"state", link::to_string(state)}});
+  }
+
+  void router_event(const routing::RouterEvent& ev) override {
+    send_control({{"type", "event"}, {"kind", ev.name()}, {"at", routing::to_string(ev.at)},
+                  {"src", routing::to_string(ev.packet.src())}, {"dst", routing::to_string(ev.packet.dst())},
+                  {"packet_id", ev.packet.packet_id}, {"ttl", ev.packet.ttl},
+                  {"command", routing::to_string(ev.packet.command)}});
+  }
+
+  void stream_done(uint8_t port, uint64_t id, uint64_t frames, uint64_t bytes, double seconds) override {
+    send_control({{"type", "stream_done"}, {"port", port}, {"id", id}, {"frames", frames}, {"bytes", bytes},
+                  {"seconds", seconds}});
+  }
+
+  void ping_done(uint8_t port, uint64_t id, const std::vector<double>& rtt_us) override {
+    send_control({{"type", "ping_done"}, {"port", port}, {"id", id}, {"rtt_us", rtt_us}});
+  }
+
+  // The loop sleeps until the node's earliest deadline; with none, until something arrives
+  // (idle is free).
+  void reschedule() { loop_.set_deadline(node_ ? node_->next_deadline() : std::nullopt); }
+
+  ChipOptions o_;
+  EventLoop loop_;
+  UdpTransport transport_;
+  int signal_fd_ = -1;
+  std::string inbuf_;
+  Segment ctl_seg_, l1_seg_, dram_seg_;
+  ChipControl* ctl_ = nullptr;
+  uint64_t seed_ = 1;
+  std::unique_ptr<node::ChipNode> node_;
+  std::unique_ptr<DoorbellListener> doorbell_;
+  pid_t ppid_ = 0;
+  bool control_eof_ = false;
+  int exit_status_ = 0;
+};
+
+}  // namespace
+
+int run_chip(const ChipOptions& options) {
+  try {
+    Chip chip(options);
+    return chip.run();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "ttemu chip {}: error: {}\n", routing::to_string(options.chip), e.what());
+    chip::unlink_chip_segments(options.job, options.chip);
+    return 1;
+  }
+}
+
+}  // namespace ttemu::process

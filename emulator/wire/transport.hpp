@@ -1,0 +1,26 @@
+// The transport seam: how the datagrams of a chip's TT-link endpoints reach the wire. A chip
+// node hands its transport the datagrams one link endpoint (a port) puts on the wire; what
+// arrives comes back to the node through ChipNode::on_datagram, read in place from the
+// transport's own buffers. The node never learns what carries them: UDP sockets in a chip
+// process (udp_socket.hpp), a simulated wire in the simulator, a direct hand-over in the hop
+// benchmark; io_uring, shared-memory rings and links between hosts take the same place.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace ttemu::wire {
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // Puts datagrams of the link endpoint on `port` on the wire toward its peer, in order and
+  // without blocking; returns how many it took. When it takes fewer than all it must, once
+  // more can go, make the node's owner call ChipNode::on_writable(port). A call with none
+  // says nothing is left to send for that port.
+  virtual size_t send(uint8_t port, std::span<const std::vector<uint8_t>> datagrams) = 0;
+};
+
+}  // namespace ttemu::wire

@@ -1,0 +1,141 @@
+#include "emulator/wire/udp_socket.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "emulator/common/error.hpp"
+
+namespace ttemu::wire {
+
+Address make_address(const std::string& ip, uint16_t port) {
+  Address a;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&a.storage);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&a.storage);
+  if (::inet_pton(AF_INET, ip.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    a.length = sizeof(sockaddr_in);
+  } else if (::inet_pton(AF_INET6, ip.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    a.length = sizeof(sockaddr_in6);
+  } else {
+    throw Error(fmt::format("'{}' is not an IPv4 or IPv6 address", ip));
+  }
+  return a;
+}
+
+bool Address::operator==(const Address& o) const {
+  if (storage.ss_family != o.storage.ss_family) return false;
+  if (storage.ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(storage);
+    const auto& b = reinterpret_cast<const sockaddr_in&>(o.storage);
+    return a.sin_port == b.sin_port && a.sin_addr.s_addr == b.sin_addr.s_addr;
+  }
+  if (storage.ss_family == AF_INET6) {
+    const auto& a = reinterpret_cast<const sockaddr_in6&>(storage);
+    const auto& b = reinterpret_cast<const sockaddr_in6&>(o.storage);
+    return a.sin6_port == b.sin6_port && std::memcmp(&a.sin6_addr, &b.sin6_addr, sizeof a.sin6_addr) == 0;
+  }
+  return false;
+}
+
+std::string Address::to_string() const {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (storage.ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(storage);
+    ::inet_ntop(AF_INET, &a.sin_addr, text, sizeof text);
+    return fmt::format("{}:{}", text, ntohs(a.sin_port));
+  }
+  const auto& a = reinterpret_cast<const sockaddr_in6&>(storage);
+  ::inet_ntop(AF_INET6, &a.sin6_addr, text, sizeof text);
+  return fmt::format("[{}]:{}", text, ntohs(a.sin6_port));
+}
+
+UdpSocket::UdpSocket(const std::string& address, size_t batch)
+    : buffers_(batch, std::vector<uint8_t>(kMaxUdpPayload)) {
+  Address local = make_address(address, 0);
+  fd_ = ::socket(local.storage.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) throw Error(fmt::format("cannot create a UDP socket: {}", std::strerror(errno)));
+  // Large buffers absorb bursts while a busy chip process is scheduled out.
+  int size = 4 << 20;
+  ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+  ::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+  socklen_t len = sizeof(local.storage);
+  if (::bind(fd_, local.get(), local.length) != 0 ||
+      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&local.storage), &len) != 0) {
+    int e = errno;
+    ::close(fd_);
+    throw Error(fmt::format("cannot bind a UDP socket to {}: {}", address, std::strerror(e)));
+  }
+  port_ = ntohs(local.storage.ss_family == AF_INET ? reinterpret_cast<sockaddr_in&>(local.storage).sin_port
+                                                   : reinterpret_cast<sockaddr_in6&>(local.storage).sin6_port);
+  received_.reserve(batch);
+  // The headers are set up once: after a wake-up the cache is cold, and touching a batch's
+  // worth of headers per receive costs more than the receive itself.
+  msgs_.resize(batch);
+  iov_.resize(batch);
+  from_.resize(batch);
+  for (size_t i = 0; i < batch; ++i) {
+    iov_[i] = {buffers_[i].data(), buffers_[i].size()};
+    msgs_[i] = {};
+    msgs_[i].msg_hdr.msg_iov = &iov_[i];
+    msgs_[i].msg_hdr.msg_iovlen = 1;
+    msgs_[i].msg_hdr.msg_name = &from_[i].storage;
+    msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
+  }
+}
+
+UdpSocket::~UdpSocket() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::span<const Datagram> UdpSocket::receive() {
+  received_.clear();
+  int got = ::recvmmsg(fd_, msgs_.data(), static_cast<unsigned>(msgs_.size()), MSG_DONTWAIT, nullptr);
+  for (size_t i = 0; got > 0 && i < static_cast<size_t>(got); ++i) {
+    // A datagram longer than the buffer arrives truncated; the parser rejects what is cut off.
+    from_[i].length = msgs_[i].msg_hdr.msg_namelen;
+    received_.push_back({{buffers_[i].data(), msgs_[i].msg_len}, &from_[i]});
+    msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);  // the kernel wrote the length it used
+  }
+  return received_;
+}
+
+size_t UdpSocket::send(std::span<const std::vector<uint8_t>> datagrams) {
+  size_t sent = 0;
+  while (sent < datagrams.size()) {
+    const size_t n = std::min<size_t>(datagrams.size() - sent, 64);
+    mmsghdr msgs[64];
+    iovec iov[64];
+    for (size_t i = 0; i < n; ++i) {
+      const auto& d = datagrams[sent + i];
+      iov[i] = {const_cast<uint8_t*>(d.data()), d.size()};
+      msgs[i] = {};
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+      msgs[i].msg_hdr.msg_name = &peer_.storage;
+      msgs[i].msg_hdr.msg_namelen = peer_.length;
+    }
+    int out = ::sendmmsg(fd_, msgs, static_cast<unsigned>(n), MSG_DONTWAIT);
+    if (out <= 0) {
+      if (out < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS) {
+        // The wire refused the datagram (e.g. the peer's port is gone): like a loss, ARQ copes.
+        ++sent;
+        continue;
+      }
+      break;
+    }
+    sent += static_cast<size_t>(out);
+  }
+  return sent;
+}
+
+}  // namespace ttemu::wire

@@ -1,0 +1,63 @@
+// One link endpoint's UDP socket: non-blocking, moving datagrams in batches (recvmmsg /
+// sendmmsg: one system call for many). IPv4 or IPv6, by the address it is bound to; only
+// datagrams from the peer's address and port are the link's (accepts() tells).
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ttemu::wire {
+
+// A socket address of either family, with the name of where it came from for messages.
+struct Address {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
+  std::string to_string() const;
+  bool operator==(const Address& other) const;
+};
+// A numeric IPv4 or IPv6 address and a port; throws Error naming the text otherwise.
+Address make_address(const std::string& ip, uint16_t port);
+
+inline constexpr size_t kMaxUdpPayload = 65507;  // IPv4's limit; receive buffers hold this
+
+struct Datagram {
+  std::span<const uint8_t> bytes;
+  const Address* from;
+};
+
+class UdpSocket {
+ public:
+  // Binds to address:0 (an ephemeral port), on the loopback by default.
+  explicit UdpSocket(const std::string& address = "127.0.0.1", size_t batch = 64);
+  ~UdpSocket();
+  UdpSocket(const UdpSocket&) = delete;
+  UdpSocket& operator=(const UdpSocket&) = delete;
+
+  int fd() const { return fd_; }
+  uint16_t local_port() const { return port_; }
+  void set_peer(const Address& peer) { peer_ = peer; }
+  bool accepts(const Address& from) const { return from == peer_; }
+  // Receives up to the batch size without blocking; the spans stay valid until the next call.
+  std::span<const Datagram> receive();
+  // Sends datagrams to the peer without blocking; returns how many went out (fewer when the
+  // socket buffer is full: wait until writable and call again with the rest).
+  size_t send(std::span<const std::vector<uint8_t>> datagrams);
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  Address peer_;
+  std::vector<std::vector<uint8_t>> buffers_;
+  std::vector<Datagram> received_;
+  std::vector<mmsghdr> msgs_;
+  std::vector<iovec> iov_;
+  std::vector<Address> from_;
+};
+
+}  // namespace ttemu::wire
