@@ -191,6 +191,28 @@ TEST(DeadChip, WritesToAndThroughADeadChipAreNackedAtOnce) {
   EXPECT_EQ(d[0], 0) << "nothing landed past the dead chip";
 }
 
+// Used by the FVC-independence test on an n300 whose M0D1 has stopped consuming FVC 0 (router
+// timeout a minute): writes on FVC 0 fill the buffers on the way and then the command buffer;
+// writes on FVC 1 submitted after them still land at once (spec 2.3.1, 5.3).
+TEST(Independence, AFullFvcAtTheSourceDoesNotHoldBackAnother) {
+  Handle src, dst;
+  open_on(src, {0, 0}), open_on(dst, {0, 1});
+  ASSERT_TRUE(src.f && dst.f);
+  auto* d = static_cast<uint8_t*>(tt_fabric_memory(dst.f, kDst, 1 << 20));
+  std::memset(d, 0, 1 << 20);
+  std::memset(tt_fabric_memory(src.f, kSrc, 4096), 0x0f, 4096);
+  for (int i = 0; i < 64; ++i) {  // far more than the routing buffers between the two hold
+    ASSERT_EQ(fabric_async_write(src.f, 0, kSrc, {0, 1}, kDst + 4096 * static_cast<uint64_t>(i), 4096, 0, 1, nullptr), TT_FABRIC_OK);
+  }
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(fabric_async_write(src.f, 0, kSrc, {0, 1}, kDst + (512 << 10) + 64 * static_cast<uint64_t>(i), 64, 1, 2, nullptr), TT_FABRIC_OK);
+  }
+  ASSERT_EQ(fabric_async_write_barrier(src.f, 2), TT_FABRIC_OK) << "FVC 1 waited behind the full FVC 0";
+  EXPECT_EQ(d[(512 << 10) + 64 * 3], 0x0f);
+  EXPECT_EQ(d[0], 0) << "FVC 0 is stalled at M0D1";
+  EXPECT_EQ(tt_fabric_nacks(src.f), 0u);
+}
+
 // Used by the timeout test: M0D3's center has stopped consuming FVC 0.
 TEST(Stall, AStalledFvcTimesOutWhileAnotherFlows) {
   Handle src, dst;

@@ -267,19 +267,75 @@ TEST(FabricSim, ReadsAndAtomicsAnswerTheSource) {
   inc.header.command = Command::kAtomicReadInc;
   inc.header.arg = 5;
   inc.header.wrap = 2;  // counts 0-7
-  inc.header.return_addr = 600;
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(sim.inject({0, 0}, inc));
+  for (uint64_t i = 0; i < 3; ++i) {
+    inc.header.return_addr = 600 + 4 * i;  // each old value lands apart
+    ASSERT_TRUE(sim.inject({0, 0}, inc));
+  }
   EXPECT_TRUE(sim.run());
   auto back = sim.memory({0, 0}, 500, 8);
   for (size_t i = 0; i < 8; ++i) EXPECT_EQ(back[i], 0xA0 + i);
   uint32_t counter;
   std::memcpy(&counter, sim.memory({0, 31}, 200, 4).data(), 4);
   EXPECT_EQ(counter, (5u * 3) % 8) << "wrapped at 2^(2+1)";
-  for (const auto& p : sim.worker_inbox({0, 0})) {
-    if (p.header.command == Command::kReadResponse) {
-      EXPECT_NE(p.header.fvc, 0) << "responses ride another FVC";
-    }
+  // Read-and-increment answers the value before each increment, in order: 0, 5, 10 mod 8.
+  const uint32_t want[] = {0, 5, 2};
+  for (uint64_t i = 0; i < 3; ++i) {
+    uint32_t old;
+    std::memcpy(&old, sim.memory({0, 0}, 600 + 4 * i, 4).data(), 4);
+    EXPECT_EQ(old, want[i]) << "read-and-increment " << i;
   }
+  int responses = 0;
+  for (const auto& p : sim.worker_inbox({0, 0})) {
+    ASSERT_EQ(p.header.command, Command::kReadResponse);
+    EXPECT_EQ(p.header.fvc, 0) << "a response rides its request's FVC, in the answer lanes";
+    ++responses;
+  }
+  EXPECT_EQ(responses, 4) << "one read, three read-and-increments";
+}
+
+// Answers never wait behind requests, and a center whose answers cannot leave stops taking
+// requests instead of queueing answers without bound: here M0D0 stops consuming FVC 0, so the
+// read responses coming back to it pile up; M0D1 serves only as many reads as the buffers on
+// the way and its bounded answer queue hold, then holds the rest back (no timeout: a minute).
+TEST(FabricSim, ACenterWhoseAnswersCannotLeaveHoldsBackRequestsInsteadOfQueueingAnswers) {
+  auto sys = load("n300.yaml");
+  auto tables = control::compute_tables(sys);
+  SimConfig cfg;
+  cfg.router.timeout = std::chrono::seconds(60);
+  FabricSim sim(sys, tables, cfg);
+  sim.stall_center({0, 0}, 0, true);
+  constexpr int kReads = 200;
+  int injected = 0;
+  Packet rd;
+  rd.header.dst_device = 1;
+  rd.header.size = 64;
+  rd.header.command = Command::kReadRequest;
+  for (int round = 0; round < 1000 && injected < kReads; ++round) {
+    rd.header.return_addr = 4096 + 64 * static_cast<uint64_t>(injected);
+    if (sim.inject({0, 0}, rd)) ++injected;
+    else sim.run(std::chrono::microseconds(100));
+  }
+  sim.run(std::chrono::milliseconds(100));
+  auto served = [&] {
+    int n = 0;
+    for (const auto& line : sim.trace()) n += line.find("deliver read at M0D1 ") != std::string::npos;
+    return n;
+  };
+  const int rb = cfg.router.rb_packets;
+  // M0D0's input buffer, M0D1's center input and its answer queue: three buffers' worth.
+  EXPECT_LE(served(), 3 * rb) << "answers queued without bound";
+  EXPECT_GT(served(), 0);
+  EXPECT_TRUE(sim.worker_inbox({0, 0}).empty());
+  sim.stall_center({0, 0}, 0, false);
+  for (int round = 0; round < 1000 && injected < kReads; ++round) {
+    rd.header.return_addr = 4096 + 64 * static_cast<uint64_t>(injected);
+    if (sim.inject({0, 0}, rd)) ++injected;
+    else sim.run(std::chrono::microseconds(100));
+  }
+  EXPECT_TRUE(sim.run(std::chrono::seconds(1)));
+  EXPECT_EQ(served(), kReads);
+  EXPECT_EQ(sim.worker_inbox({0, 0}).size(), static_cast<size_t>(kReads)) << "every read answered once";
+  EXPECT_TRUE(sim.events().empty()) << "nothing timed out or was dropped";
 }
 
 TEST(FabricSim, SameSeedSameTrace) {

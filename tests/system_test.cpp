@@ -502,6 +502,16 @@ TEST(Fabric, WritesToOrThroughADeadChipAreNackedAtOnceNotTimedOut) {
   expect_nothing_left(sys.job(), pids);
 }
 
+TEST(Fabric, AFullFvcAtTheSourceDoesNotHoldBackAnotherFvcsInjections) {
+  ::setenv("TTEMU_BARRIER_TIMEOUT_MS", "10000", 1);
+  RunResult r = ttemu({"launch", topo("n300.yaml"), "--timeout-ms", "60000", "--", "sh", "-c",
+                       std::string(TTEMU_BINARY) + " fabric stall M0D1 --fvc 0 && " + TTEMU_FABRIC_CLIENT +
+                           " --gtest_filter=Independence.*"});
+  ::unsetenv("TTEMU_BARRIER_TIMEOUT_MS");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("timeout at"), std::string::npos) << r.out;
+}
+
 TEST(Fabric, AStalledConsumerTimesOutNacksTheSenderAndOtherFvcsFlow) {
   RunResult r = ttemu({"launch", topo("mesh_4x4.yaml"), "--timeout-ms", "200", "--", "sh", "-c",
                        std::string(TTEMU_BINARY) + " fabric stall M0D3 --fvc 0 && " + TTEMU_FABRIC_CLIENT +

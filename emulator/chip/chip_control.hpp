@@ -20,7 +20,7 @@ namespace ttemu::chip {
 
 inline constexpr uint64_t kControlMagic = 0x4c5254434d455454ull;  // "TTEMCTRL"
 inline constexpr uint64_t kRouterMagic = 0x52544f524d455454ull;   // "TTEMROTR"
-inline constexpr uint32_t kControlVersion = 2;  // bumped whenever the layout below changes
+inline constexpr uint32_t kControlVersion = 3;  // bumped whenever the layout below changes
 
 struct PortStatus {
   link::LinkCounters counters;
@@ -38,7 +38,10 @@ inline constexpr uint32_t kCommandSlots = 256;
 inline constexpr int kMaxWorkers = 128;  // cores that may issue, per chip
 inline constexpr int kTxnIds = 16;       // spec 3.1
 
-enum SlotState : uint32_t { kSlotFree = 0, kSlotReady = 1 };
+// A slot is free, ready (a worker wrote a command), or done (the router took it before an
+// earlier ticket's command: FVCs are served independently); the router frees done slots, and
+// advances `served`, in ticket order.
+enum SlotState : uint32_t { kSlotFree = 0, kSlotReady = 1, kSlotDone = 2 };
 
 struct FabricCommand {
   std::atomic<uint32_t> state{kSlotFree};

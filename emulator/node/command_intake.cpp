@@ -14,35 +14,62 @@ using routing::Command;
 bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
   auto& cb = ctl_.commands;
   bool took = false;
-  while (true) {
-    const uint32_t ticket = cb.served.load(std::memory_order_relaxed);
-    FabricCommand& slot = cb.slots[ticket % kCommandSlots];
-    if (slot.state.load(std::memory_order_acquire) != kSlotReady || slot.ticket != ticket) return took;
-    if (!issue(slot, node, now)) {  // the router is full: resume when it drains
-      stalled_ = ticket;
-      return took;
+  uint32_t full = 0;  // FVCs found without room in this pass: their later commands wait too
+  const uint32_t start = cb.served.load(std::memory_order_relaxed);
+  const uint32_t end = cb.next_ticket.load(std::memory_order_acquire);
+  for (uint32_t t = start; t != end && t - start < kCommandSlots; ++t) {
+    const size_t i = t % kCommandSlots;
+    FabricCommand& slot = cb.slots[i];
+    blocked_[i] = false;
+    if (slot.state.load(std::memory_order_acquire) != kSlotReady || slot.ticket != t) continue;
+    Progress& pr = progress_[i];
+    const int fvc = pr.fvc >= 0 ? pr.fvc : slot.fvc;  // -1: chosen when it starts
+    if (fvc >= 0 && fvc < 32 && (full >> fvc) & 1u) {  // an earlier command of its FVC waits
+      blocked_[i] = true;
+      continue;
     }
-    offset_ = 0;
-    fvc_ = -1;
-    slot.state.store(kSlotFree, std::memory_order_release);
-    cb.served.store(ticket + 1, std::memory_order_seq_cst);
-    if (cb.served_waiters.load(std::memory_order_seq_cst) > 0) futex_wake(cb.served);
+    int no_room = -1;
+    if (!issue(slot, pr, node, now, no_room)) {
+      if (no_room >= 0 && no_room < 32) full |= 1u << no_room;
+      blocked_[i] = true;
+      continue;
+    }
+    pr = {};
+    slot.state.store(kSlotDone, std::memory_order_release);
     took = true;
   }
+  // Slots go back to the workers in ticket order.
+  uint32_t served = start;
+  for (; served != end; ++served) {
+    FabricCommand& slot = cb.slots[served % kCommandSlots];
+    if (slot.state.load(std::memory_order_acquire) != kSlotDone || slot.ticket != served) break;
+    slot.state.store(kSlotFree, std::memory_order_release);
+  }
+  if (served != start) {
+    cb.served.store(served, std::memory_order_seq_cst);
+    if (cb.served_waiters.load(std::memory_order_seq_cst) > 0) futex_wake(cb.served);
+  }
+  return took;
 }
 
 bool CommandIntake::has_work() const {
   const auto& cb = ctl_.commands;
-  const uint32_t ticket = cb.served.load(std::memory_order_relaxed);
-  const FabricCommand& slot = cb.slots[ticket % kCommandSlots];
-  return slot.state.load(std::memory_order_acquire) == kSlotReady && slot.ticket == ticket &&
-         !(stalled_ && *stalled_ == ticket);
+  const uint32_t start = cb.served.load(std::memory_order_relaxed);
+  const uint32_t end = cb.next_ticket.load(std::memory_order_acquire);
+  for (uint32_t t = start; t != end && t - start < kCommandSlots; ++t) {
+    const FabricCommand& slot = cb.slots[t % kCommandSlots];
+    if (slot.state.load(std::memory_order_acquire) == kSlotReady && slot.ticket == t && !blocked_[t % kCommandSlots]) {
+      return true;
+    }
+  }
+  return false;
 }
 
-bool CommandIntake::issue(const FabricCommand& c, session::FabricNode& node, routing::Time now) {
+bool CommandIntake::issue(const FabricCommand& c, Progress& pr, session::FabricNode& node, routing::Time now,
+                          int& no_room) {
   auto& router = node.router();
   const int data_fvcs = router.fvcs() - 1;
-  if (fvc_ < 0) {
+  if (pr.fvc < 0) {
     int fvc = c.fvc;
     if (fvc < 0) {  // automatic: the data FVC with the most room here
       fvc = 0;
@@ -58,23 +85,27 @@ bool CommandIntake::issue(const FabricCommand& c, session::FabricNode& node, rou
       refuse(c, kStatusBadAddress);
       return true;
     }
-    fvc_ = fvc;
+    if (router.inject_room(static_cast<uint8_t>(fvc)) == 0) {
+      if (c.fvc >= 0) no_room = fvc;  // an explicit FVC that is full: its order holds
+      return false;
+    }
+    pr.fvc = fvc;
     write_status(c, kStatusOk, fvc);
   }
   const uint32_t total = routing::moves_data(c.command) ? c.size : 0;
   do {
-    const uint32_t chunk = std::min(total - offset_, routing::kMaxPacketPayload);
+    const uint32_t chunk = std::min(total - pr.offset, routing::kMaxPacketPayload);
     routing::Packet p;
     auto& h = p.header;
     h.src_mesh = self_.mesh;
     h.src_device = self_.device;
     h.dst_mesh = c.dst_mesh;
     h.dst_device = c.dst_device;
-    h.dst_addr = c.dst_addr + offset_;
-    h.return_addr = c.return_addr + offset_;
+    h.dst_addr = c.dst_addr + pr.offset;
+    h.return_addr = c.return_addr + pr.offset;
     h.packet_id = packet_id_ + 1;
     h.command = c.command;
-    h.fvc = static_cast<uint8_t>(fvc_);
+    h.fvc = static_cast<uint8_t>(pr.fvc);
     h.txn_id = c.txn_id;
     h.ttl = c.ttl;
     h.plane = c.plane;
@@ -82,17 +113,20 @@ bool CommandIntake::issue(const FabricCommand& c, session::FabricNode& node, rou
     h.arg = c.arg;
     h.src_core = c.core;
     if (c.command == Command::kWrite) {
-      auto src = mem_(c.src_addr + offset_, chunk);  // the pull: straight from worker memory
+      auto src = mem_(c.src_addr + pr.offset, chunk);  // the pull: straight from worker memory
       p.payload.assign(src.begin(), src.end());
       h.size = static_cast<uint32_t>(p.payload.size());
     } else if (c.command == Command::kReadRequest) {
       h.size = chunk;
     }
-    if (!node.inject(std::move(p), now)) return false;
+    if (!node.inject(std::move(p), now)) {
+      no_room = pr.fvc;
+      return false;
+    }
     ++packet_id_;
     ctl_.packets_injected.fetch_add(1, std::memory_order_relaxed);
-    offset_ += chunk;
-  } while (offset_ < total);
+    pr.offset += chunk;
+  } while (pr.offset < total);
   return true;
 }
 

@@ -1,9 +1,14 @@
 // The router's side of the command buffer (pull model, spec 2.2.2.4): it takes workers'
-// commands in ticket order, pulls each payload straight from the worker's L1 or DRAM into
-// packets for the fabric node, fills in the worker's status (with the FVC it chose), and
-// counts the answers (acks, NACKs, read responses) back to the worker's transaction counters.
+// commands, pulls each payload straight from the worker's L1 or DRAM into packets for the
+// fabric node, fills in the worker's status (with the FVC it chose), and counts the answers
+// (acks, NACKs, read responses) back to the worker's transaction counters.
+//
+// FVCs make independent progress (spec 2.3.1, 5.3): commands are taken in ticket order within
+// an FVC, but a command whose FVC is full waits without holding back later commands on other
+// FVCs. Slots go back to workers in ticket order.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -22,17 +27,26 @@ class CommandIntake {
   CommandIntake(routing::ChipId self, chip::ChipControl& control, Memory memory)
       : self_(self), ctl_(control), mem_(std::move(memory)) {}
 
-  // Takes ready commands while the node has room for their packets; a command split across
-  // calls resumes where it stopped. Returns whether any command was taken.
+  // Takes ready commands whose FVC has room for their packets; a command split across calls
+  // resumes where it stopped. Returns whether any command was taken.
   bool drain(session::FabricNode& node, routing::Time now);
-  // Whether a ready command waits that drain() has not already found blocked by a full router
-  // (that one resumes when the router moves): what the chip looks for before it sleeps.
+  // Whether a ready command waits that drain() has not already found blocked by a full FVC
+  // (those resume when the router moves): what the chip looks for before it sleeps.
   bool has_work() const;
   // An answer for one of this chip's workers arrived from the fabric.
   void answer(const routing::Packet& packet);
 
  private:
-  bool issue(const chip::FabricCommand& c, session::FabricNode& node, routing::Time now);
+  // A command's progress across calls: bytes already sent, and its FVC once chosen.
+  struct Progress {
+    uint32_t offset = 0;
+    int fvc = -1;
+  };
+  // Sends what the FVC has room for; false when it ran out of room (progress kept; no_room
+  // names the FVC that is full, -1 for an automatic choice that found none). A refused command
+  // counts as sent.
+  bool issue(const chip::FabricCommand& c, Progress& progress, session::FabricNode& node, routing::Time now,
+             int& no_room);
   void refuse(const chip::FabricCommand& c, int32_t status);
   void write_status(const chip::FabricCommand& c, int32_t status, int32_t fvc);
   void count_down(uint16_t core, uint8_t txn, uint32_t packets, bool nacked);
@@ -40,10 +54,9 @@ class CommandIntake {
   routing::ChipId self_;
   chip::ChipControl& ctl_;
   Memory mem_;
-  uint32_t offset_ = 0;  // bytes of the current command already sent
-  int fvc_ = -1;         // the FVC chosen for the current command, -1 before it starts
+  std::array<Progress, chip::kCommandSlots> progress_{};  // by slot
+  std::array<bool, chip::kCommandSlots> blocked_{};      // by slot: found blocked by the last drain
   uint64_t packet_id_ = 0;
-  std::optional<uint32_t> stalled_;  // the ticket last refused room by the router
 };
 
 }  // namespace ttemu::node

@@ -1,6 +1,7 @@
 #include "emulator/routing/fabric_router.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -21,7 +22,8 @@ const char* RouterEvent::name() const {
 FabricRouter::FabricRouter(ChipId self, const RouterConfig& config, std::vector<RouterTable> tables,
                            const std::vector<uint8_t>& ports)
     : self_(self), cfg_(config), tables_(std::move(tables)), port_rank_(256, -1),
-      center_stalled_(static_cast<size_t>(config.data_fvcs + 1), false) {
+      center_stalled_(static_cast<size_t>(config.data_fvcs + 1), false),
+      center_room_(static_cast<size_t>(config.data_fvcs + 1), SIZE_MAX) {
   if (cfg_.data_fvcs < 1 || cfg_.rb_packets < 1) throw std::invalid_argument("router needs FVCs and buffers");
   std::vector<uint8_t> sorted = ports;
   std::sort(sorted.begin(), sorted.end());
@@ -40,9 +42,11 @@ FabricRouter::FabricRouter(ChipId self, const RouterConfig& config, std::vector<
     }
   }
   for (int v = 0; v < fvcs(); ++v) {  // local traffic starts in class 0
-    const uint8_t l = lane(static_cast<uint8_t>(v), 0);
-    input_of_[sorted.size() * lanes_n + l] = static_cast<int16_t>(inputs_.size());
-    inputs_.push_back({kCenter, l, {}});
+    for (bool answer : {false, true}) {
+      const uint8_t l = lane(static_cast<uint8_t>(v), 0, answer);
+      input_of_[sorted.size() * lanes_n + l] = static_cast<int16_t>(inputs_.size());
+      inputs_.push_back({kCenter, l, {}});
+    }
   }
   busy_.assign((inputs_.size() + 63) / 64, 0);
   port_down_.assign(sorted.size(), false);
@@ -73,7 +77,9 @@ void FabricRouter::push(Input& in, Waiting w) {
 void FabricRouter::on_arrival(uint8_t port, uint8_t in_lane, Packet packet, Time now) {
   const int s = slot(port, in_lane);
   const int i = s < 0 ? -1 : input_of_[static_cast<size_t>(s)];
-  if (i < 0 || in_lane / 2 != packet.header.fvc) throw std::invalid_argument("packet on an unknown port or lane");
+  if (i < 0 || fvc_of_lane(in_lane) != packet.header.fvc || answer_lane(in_lane) != is_answer(packet.header.command)) {
+    throw std::invalid_argument("packet on an unknown port or lane");
+  }
   push(inputs_[static_cast<size_t>(i)], {std::move(packet), now});
 }
 
@@ -82,15 +88,16 @@ void FabricRouter::on_credit(uint8_t port, uint8_t l, uint32_t n) {
   if (s >= 0) credits_[static_cast<size_t>(s)] += n;
 }
 
-size_t FabricRouter::inject_room(uint8_t fvc) const {
+size_t FabricRouter::inject_room(uint8_t fvc, bool answer) const {
   if (fvc >= fvcs()) return 0;
-  const auto& q = inputs_[static_cast<size_t>(input_of_[static_cast<size_t>(slot(kCenter, lane(fvc, 0)))])].q;
+  const auto& q = inputs_[static_cast<size_t>(input_of_[static_cast<size_t>(slot(kCenter, lane(fvc, 0, answer)))])].q;
   return q.size() >= static_cast<size_t>(cfg_.rb_packets) ? 0 : static_cast<size_t>(cfg_.rb_packets) - q.size();
 }
 
 bool FabricRouter::inject(Packet packet, Time now) {
-  if (packet.header.fvc >= fvcs() || inject_room(packet.header.fvc) == 0) return false;
-  const int s = slot(kCenter, lane(packet.header.fvc, 0));
+  const bool answer = is_answer(packet.header.command);
+  if (packet.header.fvc >= fvcs() || inject_room(packet.header.fvc, answer) == 0) return false;
+  const int s = slot(kCenter, lane(packet.header.fvc, 0, answer));
   push(inputs_[static_cast<size_t>(input_of_[static_cast<size_t>(s)])], {std::move(packet), now});
   return true;
 }
@@ -152,7 +159,7 @@ void FabricRouter::poll(Time now, Actions& out) {
     progress = false;
     // NACKs enter the control FVC at the center; they are few and are never refused.
     if (!pending_nacks_.empty()) {
-      Input& ctl = inputs_[static_cast<size_t>(input_of_[static_cast<size_t>(slot(kCenter, lane(control_fvc(), 0)))])];
+      Input& ctl = inputs_[static_cast<size_t>(input_of_[static_cast<size_t>(slot(kCenter, lane(control_fvc(), 0, true)))])];
       for (auto& n : pending_nacks_) push(ctl, {std::move(n), now});
       pending_nacks_.clear();
     }
@@ -177,10 +184,14 @@ void FabricRouter::poll(Time now, Actions& out) {
       }
       NextHop hop = next_hop(tables_[p.header.plane], self_, p.header.dst());
       if (hop.kind == NextHop::kDeliver) {
-        if (center_stalled_[p.header.fvc]) {
+        // A stalled consumer, or a request whose answer has no room yet: it waits.
+        const bool answer = is_answer(p.header.command);
+        size_t* room = answer ? nullptr : &center_room_[answer_fvc(p.header, control_fvc())];
+        if (center_stalled_[p.header.fvc] || (room && *room == 0)) {
           if (now - q.front().head_since >= cfg_.timeout) drop(in, RouterEvent::kTimeout, now, out), progress = true;
           continue;
         }
+        if (room && *room != SIZE_MAX) --*room;
         out.delivered.push_back(std::move(p));
         pop(in, now, out);
         progress = true;
@@ -191,7 +202,7 @@ void FabricRouter::poll(Time now, Actions& out) {
         drop(in, RouterEvent::kTtlExpired, now, out);  // expired short of its destination
         progress = true;
       } else {
-        const uint8_t out_lane = lane(p.header.fvc, self_.mesh == p.header.src_mesh ? 0 : 1);
+        const uint8_t out_lane = lane(p.header.fvc, self_.mesh == p.header.src_mesh ? 0 : 1, is_answer(p.header.command));
         const int credit = hop.port == kCenter ? -1 : slot(hop.port, out_lane);
         if (credit < 0) {
           drop(in, RouterEvent::kNoRoute, now, out);  // the table names an unwired port

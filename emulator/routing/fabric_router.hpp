@@ -12,11 +12,16 @@
 // their source is the chip that answered).
 //
 // FVCs 0 .. data_fvcs-1 carry data; FVC data_fvcs is the control FVC (2.3.2). Each has its
-// own buffers and credits, so a stalled FVC never blocks another (2.3.1). Each FVC has two
+// own buffers and credits, so a stalled FVC never blocks another (2.3.1). Each FVC has four
 // lanes: lane class 0 while a packet is in its source mesh, class 1 once it has entered
-// another mesh (an inter-mesh virtual channel, as tt-metal keeps one). Traffic passing
-// through a mesh so never waits behind that mesh's own outbound traffic, which is what keeps
-// rings of meshes deadlock-free (see check_plane's channel classes, docs/routing.md).
+// another mesh (an inter-mesh virtual channel, as tt-metal keeps one), each for requests and
+// for answers. Traffic passing through a mesh so never waits behind that mesh's own outbound
+// traffic, which is what keeps rings of meshes deadlock-free (see check_plane's channel
+// classes, docs/routing.md); and answers never wait behind requests (the SUE seed's VC0/VC1),
+// so the center may hold back requests while its answers cannot leave without any deadlock.
+//
+// The center's side: requests are delivered to it only while it has room for their answers
+// (set_center_room); until then they wait in their buffers, under the timeout like any other.
 #pragma once
 
 #include <chrono>
@@ -60,8 +65,13 @@ class FabricRouter {
 
   ChipId self() const { return self_; }
   int fvcs() const { return cfg_.data_fvcs + 1; }
-  int lanes() const { return 2 * fvcs(); }
-  static uint8_t lane(uint8_t fvc, int cls) { return static_cast<uint8_t>(2 * fvc + cls); }
+  static constexpr int kLanesPerFvc = 4;
+  int lanes() const { return kLanesPerFvc * fvcs(); }
+  static uint8_t lane(uint8_t fvc, int cls, bool answer) {
+    return static_cast<uint8_t>(kLanesPerFvc * fvc + 2 * answer + cls);
+  }
+  static uint8_t fvc_of_lane(uint8_t lane) { return static_cast<uint8_t>(lane / kLanesPerFvc); }
+  static bool answer_lane(uint8_t lane) { return (lane / 2) % 2 == 1; }
   uint8_t control_fvc() const { return static_cast<uint8_t>(cfg_.data_fvcs); }
   // Wired ports are numbered 0..wired_ports()-1 in ascending port order; -1 for any other port.
   size_t wired_ports() const { return credits_.size() / static_cast<size_t>(lanes()); }
@@ -71,9 +81,13 @@ class FabricRouter {
   void on_arrival(uint8_t port, uint8_t lane, Packet packet, Time now);
   // The router on the far end of `port` freed n slots of its buffer for `lane`.
   void on_credit(uint8_t port, uint8_t lane, uint32_t n);
-  // A packet from a local worker or the center; false when that FVC's buffer is full.
+  // A packet from a local worker or the center; false when the buffer of its FVC and kind
+  // (request or answer) is full.
   bool inject(Packet packet, Time now);
-  size_t inject_room(uint8_t fvc) const;
+  size_t inject_room(uint8_t fvc, bool answer = false) const;
+  // The center can take requests whose answers need n more places on answer_fvc (answer_fvc()
+  // of packet.hpp); each request delivered takes one. Unlimited until first set.
+  void set_center_room(uint8_t answer_fvc, size_t n) { center_room_.at(answer_fvc) = n; }
   // While stalled, the center takes no deliveries on this FVC (a stalled consumer).
   void stall_center(uint8_t fvc, bool stalled);
   // The TT-link on a wired port went down (or came back). While it is down, packets whose next
@@ -139,6 +153,7 @@ class FabricRouter {
   std::vector<int16_t> input_of_;   // rank * lanes + lane -> index into inputs_
   std::vector<uint32_t> credits_;   // rank * lanes + lane -> free slots downstream
   std::vector<bool> center_stalled_;
+  std::vector<size_t> center_room_;  // by answer FVC
   std::vector<bool> port_down_;  // by rank
   std::vector<Packet> pending_nacks_;
   std::vector<RouterEvent> pending_events_;  // from bounce(), reported by the next poll

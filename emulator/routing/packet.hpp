@@ -82,6 +82,16 @@ inline PacketHeader answer_to(ChipId self, const PacketHeader& h, Command c, uin
 // are one packet. The worker counts these up and the router counts its answers down, so both
 // sides use this.
 inline bool moves_data(Command c) { return c == Command::kWrite || c == Command::kReadRequest; }
+// Answers (acks, NACKs, read responses) end at a worker and cause nothing further; requests
+// cause answers. They travel in separate lanes, so answers never wait behind requests.
+inline bool is_answer(Command c) {
+  return c == Command::kWriteAck || c == Command::kNack || c == Command::kReadResponse;
+}
+// The FVC a request's answer travels on: acks and NACKs on the control FVC, read responses on
+// the request's own FVC (in its answer lanes).
+inline uint8_t answer_fvc(const PacketHeader& h, uint8_t control_fvc) {
+  return h.command == Command::kReadRequest || h.command == Command::kAtomicReadInc ? h.fvc : control_fvc;
+}
 inline uint32_t packets_for(Command c, uint32_t size) {
   return moves_data(c) ? (size + kMaxPacketPayload - 1) / kMaxPacketPayload : 1;
 }

@@ -31,7 +31,7 @@ void Center::ack(const routing::PacketHeader& h, Result& out) const {
 void Center::on_packet(Packet& p, Result& out) {
   const auto& h = p.header;
   const auto control = static_cast<uint8_t>(data_fvcs_);
-  const auto other = static_cast<uint8_t>(data_fvcs_ > 1 ? (h.fvc + 1) % data_fvcs_ : 0);
+  const auto respond_on = routing::answer_fvc(h, control);
   switch (h.command) {
     case Command::kWrite: {
       auto dst = mem_(h.dst_addr, p.payload.size());
@@ -43,7 +43,7 @@ void Center::on_packet(Packet& p, Result& out) {
       break;
     }
     case Command::kReadRequest: {
-      Packet r = reply_to(h, Command::kReadResponse, other);
+      Packet r = reply_to(h, Command::kReadResponse, respond_on);
       r.header.dst_addr = h.return_addr;
       auto src = mem_(h.dst_addr, h.size);
       if (src.size() != h.size) {
@@ -72,7 +72,7 @@ void Center::on_packet(Packet& p, Result& out) {
       if (h.command == Command::kAtomicInc) {
         ack(h, out);
       } else {
-        Packet r = reply_to(h, Command::kReadResponse, other);
+        Packet r = reply_to(h, Command::kReadResponse, respond_on);
         r.header.dst_addr = h.return_addr;
         r.header.size = 4;
         r.payload.resize(4);

@@ -1,8 +1,9 @@
 // The center of a fabric node (spec 2.2.2.3, 2.4.1): the destination side of packet (RDMA)
 // mode. It commits a packet's payload straight to the address in its header, performs reads
-// and atomics, and produces the answers: write acknowledgements (control FVC), read responses
-// (on the other data FVC than the request, so reads never wait behind writes: SUE's VC0/VC1).
-// Packets addressed to this chip's own workers (acks, NACKs, read responses) are handed up.
+// and atomics, and produces the answers: write acknowledgements and NACKs on the control FVC,
+// read responses on the request's FVC (answer_fvc() in packet.hpp); answers travel in answer
+// lanes, so they never wait behind requests (the SUE seed's VC0/VC1). Packets addressed to
+// this chip's own workers (acks, NACKs, read responses) are handed up.
 #pragma once
 
 #include <cstdint>

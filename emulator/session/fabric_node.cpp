@@ -54,7 +54,8 @@ void FabricNode::on_link_payload(uint8_t port, uint32_t dest_addr, std::span<con
     const auto lane = static_cast<uint8_t>(dest_addr - kLinkPacketAddr);
     Packet p;
     p.payload = take();
-    if (Packet::decode(payload, p) && p.header.fvc == lane / 2) {
+    if (Packet::decode(payload, p) && p.header.fvc == routing::FabricRouter::fvc_of_lane(lane) &&
+        routing::is_answer(p.header.command) == routing::FabricRouter::answer_lane(lane)) {
       router_.on_arrival(port, lane, std::move(p), now);
     } else {
       // Not a packet we can forward; its buffer slot was never used: give the credit back.
@@ -102,6 +103,10 @@ bool FabricNode::poll(routing::Time now, Output& out) {
         --replies_waiting_;
         ++injected;
       }
+    }
+    // Requests reach the center only while their answers have room to wait (bounded queues).
+    for (size_t v = 0; v < replies_.size(); ++v) {
+      router_.set_center_room(static_cast<uint8_t>(v), reply_bound() - std::min(reply_bound(), replies_[v].size()));
     }
     actions_.clear();
     router_.poll(now, actions_);

@@ -70,7 +70,10 @@ class FabricNode {
   routing::FabricRouter router_;
   Center center_;
   std::vector<std::deque<LinkPayload>> backlog_;   // by port index
-  std::vector<std::deque<routing::Packet>> replies_;  // center answers by FVC, waiting for room
+  // Center answers by FVC, waiting for room in the router: at most reply_bound() each (the
+  // router holds back requests meanwhile).
+  std::vector<std::deque<routing::Packet>> replies_;
+  size_t reply_bound() const { return static_cast<size_t>(config_.rb_packets); }
   size_t replies_waiting_ = 0;
   routing::FabricRouter::Actions actions_;
   Center::Result center_out_;
