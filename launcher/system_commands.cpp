@@ -1,8 +1,6 @@
 #include "launcher/system_commands.hpp"
 
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -10,6 +8,7 @@
 #include "emulator/chip/chip_runtime.hpp"
 #include "emulator/chip/segments.hpp"
 #include "emulator/common/error.hpp"
+#include "emulator/common/input_text.hpp"
 #include "launcher/control_client.hpp"
 #include "launcher/launch.hpp"
 
@@ -169,12 +168,11 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   apply->add_option("PLAN", *plan_file, "Fault plan (YAML); an empty file clears all faults")->required();
   apply->add_option("--job", *job, kJobHelp);
   apply->callback([plan_file, job] {
-    std::ifstream in(*plan_file);
-    if (!in) throw Error(fmt::format("{}: cannot open the file", *plan_file));
-    std::stringstream text;
-    text << in.rdbuf();
+    // Checked here, before anything is sent: bytes that are not UTF-8 cannot travel in JSON.
+    const std::string text = read_text_file(*plan_file);
+    check_utf8(text, *plan_file);
     auto r = request(control_socket(*job),
-                     {{"cmd", "faults"}, {"plan", text.str()}, {"source", *plan_file}});
+                     {{"cmd", "faults"}, {"plan", text}, {"source", *plan_file}});
     fmt::print("applied {}: {} link direction(s) with faults\n", *plan_file, r["directions_with_faults"].get<int>());
   });
 

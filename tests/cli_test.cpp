@@ -193,4 +193,29 @@ TEST(Cli, DrawWritesAnSvgWithTheRoute) {
                         "/nonexistent/dir/x.svg: cannot write the file");
 }
 
+TEST(Cli, ADirectoryGivenAsAnInputFileIsNamedAsSuch) {
+  TempDir dir;
+  const std::string d = (dir / "plans").string();
+  fs::create_directory(d);
+  expect_one_line_error(ttemu("launch " + d), d + ": is a directory, not a file");
+  expect_one_line_error(ttemu("topo validate " + d), d + ": is a directory, not a file");
+  expect_one_line_error(ttemu("topo check " + topo("n300.yaml") + " --tables " + d), d + ": is a directory, not a file");
+  expect_one_line_error(ttemu("faults apply " + d + " --job 1-00000001"), d + ": is a directory, not a file");
+}
+
+TEST(Cli, APlanThatIsNotTextIsRefusedBeforeItIsSent) {
+  TempDir dir;
+  write(dir / "bin.yaml", "seed: 1\n\xff\xfe\x00\x01\n");
+  Result r = ttemu("faults apply " + (dir / "bin.yaml").string() + " --job 1-00000001");
+  expect_one_line_error(r, (dir / "bin.yaml").string() + ":2: not UTF-8 text (byte 0xff)");
+  EXPECT_EQ(r.err.find("json.exception"), std::string::npos) << r.err;
+}
+
+TEST(Cli, DeeplyNestedYamlIsRefusedNamingTheFile) {
+  TempDir dir;
+  write(dir / "deep.yaml", std::string(5000, '['));
+  expect_one_line_error(ttemu("topo validate " + (dir / "deep.yaml").string()),
+                        (dir / "deep.yaml").string() + ":1: not valid YAML: nested too deep");
+}
+
 }  // namespace
