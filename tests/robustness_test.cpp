@@ -1,0 +1,205 @@
+// Bad input against real systems: whatever a client sends on the control socket, the launcher
+// answers (or drops that client) and keeps running; refused requests hold nothing.
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <gtest/gtest.h>
+
+#include "tests/system_support.hpp"
+
+namespace ttemu::test {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+std::string control_socket_of(const System& sys) {
+  const std::string& out = sys.output();
+  auto at = out.find("control socket ");
+  if (at == std::string::npos) throw std::runtime_error("no control socket in:\n" + out);
+  at += 15;
+  return out.substr(at, out.find(';', at) - at);
+}
+
+// Sends `bytes` on a fresh connection to the control socket and returns the first reply line
+// (with its '\n'), or what came before the launcher closed the connection ("" for nothing).
+// Writing and reading interleave, so a launcher that answers before it has read everything
+// (a request too long) cannot deadlock the test; every wait has a deadline.
+std::string talk(const std::string& path, const std::string& bytes, std::chrono::milliseconds limit = 30s) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error("socket");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    throw std::runtime_error("cannot connect to " + path);
+  }
+  const auto end = Clock::now() + limit;
+  size_t sent = 0;
+  bool writing = true;
+  std::string reply;
+  while (reply.find('\n') == std::string::npos) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    if (left <= 0) break;
+    pollfd p{fd, static_cast<short>(POLLIN | (writing ? POLLOUT : 0)), 0};
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) break;
+    if (p.revents & POLLIN) {
+      char buf[4096];
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n <= 0) break;  // closed
+      reply.append(buf, static_cast<size_t>(n));
+    } else if (p.revents & POLLOUT) {
+      ssize_t n = ::send(fd, bytes.data() + sent, std::min<size_t>(bytes.size() - sent, 65536), MSG_NOSIGNAL);
+      if (n < 0 && errno != EAGAIN) writing = false;  // the launcher stopped reading: fine
+      if (n > 0 && (sent += static_cast<size_t>(n)) == bytes.size()) writing = false;
+    } else {
+      break;  // hung up with nothing to read
+    }
+  }
+  ::close(fd);
+  return reply;
+}
+
+// A reply must be one line of JSON; returns it parsed.
+json parse_reply(const std::string& reply) {
+  EXPECT_FALSE(reply.empty()) << "no answer";
+  EXPECT_EQ(reply.find('\n'), reply.size() - 1) << "one line: " << reply;
+  auto doc = json::parse(reply, nullptr, false);
+  EXPECT_FALSE(doc.is_discarded()) << "not JSON: " << reply;
+  return doc;
+}
+
+std::string error_of(const std::string& reply) {
+  json doc = parse_reply(reply);
+  if (!doc.is_object() || !doc.contains("error") || !doc["error"].is_string()) {
+    ADD_FAILURE() << "not an error: " << reply;
+    return "";
+  }
+  std::string e = doc["error"];
+  EXPECT_EQ(e.find("json.exception"), std::string::npos) << e;
+  return e;
+}
+
+// The launcher still runs and answers.
+void expect_alive(System& sys) {
+  ASSERT_EQ(::kill(sys.pid(), 0), 0) << "the launcher is gone:\n" << sys.output();
+  json s = parse_reply(talk(control_socket_of(sys), "{\"cmd\":\"status\"}\n"));
+  EXPECT_EQ(s.value("job", ""), sys.job());
+}
+
+TEST(Robustness, GarbageOnTheControlSocketIsAnsweredAndTheSystemKeepsRunning) {
+  System sys({topo("n300.yaml")});
+  const std::string sock = control_socket_of(sys);
+  const std::pair<std::string, std::string> cases[] = {
+      {"\xff\xfe\n", "not valid JSON"},
+      {"{\"cmd\": \"\xff\"}\n", "not valid JSON"},
+      {"\n", "not valid JSON"},
+      {"not json\n", "not valid JSON"},
+      {"[1, 2]\n", "a request is a JSON object like {\"cmd\": \"status\"}, not a list"},
+      {"\"status\"\n", "a request is a JSON object like {\"cmd\": \"status\"}, not \"status\""},
+      {"{}\n", "cmd is missing"},
+      {"{\"cmd\": 5}\n", "cmd must be a string, not 5"},
+      {"{\"cmd\": \"frob\"}\n", "unknown cmd 'frob' (status, faults, stream, ping, stall, stop)"},
+      {"{\"cmd\": \"stall\", \"chip\": \"\\u00ff\\u0001\", \"fvc\": 0}\n", "is not a chip of"},
+      {"{\"cmd\": \"status\", \"verbose\": true}\n", "unknown field 'verbose' in a status request"},
+      {std::string(100000, '[') + std::string(100000, ']') + "\n", "a request is a JSON object like {\"cmd\": \"status\"}, not a list"},
+  };
+  for (const auto& [line, fragment] : cases) {
+    SCOPED_TRACE(json(line.substr(0, 40)).dump(-1, ' ', false, json::error_handler_t::replace));
+    std::string e = error_of(talk(sock, line));
+    EXPECT_NE(e.find(fragment), std::string::npos) << e;
+    expect_alive(sys);
+  }
+  // Bytes that are not UTF-8, quoted back in an error, are replaced rather than fatal.
+  std::string e = error_of(talk(sock, "{\"cmd\": \"stall\", \"chip\": \"M0D0\", \"fvc\": 0, \"\xc3\x28\": 1}\n"));
+  EXPECT_NE(e.find("not valid JSON"), std::string::npos) << e;
+  expect_alive(sys);
+  EXPECT_EQ(sys.stop(SIGTERM), 0) << sys.output();
+}
+
+TEST(Robustness, ARequestLineLongerThanOneMebibyteIsRefused) {
+  System sys({topo("n300.yaml")});
+  const std::string sock = control_socket_of(sys);
+  std::string huge = "{\"cmd\": \"status\", \"pad\": \"" + std::string(2u << 20, 'x') + "\"}\n";
+  std::string e = error_of(talk(sock, huge));
+  EXPECT_NE(e.find("request longer than 1048576 bytes"), std::string::npos) << e;
+  expect_alive(sys);
+  // Just under the limit is read (and refused for its unknown field, not for its length).
+  std::string big = "{\"cmd\": \"status\", \"pad\": \"" + std::string((1u << 20) - 100, 'x') + "\"}\n";
+  e = error_of(talk(sock, big));
+  EXPECT_NE(e.find("unknown field 'pad'"), std::string::npos) << e;
+  expect_alive(sys);
+  EXPECT_EQ(sys.stop(SIGTERM), 0) << sys.output();
+}
+
+TEST(Robustness, ARefusedLinkTestLeavesThePortFree) {
+  System sys({topo("n300.yaml")});
+  const std::string sock = control_socket_of(sys);
+  // Each is refused; none may keep M0D0P3 reserved.
+  const std::pair<std::string, std::string> refused[] = {
+      {R"({"cmd": "stream", "link": "M0D0P3", "size": 9000})", "size 9000 is out of range (16-8192)"},
+      {R"({"cmd": "stream", "link": "M0D0P3", "size": "big"})", "size must be a whole number 16-8192, not \"big\""},
+      {R"({"cmd": "stream", "link": "M0D0P3", "frames": -1})", "frames -1 is out of range (1-100000000)"},
+      {R"({"cmd": "stream", "link": "M0D0P3", "frames": "x"})", "frames must be a whole number 1-100000000, not \"x\""},
+      {R"({"cmd": "stream", "link": "M0D0P3", "timeout_s": "x"})", "timeout_s must be a whole number 1-3600, not \"x\""},
+      {R"({"cmd": "stream", "link": "M0D0P3", "timeout_s": 1e300})", "timeout_s must be a whole number 1-3600, not 1e+300"},
+      {R"({"cmd": "ping", "link": "M0D0P3", "count": 0})", "count 0 is out of range (1-1000000)"},
+      {R"({"cmd": "ping", "link": "M0D0P3", "size": 1.5})", "size must be a whole number 16-8192, not 1.5"},
+      {R"({"cmd": "ping", "link": "M0D0P3", "frames": 10})", "unknown field 'frames' in a ping request"},
+  };
+  for (const auto& [line, fragment] : refused) {
+    SCOPED_TRACE(line);
+    std::string e = error_of(talk(sock, line + "\n"));
+    EXPECT_NE(e.find(fragment), std::string::npos) << e;
+  }
+  // The port is free at once: a valid test and a valid ping run there now.
+  json ok = parse_reply(talk(sock, R"({"cmd": "stream", "link": "M0D0P3", "frames": 100, "size": 64})" "\n", 60s));
+  EXPECT_EQ(ok.value("verified", 0), 100) << ok;
+  ok = parse_reply(talk(sock, R"({"cmd": "ping", "link": "M0D0P3", "count": 3})" "\n", 60s));
+  EXPECT_EQ(ok.value("rtt_us", json::array()).size(), 3u) << ok;
+  // And through the command line, as the defect was found.
+  RunResult bad = sys.ttemu({"link", "test", "M0D0P3", "--size", "9000"});
+  EXPECT_NE(bad.status, 0);
+  RunResult good = sys.ttemu({"link", "test", "M0D0P3", "--frames", "100"});
+  EXPECT_EQ(good.status, 0) << good.out;
+  EXPECT_NE(good.out.find("verified 100, errors 0"), std::string::npos) << good.out;
+  EXPECT_EQ(sys.stop(SIGTERM), 0) << sys.output();
+}
+
+TEST(Robustness, EveryRequestFieldIsTypeAndRangeChecked) {
+  System sys({topo("n300.yaml")});  // 2 data FVCs: FVCs 0-2 with the control FVC
+  const std::string sock = control_socket_of(sys);
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"cmd": "stall", "chip": "M0D0", "fvc": 4294967296})", "fvc 4294967296 is out of range (0-2)"},
+      {R"({"cmd": "stall", "chip": "M0D0", "fvc": 18446744073709551615})", "fvc 18446744073709551615 is out of range (0-2)"},
+      {R"({"cmd": "stall", "chip": "M0D0", "fvc": 1e30})", "fvc must be a whole number 0-2, not 1e+30"},
+      {R"({"cmd": "stall", "chip": "M0D0", "fvc": -1})", "fvc -1 is out of range (0-2)"},
+      {R"({"cmd": "stall", "chip": "M0D0", "fvc": 3})", "fvc 3 is out of range (0-2)"},
+      {R"({"cmd": "stall", "chip": "M0D0", "fvc": 1.0})", "fvc must be a whole number 0-2, not 1.0"},
+      {R"({"cmd": "stall", "chip": "M0D0", "fvc": "0"})", "fvc must be a whole number 0-2, not \"0\""},
+      {R"({"cmd": "stall", "chip": "M0D0", "fvc": [0]})", "fvc must be a whole number 0-2, not a list"},
+      {R"({"cmd": "stall", "chip": "M0D0"})", "fvc is missing (a whole number 0-2)"},
+      {R"({"cmd": "stall", "chip": "M0D0", "fvc": 0, "stalled": "yes"})", "stalled must be true or false, not \"yes\""},
+      {R"({"cmd": "stall", "chip": 5, "fvc": 0})", "chip must be a string, not 5"},
+      {R"({"cmd": "stall", "fvc": 0})", "chip is missing"},
+      {R"({"cmd": "stream", "link": ["M0D0P2"]})", "link must be a string, not a list"},
+      {R"({"cmd": "stream", "link": "M0D0P2", "frames": 100000001})", "frames 100000001 is out of range (1-100000000)"},
+      {R"({"cmd": "stream", "link": "M0D0P2", "timeout_s": 0})", "timeout_s 0 is out of range (1-3600)"},
+      {R"({"cmd": "faults"})", "plan is missing"},
+      {R"({"cmd": "faults", "plan": 5})", "plan must be a string, not 5"},
+      {R"({"cmd": "faults", "plan": "", "source": {}})", "source must be a string, not an object"},
+  };
+  for (const auto& [line, fragment] : cases) {
+    SCOPED_TRACE(line);
+    std::string e = error_of(talk(sock, line + "\n"));
+    EXPECT_NE(e.find(fragment), std::string::npos) << e;
+  }
+  // The accepted form still works.
+  EXPECT_TRUE(parse_reply(talk(sock, R"({"cmd": "stall", "chip": "M0D0", "fvc": 2, "stalled": false})" "\n")).value("ok", false));
+  expect_alive(sys);
+  EXPECT_EQ(sys.stop(SIGTERM), 0) << sys.output();
+}
+
+}  // namespace
+}  // namespace ttemu::test
