@@ -1,5 +1,6 @@
 // Bad input against real systems: whatever a client sends on the control socket, the launcher
-// answers (or drops that client) and keeps running; refused requests hold nothing.
+// answers (or drops that client) and keeps running; refused requests hold nothing; launch
+// options and fault plans are checked and named when wrong.
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -87,6 +88,28 @@ void expect_alive(System& sys) {
   json s = parse_reply(talk(control_socket_of(sys), "{\"cmd\":\"status\"}\n"));
   EXPECT_EQ(s.value("job", ""), sys.job());
 }
+
+// A temporary file (or directory) for a test, removed afterwards.
+class TempPath {
+ public:
+  explicit TempPath(const std::string& text, bool directory = false) {
+    std::string pattern = (fs::temp_directory_path() / "ttemu-robust-XXXXXX").string();
+    if (directory) {
+      if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp");
+    } else {
+      int fd = mkstemp(pattern.data());
+      if (fd < 0) throw std::runtime_error("mkstemp");
+      ::close(fd);
+      std::ofstream(pattern, std::ios::binary) << text;
+    }
+    path_ = pattern;
+  }
+  ~TempPath() { fs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 TEST(Robustness, GarbageOnTheControlSocketIsAnsweredAndTheSystemKeepsRunning) {
   System sys({topo("n300.yaml")});
@@ -197,6 +220,70 @@ TEST(Robustness, EveryRequestFieldIsTypeAndRangeChecked) {
   }
   // The accepted form still works.
   EXPECT_TRUE(parse_reply(talk(sock, R"({"cmd": "stall", "chip": "M0D0", "fvc": 2, "stalled": false})" "\n")).value("ok", false));
+  expect_alive(sys);
+  EXPECT_EQ(sys.stop(SIGTERM), 0) << sys.output();
+}
+
+TEST(Robustness, LaunchOptionsAreRangeCheckedBeforeAnythingStarts) {
+  // Each would start a system if accepted: `-- true` makes such a run end at once.
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--seed", "-1"}, "--seed: must be a whole number 0-9000000000000000, not '-1'"},
+      {{"--seed", "9000000000000001"}, "--seed: must be a whole number 0-9000000000000000, not '9000000000000001'"},
+      {{"--seed", "99999999999999999999999"}, "--seed: must be a whole number 0-9000000000000000"},
+      {{"--seed", "1.5"}, "--seed: must be a whole number 0-9000000000000000, not '1.5'"},
+      {{"--dram-mib", "0"}, "--dram-mib: must be a whole number 1-65536, not '0'"},
+      {{"--dram-mib", "-5"}, "--dram-mib: must be a whole number 1-65536, not '-5'"},
+      {{"--ready-timeout", "-1"}, "--ready-timeout: must be a number 0.001-86400, not '-1'"},
+      {{"--ready-timeout", "nan"}, "--ready-timeout: must be a number 0.001-86400, not 'nan'"},
+      {{"--ready-timeout", "1e300"}, "--ready-timeout: must be a number 0.001-86400, not '1e300'"},
+      {{"--window", "-1"}, "--window: must be a whole number 1-32768, not '-1'"},
+      {{"--fvcs", "2.5"}, "--fvcs: must be a whole number 2-8, not '2.5'"},
+      {{"--timeout-ms", "-1"}, "--timeout-ms: must be a whole number 1-600000, not '-1'"},
+  };
+  for (const auto& [opts, message] : cases) {
+    std::vector<std::string> args{"launch", topo("n300.yaml")};
+    args.insert(args.end(), opts.begin(), opts.end());
+    args.insert(args.end(), {"--", "true"});
+    SCOPED_TRACE(opts[0] + " " + opts[1]);
+    RunResult r = ttemu(args);
+    EXPECT_NE(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("ttemu: error: " + message), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("ready in"), std::string::npos) << "nothing may start: " << r.out;
+  }
+  // The ends of the ranges are accepted.
+  for (const auto& opts : {std::vector<std::string>{"--seed", "9000000000000000"}, {"--seed", "0"}, {"--dram-mib", "1"}}) {
+    std::vector<std::string> args{"launch", topo("n300.yaml")};
+    args.insert(args.end(), opts.begin(), opts.end());
+    args.insert(args.end(), {"--", "true"});
+    RunResult r = ttemu(args);
+    EXPECT_EQ(r.status, 0) << opts[0] << " " << opts[1] << ": " << r.out;
+  }
+}
+
+TEST(Robustness, AFaultPlanThatIsADirectoryOrNotTextIsNamed) {
+  TempPath dir("", true);
+  RunResult r = ttemu({"launch", topo("n300.yaml"), "--faults", dir.path(), "--", "true"});
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("ttemu: error: " + dir.path() + ": is a directory, not a file"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ready in"), std::string::npos) << r.out;
+
+  TempPath seed("seed: -1\n");
+  r = ttemu({"launch", topo("n300.yaml"), "--faults", seed.path(), "--", "true"});
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find(seed.path() + ":1: seed -1 is out of range (0-9000000000000000)"), std::string::npos) << r.out;
+
+  // Sent to a running system: refused with its file and line, and the system runs on.
+  System sys({topo("n300.yaml")});
+  TempPath binary(std::string("links:\n  - link: M0D0P2\n    drop: 0.5\n") + "\xff\xfe\x01\x02");
+  RunResult a = sys.ttemu({"faults", "apply", binary.path()});
+  EXPECT_EQ(a.status, 1) << a.out;
+  EXPECT_NE(a.out.find("ttemu: error: " + binary.path() + ":4: not UTF-8 text (byte 0xff)"), std::string::npos) << a.out;
+  EXPECT_EQ(a.out.find("json.exception"), std::string::npos) << a.out;
+  std::string deep_text(5000, '[');
+  TempPath deep(deep_text);
+  a = sys.ttemu({"faults", "apply", deep.path()});
+  EXPECT_EQ(a.status, 1) << a.out;
+  EXPECT_NE(a.out.find(deep.path() + ":1: not valid YAML: nested too deep"), std::string::npos) << a.out;
   expect_alive(sys);
   EXPECT_EQ(sys.stop(SIGTERM), 0) << sys.output();
 }
