@@ -1,11 +1,12 @@
 // Bad input against real systems: whatever a client sends on the control socket, the launcher
 // answers (or drops that client) and keeps running; refused requests hold nothing; launch
-// options and fault plans are checked and named when wrong.
+// options, fault plans and client-library handles are checked and named when wrong.
 #include <sys/socket.h>
 #include <sys/un.h>
 
 #include <gtest/gtest.h>
 
+#include "libfabric_tt/tt_fabric.h"
 #include "tests/system_support.hpp"
 
 namespace ttemu::test {
@@ -285,6 +286,47 @@ TEST(Robustness, AFaultPlanThatIsADirectoryOrNotTextIsNamed) {
   EXPECT_EQ(a.status, 1) << a.out;
   EXPECT_NE(a.out.find(deep.path() + ":1: not valid YAML: nested too deep"), std::string::npos) << a.out;
   expect_alive(sys);
+  EXPECT_EQ(sys.stop(SIGTERM), 0) << sys.output();
+}
+
+TEST(Robustness, AWorkerHandleUsedAfterCloseIsAnErrorNotACrash) {
+  System sys({topo("n300.yaml")});
+  // In a child process, so that the crash this guards against fails the test, not the run.
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    char err[256] = "";
+    tt_fabric* f = tt_fabric_open(sys.job().c_str(), 0, 0, 0, err, sizeof err);
+    if (!f) _exit(10);
+    tt_fabric* g = tt_fabric_open(sys.job().c_str(), 0, 1, 0, err, sizeof err);
+    if (!g) _exit(11);
+    tt_fabric_close(f);
+    tt_fabric_status st{};
+    int failures = 0;
+    failures += fabric_async_write(f, 0, 0, {0, 1}, 0, 64, -1, 0, &st) != TT_FABRIC_EARG;
+    failures += st.status != TT_FABRIC_EARG;
+    failures += fabric_async_write_barrier(f, 0) != TT_FABRIC_EARG;
+    failures += fabric_async_read(f, 0, {0, 1}, 0, 0, 64, -1, 0, &st) != TT_FABRIC_EARG;
+    failures += fabric_async_atomic_inc(f, 0, {0, 1}, 0, 1, 31, -1, 0, &st) != TT_FABRIC_EARG;
+    failures += fabric_async_write_multicast(f, 0, {0, 0}, 1, 0, 0, 0, 0, 0, 64, -1, 0, 0, &st) != TT_FABRIC_EARG;
+    failures += tt_fabric_memory(f, 0, 64) != nullptr;
+    failures += tt_fabric_devices(f, nullptr, 0) != 0;
+    failures += tt_fabric_data_fvcs(f) != 0;
+    failures += tt_fabric_nacks(f) != 0;
+    failures += tt_fabric_core_l1_size(f) != 0;
+    failures += tt_fabric_device_position(f, {0, 0}, nullptr, nullptr) != TT_FABRIC_EARG;
+    tt_fabric_close(f);  // closing twice is harmless too
+    // The other handle still works.
+    failures += fabric_async_write(g, 0, 0, {0, 0}, 0, 64, -1, 0, &st) != TT_FABRIC_OK;
+    failures += fabric_async_write_barrier(g, 0) != TT_FABRIC_OK;
+    tt_fabric_close(g);
+    _exit(failures);
+  }
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_gone(pid, 60s));
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0) << "calls on a closed handle that did not fail with EARG";
   EXPECT_EQ(sys.stop(SIGTERM), 0) << sys.output();
 }
 
