@@ -178,11 +178,16 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   apply->add_option("PLAN", *plan_file, "Fault plan (YAML); an empty file clears all faults")->required();
   apply->add_option("--job", *job, kJobHelp);
   apply->callback([plan_file, job] {
-    // Checked here, before anything is sent: bytes that are not UTF-8 cannot travel in JSON.
+    // Checked here, before anything is sent: bytes that are not UTF-8 cannot travel in JSON,
+    // and the launcher reads requests of up to kMaxRequestBytes.
     const std::string text = read_text_file(*plan_file);
     check_utf8(text, *plan_file);
-    auto r = request(control_socket(*job),
-                     {{"cmd", "faults"}, {"plan", text}, {"source", *plan_file}});
+    const json req = {{"cmd", "faults"}, {"plan", text}, {"source", *plan_file}};
+    if (const size_t n = req.dump(-1, ' ', false, json::error_handler_t::replace).size() + 1; n > kMaxRequestBytes) {
+      throw Error(fmt::format("{}: too large to send ({} bytes as a request; the launcher takes up to {})",
+                              *plan_file, n, kMaxRequestBytes));
+    }
+    auto r = request(control_socket(*job), req);
     fmt::print("applied {}: {} link direction(s) with faults\n", *plan_file, r["directions_with_faults"].get<int>());
   });
 

@@ -253,6 +253,15 @@ TEST(Cli, APlanThatIsNotTextIsRefusedBeforeItIsSent) {
   EXPECT_EQ(r.err.find("json.exception"), std::string::npos) << r.err;
 }
 
+TEST(Cli, APlanTooLargeForTheControlSocketIsRefusedBeforeItIsSent) {
+  TempDir dir;
+  std::string big;
+  while (big.size() < (2u << 20)) big += "# a comment line that pads the plan out\n";
+  write(dir / "big.yaml", big);
+  expect_one_line_error(ttemu("faults apply " + (dir / "big.yaml").string() + " --job 1-00000001"),
+                        (dir / "big.yaml").string() + ": too large to send");
+}
+
 TEST(Cli, DeeplyNestedYamlIsRefusedNamingTheFile) {
   TempDir dir;
   write(dir / "deep.yaml", std::string(5000, '['));
