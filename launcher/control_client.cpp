@@ -49,7 +49,8 @@ nlohmann::json request(const std::string& socket_path, const nlohmann::json& mes
   boost::system::error_code ec;
   s.connect(asio::local::stream_protocol::endpoint(socket_path), ec);
   if (ec) throw Error(fmt::format("{}: cannot connect: {}", socket_path, ec.message()));
-  std::string line = message.dump() + "\n";
+  // A file name that is not UTF-8 (a plan's source) must not make dump() throw.
+  std::string line = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   asio::write(s, asio::buffer(line), ec);
   asio::streambuf buf;
   size_t n = asio::read_until(s, buf, '\n', ec);

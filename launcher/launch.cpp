@@ -28,6 +28,7 @@
 #include "emulator/control/table_json.hpp"
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/link/tt_link.hpp"
+#include "launcher/control_requests.hpp"
 
 namespace ttemu::launcher {
 
@@ -51,12 +52,12 @@ std::string describe_exit(int status) {
   return "stopped";
 }
 
-class Launcher {
+class Launcher : public ControlTarget {
  public:
   explicit Launcher(const LaunchOptions& o)
-      : o_(o), signals_(io_, SIGINT, SIGTERM), children_(io_, SIGCHLD), deadline_(io_), acceptor_(io_) {}
+      : o_(o), signals_(io_, SIGINT, SIGTERM), children_(io_, SIGCHLD), deadline_(io_), acceptor_(io_), accept_retry_(io_) {}
 
-  ~Launcher() { teardown_now(); }
+  ~Launcher() override { teardown_now(); }
 
   int run() {
     sys_ = control::load_system(o_.file);
@@ -350,52 +351,52 @@ class Launcher {
 
   void accept() {
     acceptor_.async_accept([this](auto ec, asio::local::stream_protocol::socket s) {
-      if (ec) return;
-      auto conn = std::make_shared<asio::local::stream_protocol::socket>(std::move(s));
-      auto buf = std::make_shared<asio::streambuf>();
-      asio::async_read_until(*conn, *buf, '\n', [this, conn, buf](auto ec2, size_t n) {
-        if (ec2) return;
-        std::string line(asio::buffers_begin(buf->data()), asio::buffers_begin(buf->data()) + static_cast<long>(n));
-        auto reply = [conn](const json& r) {
-          std::string out = r.dump() + "\n";
-          boost::system::error_code e;
-          asio::write(*conn, asio::buffer(out), e);
-        };
-        try {
-          handle(json::parse(line), reply);
-        } catch (const std::exception& e) {
-          reply({{"error", e.what()}});
-        }
-      });
+      if (ec == asio::error::operation_aborted) return;
+      if (ec) {
+        // Out of descriptors, say: try again shortly rather than stop serving for good.
+        accept_retry_.expires_after(std::chrono::milliseconds(100));
+        accept_retry_.async_wait([this](auto ec2) {
+          if (!ec2) accept();
+        });
+        return;
+      }
+      serve(std::make_shared<asio::local::stream_protocol::socket>(std::move(s)));
       accept();
     });
   }
 
-  using Reply = std::function<void(const json&)>;
-
-  void handle(const json& req, Reply reply) {
-    const std::string cmd = req.value("cmd", "");
-    if (cmd == "status") return reply(status());
-    if (!ready_) throw Error("the system is still coming up");
-    if (cmd == "faults") return apply_faults(req, reply);
-    if (cmd == "stream" || cmd == "ping") return run_test(cmd, req, reply);
-    if (cmd == "stall") {
-      auto chip = routing::parse_chip(req.at("chip").get<std::string>());
-      auto node = chip ? sys_.node(*chip) : std::nullopt;
-      if (!node) throw Error(fmt::format("'{}' is not a chip of {}", req.at("chip").get<std::string>(), o_.file));
-      int fvc = req.at("fvc");
-      if (fvc < 0 || fvc > o_.data_fvcs) throw Error(fmt::format("FVC {} does not exist (0-{})", fvc, o_.data_fvcs));
-      send(chips_[static_cast<size_t>(*node)], {{"type", "stall"}, {"fvc", fvc}, {"stalled", req.value("stalled", true)}});
-      return reply({{"ok", true}});
-    }
-    if (cmd == "stop") {
-      reply({{"ok", true}});
-      return shutdown(0);
-    }
-    throw Error(fmt::format("unknown request '{}'", cmd));
+  // One request line per connection, at most kMaxRequestBytes. Replies are written
+  // asynchronously: a client that does not read its reply cannot stall the launcher.
+  void serve(std::shared_ptr<asio::local::stream_protocol::socket> conn) {
+    auto buf = std::make_shared<asio::streambuf>(kMaxRequestBytes);
+    asio::async_read_until(*conn, *buf, '\n', [this, conn, buf](auto ec, size_t n) {
+      auto answer = [conn](const std::string& line) {
+        auto out = std::make_shared<std::string>(line);
+        asio::async_write(*conn, asio::buffer(*out), [conn, out](auto, size_t) {});
+      };
+      if (ec == asio::error::not_found) {  // the buffer filled up without a '\n'
+        return answer(reply_line({{"error", fmt::format("request longer than {} bytes; the connection is closed", kMaxRequestBytes)}}));
+      }
+      if (ec) return;  // the client left
+      std::string line(asio::buffers_begin(buf->data()), asio::buffers_begin(buf->data()) + static_cast<long>(n));
+      handle_request(line, *this, answer);
+    });
   }
 
-  json status() {
+  // --- requests (ControlTarget); control_requests.cpp has checked every field -----------
+
+  bool ready() const override { return ready_; }
+  int data_fvcs() const override { return o_.data_fvcs; }
+  void stop() override { shutdown(0); }
+
+  void stall(const std::string& name, int fvc, bool stalled) override {
+    auto chip = routing::parse_chip(name);
+    auto node = chip ? sys_.node(*chip) : std::nullopt;
+    if (!node) throw Error(fmt::format("'{}' is not a chip of {}", printable(name), o_.file));
+    send(chips_[static_cast<size_t>(*node)], {{"type", "stall"}, {"fvc", fvc}, {"stalled", stalled}});
+  }
+
+  json status() override {
     json chips = json::array(), links = json::array();
     for (auto& c : chips_) {
       const auto& chip = sys_.chips[static_cast<size_t>(c.node)];
@@ -433,8 +434,8 @@ class Launcher {
             {"chips", chips}, {"links", links}};
   }
 
-  void apply_faults(const json& req, Reply reply) {
-    link::FaultPlan plan = link::parse_fault_plan(req.at("plan").get<std::string>(), req.value("source", "plan"), sys_);
+  json apply_faults(const std::string& text, const std::string& source) override {
+    link::FaultPlan plan = link::parse_fault_plan(text, source, sys_);
     int changed = 0;
     for (auto& c : chips_) {
       const auto& chip = sys_.chips[static_cast<size_t>(c.node)];
@@ -448,18 +449,18 @@ class Launcher {
       }
     }
     plan_ = plan;
-    reply({{"ok", true}, {"directions_with_faults", changed}});
+    return {{"ok", true}, {"directions_with_faults", changed}};
   }
 
-  void run_test(const std::string& cmd, const json& req, Reply reply) {
-    auto port = routing::parse_port(req.at("link").get<std::string>());
+  void link_test(const LinkTestRequest& t, Reply reply) override {
+    auto port = routing::parse_port(t.link);
     auto node = port ? sys_.node(port->chip) : std::nullopt;
     if (!node || sys_.link_at(*node, port->port) < 0) {
       std::string wired;  // what the user could have meant: the chip's wired ports
       for (int p = 0; node && p < routing::kMaxPorts; ++p) {
         if (sys_.link_at(*node, static_cast<uint8_t>(p)) >= 0) wired += fmt::format("{}P{}", wired.empty() ? "" : ", ", p);
       }
-      throw Error(fmt::format("'{}' is not a wired port of {}{}", req.at("link").get<std::string>(), o_.file,
+      throw Error(fmt::format("'{}' is not a wired port of {}{}", printable(t.link), o_.file,
                               wired.empty() ? "" : fmt::format(" ({} has {})", to_string(port->chip), wired)));
     }
     auto& c = chips_[static_cast<size_t>(*node)];
@@ -468,10 +469,11 @@ class Launcher {
     auto& pc = chips_[static_cast<size_t>(*sys_.node(peer.chip))];
     if (!pc.alive) throw Error(fmt::format("the far end {} is not running", to_string(peer.chip)));
     if (!busy_.insert(*port).second) throw Error(fmt::format("a test is already running on {}", to_string(*port)));
+    // From here on nothing throws: the port stays reserved until the test ends or times out.
     const uint64_t id = ++next_test_;
     // A test that cannot finish (its link went down for good) answers with an error in time.
     auto timer = std::make_shared<asio::steady_timer>(io_);
-    timer->expires_after(std::chrono::seconds(req.value("timeout_s", 120)));
+    timer->expires_after(std::chrono::seconds(t.timeout_s));
     timer->async_wait([this, id, reply, port = *port](auto ec) {
       if (ec || !pending_.count(id)) return;
       pending_.erase(id);
@@ -493,7 +495,7 @@ class Launcher {
       r.erase("type");
       r["link"] = to_string(*port);
       r["peer"] = to_string(peer);
-      if (cmd == "stream") {
+      if (!t.ping) {
         auto after = snapshot();
         double secs = done.at("seconds");
         double bytes = done.at("bytes");
@@ -506,12 +508,10 @@ class Launcher {
       }
       reply(r);
     };
-    const uint32_t size = req.value("size", uint32_t{cmd == "stream" ? 4096u : 64u});
-    if (size < 16 || size > link::kMaxPayload) throw Error(fmt::format("size must be 16-{} bytes", link::kMaxPayload));
-    if (cmd == "stream") {
-      send(c, {{"type", "stream"}, {"port", port->port}, {"id", id}, {"frames", req.value("frames", uint64_t{10000})}, {"size", size}});
+    if (!t.ping) {
+      send(c, {{"type", "stream"}, {"port", port->port}, {"id", id}, {"frames", t.count}, {"size", t.size}});
     } else {
-      send(c, {{"type", "ping"}, {"port", port->port}, {"id", id}, {"count", req.value("count", 1000)}, {"size", size}});
+      send(c, {{"type", "ping"}, {"port", port->port}, {"id", id}, {"count", t.count}, {"size", t.size}});
     }
   }
 
@@ -562,6 +562,7 @@ class Launcher {
   asio::signal_set signals_, children_;
   asio::steady_timer deadline_;
   asio::local::stream_protocol::acceptor acceptor_;
+  asio::steady_timer accept_retry_;
   control::System sys_;
   control::TableSet tables_;
   link::FaultPlan plan_;

@@ -13,6 +13,9 @@
 
 namespace ttemu::launcher {
 
+// The largest `--dram-mib`: 64 GiB per chip, twice a Blackhole's (segments are sparse).
+inline constexpr uint64_t kMaxDramMib = 65536;
+
 struct LaunchOptions {
   std::string file;                   // system specification
   std::string faults;                 // fault plan, optional

@@ -33,7 +33,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(own, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version print as CLI11 does; a usage error is one line like any other
+    // error, with the parser's exit status.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    std::fflush(stdout);
+    fmt::print(stderr, "ttemu: error: {} (see --help)\n", e.what());
+    return e.get_exit_code();
   } catch (const std::exception& e) {
     std::fflush(stdout);  // what was printed so far comes before the reason
     fmt::print(stderr, "ttemu: error: {}\n", e.what());

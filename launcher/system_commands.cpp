@@ -1,8 +1,6 @@
 #include "launcher/system_commands.hpp"
 
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -10,7 +8,11 @@
 #include "emulator/process/chip_process.hpp"
 #include "emulator/chip/segments.hpp"
 #include "emulator/common/error.hpp"
+#include "emulator/common/input_text.hpp"
+#include "emulator/link/fault_plan.hpp"
+#include "launcher/cli_checks.hpp"
 #include "launcher/control_client.hpp"
+#include "launcher/control_requests.hpp"
 #include "launcher/launch.hpp"
 
 namespace ttemu::launcher {
@@ -65,17 +67,20 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   auto* launch = app.add_subcommand("launch", "Start a system: one process per chip, links over UDP");
   launch->add_option("FILE", lo->file, "System specification (default: the Galaxy 4x8)");
   launch->add_option("--faults", lo->faults, "Fault plan (YAML, see docs/fault-plan.md)");
-  launch->add_option("--seed", lo->seed, "Seed for fault injection (overrides the plan's)");
+  launch->add_option("--seed", lo->seed, "Seed for fault injection (overrides the plan's)")
+      ->check(whole_number<uint64_t>(0, link::kMaxSeed));
   launch->add_option("--tables", lo->tables, "Routing tables (JSON from 'ttemu topo tables --json') instead of computed ones");
-  launch->add_option("--window", lo->window, "TT-link window, frames in flight")->check(CLI::Range(1, 32768));
-  launch->add_option("--dram-mib", lo->dram_mib, "DRAM per chip in MiB (default: the architecture's)");
-  launch->add_option("--ready-timeout", lo->ready_timeout, "Seconds allowed for every link to come up");
-  launch->add_option("--fvcs", lo->data_fvcs, "Data FVCs (a control FVC comes on top)")->check(CLI::Range(2, 8));
-  launch->add_option("--rb-packets", lo->rb_packets, "Routing buffer depth, packets per input per FVC")->check(CLI::Range(1, 256));
-  launch->add_option("--ack-delay-us", lo->ack_delay_us, "TT-link: a pure ack waits this long for data to ride on")->check(CLI::Range(0, 10000));
-  launch->add_option("--credit-delay-us", lo->credit_delay_us, "Routers: return freed buffer slots after this long, or at half a buffer")->check(CLI::Range(0, 10000));
-  launch->add_option("--spin-us", lo->spin_us, "Chips keep polling this long after traffic before they sleep (0: sleep at once)")->check(CLI::Range(0, 100000));
-  launch->add_option("--timeout-ms", lo->timeout_ms, "Drop a packet whose head waits this long (spec 5.5)")->check(CLI::Range(1, 600000));
+  launch->add_option("--window", lo->window, "TT-link window, frames in flight")->check(whole_number(1, 32768));
+  launch->add_option("--dram-mib", lo->dram_mib, "DRAM per chip in MiB (default: the architecture's)")
+      ->check(whole_number<uint64_t>(1, kMaxDramMib));
+  launch->add_option("--ready-timeout", lo->ready_timeout, "Seconds allowed for every link to come up")
+      ->check(number_in(0.001, 86400));
+  launch->add_option("--fvcs", lo->data_fvcs, "Data FVCs (a control FVC comes on top)")->check(whole_number(2, 8));
+  launch->add_option("--rb-packets", lo->rb_packets, "Routing buffer depth, packets per input per FVC")->check(whole_number(1, 256));
+  launch->add_option("--ack-delay-us", lo->ack_delay_us, "TT-link: a pure ack waits this long for data to ride on")->check(whole_number(0, 10000));
+  launch->add_option("--credit-delay-us", lo->credit_delay_us, "Routers: return freed buffer slots after this long, or at half a buffer")->check(whole_number(0, 10000));
+  launch->add_option("--spin-us", lo->spin_us, "Chips keep polling this long after traffic before they sleep (0: sleep at once)")->check(whole_number(0, 100000));
+  launch->add_option("--timeout-ms", lo->timeout_ms, "Drop a packet whose head waits this long (spec 5.5)")->check(whole_number(1, 600000));
   launch->footer("Run a client against the live system: ttemu launch FILE -- CMD ARGS...\n"
                  "(it sees TTEMU_JOB and TTEMU_CONTROL; the system stops when it exits, with its status)");
   launch->callback([lo, &client_command, &exit_status] {
@@ -90,7 +95,7 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   chip->group("");  // hidden from --help
   chip->add_option("--job", std::get<0>(*co))->required();
   chip->add_option("--chip", std::get<1>(*co))->required();
-  chip->add_option("--control-fd", std::get<2>(*co))->required();
+  chip->add_option("--control-fd", std::get<2>(*co))->required()->check(whole_number(0, 1 << 20));
   chip->add_option("--control-socket", std::get<3>(*co));
   chip->callback([co, &exit_status] {
     auto job = chip::JobId::parse(std::get<0>(*co));
@@ -118,8 +123,10 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   auto lt = std::make_shared<std::tuple<std::string, uint64_t, uint32_t, int, uint32_t>>("", 10000, 4096, 1000, 64);
   auto* test = linkcmd->add_subcommand("test", "Send a checked stream over a link; report goodput and errors");
   test->add_option("PORT", std::get<0>(*lt), "Sending end, e.g. M0D0P4")->required();
-  test->add_option("--frames", std::get<1>(*lt), "Payloads to send")->default_val(10000);
-  test->add_option("--size", std::get<2>(*lt), "Bytes per payload")->default_val(4096);
+  test->add_option("--frames", std::get<1>(*lt), "Payloads to send")->default_val(10000)
+      ->check(whole_number<int64_t>(1, kMaxStreamFrames));
+  test->add_option("--size", std::get<2>(*lt), "Bytes per payload")->default_val(4096)
+      ->check(whole_number<int64_t>(kMinTestPayload, kMaxTestPayload));
   test->add_option("--job", *job, kJobHelp);
   test->add_flag("--json", *json_out, "Print one JSON object");
   test->callback([lt, job, json_out] {
@@ -140,8 +147,10 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   });
   auto* ping = linkcmd->add_subcommand("ping", "Round trips over a link (the peer echoes); report latency");
   ping->add_option("PORT", std::get<0>(*lt), "Sending end, e.g. M0D0P4")->required();
-  ping->add_option("--count", std::get<3>(*lt), "Round trips")->default_val(1000);
-  ping->add_option("--size", std::get<4>(*lt), "Bytes per payload")->default_val(64);
+  ping->add_option("--count", std::get<3>(*lt), "Round trips")->default_val(1000)
+      ->check(whole_number<int64_t>(1, kMaxPingCount));
+  ping->add_option("--size", std::get<4>(*lt), "Bytes per payload")->default_val(64)
+      ->check(whole_number<int64_t>(kMinTestPayload, kMaxTestPayload));
   ping->add_option("--job", *job, kJobHelp);
   ping->add_flag("--json", *json_out, "Print one JSON object");
   ping->callback([lt, job, json_out] {
@@ -170,12 +179,16 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   apply->add_option("PLAN", *plan_file, "Fault plan (YAML); an empty file clears all faults")->required();
   apply->add_option("--job", *job, kJobHelp);
   apply->callback([plan_file, job] {
-    std::ifstream in(*plan_file);
-    if (!in) throw Error(fmt::format("{}: cannot open the file", *plan_file));
-    std::stringstream text;
-    text << in.rdbuf();
-    auto r = request(control_socket(*job),
-                     {{"cmd", "faults"}, {"plan", text.str()}, {"source", *plan_file}});
+    // Checked here, before anything is sent: bytes that are not UTF-8 cannot travel in JSON,
+    // and the launcher reads requests of up to kMaxRequestBytes.
+    const std::string text = read_text_file(*plan_file);
+    check_utf8(text, *plan_file);
+    const json req = {{"cmd", "faults"}, {"plan", text}, {"source", *plan_file}};
+    if (const size_t n = req.dump(-1, ' ', false, json::error_handler_t::replace).size() + 1; n > kMaxRequestBytes) {
+      throw Error(fmt::format("{}: too large to send ({} bytes as a request; the launcher takes up to {})",
+                              *plan_file, n, kMaxRequestBytes));
+    }
+    auto r = request(control_socket(*job), req);
     fmt::print("applied {}: {} link direction(s) with faults\n", *plan_file, r["directions_with_faults"].get<int>());
   });
 
@@ -188,7 +201,9 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
     auto* cmd = fabric->add_subcommand(verb, stall ? "Stop a chip's center from consuming one FVC (a stalled consumer)"
                                                    : "Let a stalled chip's center consume again");
     cmd->add_option("CHIP", stall_opts->first, "e.g. M0D3")->required();
-    cmd->add_option("--fvc", stall_opts->second, "FVC")->required();
+    // The largest system has 8 data FVCs and the control FVC, 8; the launcher checks the
+    // running system's.
+    cmd->add_option("--fvc", stall_opts->second, "FVC (data FVCs, then the control FVC)")->required()->check(whole_number(0, 8));
     cmd->add_option("--job", *job, kJobHelp);
     cmd->callback([stall_opts, job, stall] {
       request(control_socket(*job),

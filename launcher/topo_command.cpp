@@ -14,6 +14,7 @@
 #include "emulator/control/system_yaml.hpp"
 #include "emulator/control/table_check.hpp"
 #include "emulator/control/table_json.hpp"
+#include "launcher/cli_checks.hpp"
 #include "tools/viz/topology_svg.hpp"
 
 namespace ttemu::launcher {
@@ -324,7 +325,7 @@ void add_topo_command(CLI::App& app) {
   file_arg(path);
   path->add_option("SRC", opts->src, "Source device, e.g. M0D0")->required();
   path->add_option("DST", opts->dst, "Destination device, e.g. M0D8")->required();
-  path->add_option("--plane", opts->plane, "Routing plane")->default_val(0);
+  path->add_option("--plane", opts->plane, "Routing plane")->default_val(0)->check(whole_number(0, 255));
   path->add_flag("--json", opts->json, "Print one JSON object: {\"plane\", \"hops\": [{\"from\", \"to\"}]}");
   fail_opt(path);
   path->callback([opts] { run_path(*opts); });
@@ -332,7 +333,7 @@ void add_topo_command(CLI::App& app) {
   auto* tables = topo->add_subcommand("tables", "The L0/L1 routing tables the control plane computes");
   file_arg(tables);
   tables->add_option("--device", opts->device, "Only this device's router, e.g. M0D1");
-  auto* plane_opt = tables->add_option("--plane", opts->plane, "Only this routing plane");
+  auto* plane_opt = tables->add_option("--plane", opts->plane, "Only this routing plane")->check(whole_number(0, 255));
   tables->add_flag("--json", opts->json, "Print JSON (the format 'topo check --tables' reads)");
   fail_opt(tables);
   tables->callback([opts, plane_opt] { run_tables(*opts, plane_opt->count() > 0); });
@@ -349,7 +350,7 @@ void add_topo_command(CLI::App& app) {
   file_arg(draw);
   draw->add_option("--path", opts->draw_path, "Highlight the route between two devices: SRC DST")
       ->expected(2);
-  draw->add_option("--plane", opts->plane, "Routing plane of the highlighted route")->default_val(0);
+  draw->add_option("--plane", opts->plane, "Routing plane of the highlighted route")->default_val(0)->check(whole_number(0, 255));
   draw->add_option("-o,--output", opts->out, "Output SVG file")->required();
   fail_opt(draw);
   draw->callback([opts] { run_draw(*opts); });

@@ -14,6 +14,7 @@
 #include "emulator/control/routing_tables.hpp"
 #include "emulator/control/system_yaml.hpp"
 #include "emulator/control/table_check.hpp"
+#include "launcher/cli_checks.hpp"
 #include "launcher/control_client.hpp"
 #include "launcher/launch.hpp"
 #include "libfabric_tt/tt_fabric.h"
@@ -242,14 +243,16 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
   auto o = std::make_shared<TrafficOptions>();
   auto* t = app.add_subcommand("traffic", "Drive traffic patterns through a running system and verify every byte");
   t->add_option("--pattern", o->patterns, "unicast, all_to_all, one_to_all, all_to_one, neighbor_exchange, random_pairing, or all")->delimiter(',');
-  t->add_option("--size", o->size, "Bytes per write")->check(CLI::Range(1u, static_cast<unsigned>(TT_FABRIC_MAX_SIZE)));
-  t->add_option("--count", o->count, "Writes per pair")->check(CLI::Range(1u, 100000u));
-  t->add_option("--plane", o->plane, "Routing plane");
-  t->add_option("--fvc", o->fvc, "FVC (-1: automatic)");
+  t->add_option("--size", o->size, "Bytes per write")->check(whole_number(1u, static_cast<unsigned>(TT_FABRIC_MAX_SIZE)));
+  t->add_option("--count", o->count, "Writes per pair")->check(whole_number(1u, 100000u));
+  // Plane and FVC are checked against the running system by the client library.
+  t->add_option("--plane", o->plane, "Routing plane")->check(whole_number(0, 255));
+  t->add_option("--fvc", o->fvc, "FVC (-1: automatic)")->check(whole_number(-1, 7));
   t->add_option("--src", o->src, "Source for unicast / one_to_all (default: the first chip)");
   t->add_option("--dst", o->dst, "Destination for unicast / all_to_one (default: the last chip)");
-  t->add_option("--seed", o->seed, "Seed for random_pairing");
-  t->add_option("--latency-samples", o->samples, "Single writes timed (write and acknowledgement) per pattern");
+  t->add_option("--seed", o->seed, "Seed for random_pairing")->check(whole_number(uint64_t{0}, ~uint64_t{0}));
+  t->add_option("--latency-samples", o->samples, "Single writes timed (write and acknowledgement) per pattern")
+      ->check(whole_number(1, 100000));
   t->add_option("--job", o->job, kJobHelp);
   t->add_option("--system", o->system, "With no system running, launch this one (default: the Galaxy) for the run");
   t->add_flag("--json", o->json, "One JSON object per pattern");

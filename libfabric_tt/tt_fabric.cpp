@@ -5,8 +5,10 @@
 
 #include <chrono>
 #include <cstring>
+#include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -57,6 +59,54 @@ bool in_range(uint64_t addr, size_t size, uint64_t l1, uint64_t dram) {
   const uint64_t off = addr & ~TT_FABRIC_DRAM;
   const uint64_t limit = is_dram ? dram : l1;
   return off <= limit && size <= limit - off;
+}
+
+// Open workers. A handle given to the caller is not a pointer to its tt_fabric but a key: the
+// number of a slot here and the count of opens when it was opened. Every call looks its key up,
+// so a handle used after tt_fabric_close (or made up) finds its slot empty or holding another
+// key, and the call fails with TT_FABRIC_EARG instead of touching freed memory. The lookup is
+// two loads; only open and close take the lock.
+constexpr uintptr_t kSlotBits = 12;
+constexpr size_t kSlots = (size_t{1} << kSlotBits) - 1;  // slot numbers 1..kSlots; 0 is no slot
+
+struct Slot {
+  std::atomic<uintptr_t> key{0};  // 0: free
+  std::atomic<tt_fabric*> worker{nullptr};
+};
+Slot g_slots[kSlots];
+std::mutex g_slots_lock;
+uintptr_t g_opens = 0;
+
+tt_fabric* lookup(tt_fabric* handle) {
+  const auto key = reinterpret_cast<uintptr_t>(handle);
+  const uintptr_t slot = key & kSlots;
+  if (slot == 0) return nullptr;
+  Slot& s = g_slots[slot - 1];
+  if (s.key.load(std::memory_order_acquire) != key) return nullptr;
+  return s.worker.load(std::memory_order_relaxed);
+}
+
+tt_fabric* add_handle(std::unique_ptr<tt_fabric> f) {
+  std::lock_guard lock(g_slots_lock);
+  for (size_t i = 0; i < kSlots; ++i) {
+    if (g_slots[i].key.load(std::memory_order_relaxed) != 0) continue;
+    const uintptr_t key = (++g_opens << kSlotBits) | (i + 1);
+    g_slots[i].worker.store(f.release(), std::memory_order_relaxed);
+    g_slots[i].key.store(key, std::memory_order_release);
+    return reinterpret_cast<tt_fabric*>(key);
+  }
+  throw Error(fmt::format("too many open workers in this process ({})", kSlots));
+}
+
+// The worker of a live handle, which is then no longer valid; nullptr for anything else.
+std::unique_ptr<tt_fabric> remove_handle(tt_fabric* handle) {
+  std::lock_guard lock(g_slots_lock);
+  tt_fabric* f = lookup(handle);
+  if (!f) return nullptr;
+  Slot& s = g_slots[(reinterpret_cast<uintptr_t>(handle) & kSlots) - 1];
+  s.key.store(0, std::memory_order_release);
+  s.worker.store(nullptr, std::memory_order_relaxed);
+  return std::unique_ptr<tt_fabric>(f);
 }
 
 int fail(tt_fabric_status* status, int code) {
@@ -197,29 +247,35 @@ tt_fabric* tt_fabric_open(const char* job, uint16_t mesh, uint16_t device, uint1
     // A worker is a Tensix core: its own L1 and its own transaction counters.
     const int cores = std::min(f->arch.tensix_cores, chip::kMaxWorkers);
     if (core >= cores) throw Error(fmt::format("core {} out of range: a worker is a Tensix core, 0-{}", core, cores - 1));
-    return f.release();
+    return add_handle(std::move(f));
   } catch (const std::exception& e) {
     set_error(e.what());
     return nullptr;
   }
 }
 
-void tt_fabric_close(tt_fabric* f) { delete f; }
+void tt_fabric_close(tt_fabric* handle) { remove_handle(handle); }
 
-void* tt_fabric_memory(tt_fabric* f, uint64_t addr, size_t size) {
+void* tt_fabric_memory(tt_fabric* handle, uint64_t addr, size_t size) {
+  tt_fabric* f = lookup(handle);
   if (!f) return nullptr;
   return session::locate(addr, size, {f->l1.as<uint8_t>(), f->l1.size()}, {f->dram.as<uint8_t>(), f->dram.size()}).data();
 }
 
-uint64_t tt_fabric_core_l1(tt_fabric* f) {
+uint64_t tt_fabric_core_l1(tt_fabric* handle) {
+  tt_fabric* f = lookup(handle);
   if (!f) return 0;
   if (f->core < f->arch.tensix_cores) return static_cast<uint64_t>(f->core) * f->arch.tensix_l1;
   return 0;
 }
 
-uint64_t tt_fabric_core_l1_size(tt_fabric* f) { return f ? f->arch.tensix_l1 : 0; }
+uint64_t tt_fabric_core_l1_size(tt_fabric* handle) {
+  tt_fabric* f = lookup(handle);
+  return f ? f->arch.tensix_l1 : 0;
+}
 
-int tt_fabric_devices(tt_fabric* f, tt_fabric_device* out, int max) {
+int tt_fabric_devices(tt_fabric* handle, tt_fabric_device* out, int max) {
+  tt_fabric* f = lookup(handle);
   if (!f) return 0;
   int n = 0;
   for (const auto& [key, t] : f->targets) {
@@ -229,7 +285,8 @@ int tt_fabric_devices(tt_fabric* f, tt_fabric_device* out, int max) {
   return n;
 }
 
-int tt_fabric_device_position(tt_fabric* f, tt_fabric_device d, int* row, int* col) {
+int tt_fabric_device_position(tt_fabric* handle, tt_fabric_device d, int* row, int* col) {
+  tt_fabric* f = lookup(handle);
   if (!f) return TT_FABRIC_EARG;
   auto t = f->targets.find({d.mesh, d.device});
   if (t == f->targets.end()) return TT_FABRIC_EDEVICE;
@@ -238,9 +295,15 @@ int tt_fabric_device_position(tt_fabric* f, tt_fabric_device d, int* row, int* c
   return TT_FABRIC_OK;
 }
 
-int tt_fabric_data_fvcs(tt_fabric* f) { return f ? f->data_fvcs : 0; }
+int tt_fabric_data_fvcs(tt_fabric* handle) {
+  tt_fabric* f = lookup(handle);
+  return f ? f->data_fvcs : 0;
+}
 
-uint32_t tt_fabric_nacks(tt_fabric* f) { return f ? f->block->commands.workers[f->core].nacks.load() : 0; }
+uint32_t tt_fabric_nacks(tt_fabric* handle) {
+  tt_fabric* f = lookup(handle);
+  return f ? f->block->commands.workers[f->core].nacks.load() : 0;
+}
 
 const char* tt_fabric_strerror(int code) {
   switch (code) {
@@ -257,15 +320,16 @@ const char* tt_fabric_strerror(int code) {
   return "unknown error";
 }
 
-int fabric_async_write(tt_fabric* f, uint8_t plane, uint64_t src_addr, tt_fabric_device dst, uint64_t dst_addr,
+int fabric_async_write(tt_fabric* handle, uint8_t plane, uint64_t src_addr, tt_fabric_device dst, uint64_t dst_addr,
                        uint32_t size, int fvc, uint8_t txn, tt_fabric_status* status) {
-  return submit(f, {.command = routing::Command::kWrite, .plane = plane, .dst = dst, .src_addr = src_addr,
+  return submit(lookup(handle), {.command = routing::Command::kWrite, .plane = plane, .dst = dst, .src_addr = src_addr,
                     .dst_addr = dst_addr, .size = size, .fvc = fvc, .txn = txn}, status);
 }
 
-int fabric_async_write_multicast(tt_fabric* f, uint8_t plane, tt_fabric_device origin, uint8_t e, uint8_t w,
+int fabric_async_write_multicast(tt_fabric* handle, uint8_t plane, tt_fabric_device origin, uint8_t e, uint8_t w,
                                  uint8_t n, uint8_t s, uint64_t src_addr, uint64_t dst_addr, uint32_t size,
                                  int fvc, uint8_t txn, uint32_t /*mcast_flags*/, tt_fabric_status* status) {
+  tt_fabric* f = lookup(handle);
   if (!f) return fail(status, TT_FABRIC_EARG);
   auto o = f->targets.find({origin.mesh, origin.device});
   if (o == f->targets.end()) return fail(status, TT_FABRIC_EDEVICE);
@@ -281,31 +345,31 @@ int fabric_async_write_multicast(tt_fabric* f, uint8_t plane, tt_fabric_device o
     if (!in_range(dst_addr, size, t.l1_bytes, t.dram_bytes)) return fail(status, TT_FABRIC_EADDR);
   }
   for (const auto& d : group) {
-    int rc = fabric_async_write(f, plane, src_addr, d, dst_addr, size, fvc, txn, status);
+    int rc = fabric_async_write(handle, plane, src_addr, d, dst_addr, size, fvc, txn, status);
     if (rc != TT_FABRIC_OK) return rc;
   }
   return TT_FABRIC_OK;
 }
 
-int fabric_async_write_barrier(tt_fabric* f, uint8_t txn) { return barrier(f, txn); }
-int fabric_async_read_barrier(tt_fabric* f, uint8_t txn) { return barrier(f, txn); }
+int fabric_async_write_barrier(tt_fabric* handle, uint8_t txn) { return barrier(lookup(handle), txn); }
+int fabric_async_read_barrier(tt_fabric* handle, uint8_t txn) { return barrier(lookup(handle), txn); }
 
-int fabric_async_read(tt_fabric* f, uint8_t plane, tt_fabric_device src, uint64_t src_addr, uint64_t return_addr,
+int fabric_async_read(tt_fabric* handle, uint8_t plane, tt_fabric_device src, uint64_t src_addr, uint64_t return_addr,
                       uint32_t size, int fvc, uint8_t txn, tt_fabric_status* status) {
-  return submit(f, {.command = routing::Command::kReadRequest, .plane = plane, .dst = src, .dst_addr = src_addr,
+  return submit(lookup(handle), {.command = routing::Command::kReadRequest, .plane = plane, .dst = src, .dst_addr = src_addr,
                     .return_addr = return_addr, .size = size, .fvc = fvc, .txn = txn}, status);
 }
 
-int fabric_async_atomic_inc(tt_fabric* f, uint8_t plane, tt_fabric_device dst, uint64_t dst_addr, uint32_t inc,
+int fabric_async_atomic_inc(tt_fabric* handle, uint8_t plane, tt_fabric_device dst, uint64_t dst_addr, uint32_t inc,
                             uint8_t wrap, int fvc, uint8_t txn, tt_fabric_status* status) {
-  return submit(f, {.command = routing::Command::kAtomicInc, .plane = plane, .dst = dst, .dst_addr = dst_addr,
+  return submit(lookup(handle), {.command = routing::Command::kAtomicInc, .plane = plane, .dst = dst, .dst_addr = dst_addr,
                     .arg = inc, .wrap = wrap, .fvc = fvc, .txn = txn}, status);
 }
 
-int fabric_async_atomic_read_inc(tt_fabric* f, uint8_t plane, uint64_t return_addr, tt_fabric_device dst,
+int fabric_async_atomic_read_inc(tt_fabric* handle, uint8_t plane, uint64_t return_addr, tt_fabric_device dst,
                                  uint64_t dst_addr, uint32_t inc, uint8_t wrap, int fvc, uint8_t txn,
                                  tt_fabric_status* status) {
-  return submit(f, {.command = routing::Command::kAtomicReadInc, .plane = plane, .dst = dst, .dst_addr = dst_addr,
+  return submit(lookup(handle), {.command = routing::Command::kAtomicReadInc, .plane = plane, .dst = dst, .dst_addr = dst_addr,
                     .return_addr = return_addr, .arg = inc, .wrap = wrap, .fvc = fvc, .txn = txn}, status);
 }
 

@@ -38,7 +38,7 @@ enum {
   TT_FABRIC_EFVC = -5,      /* no such FVC (use -1 for automatic) */
   TT_FABRIC_EPLANE = -6,    /* no such routing plane */
   TT_FABRIC_ETIMEDOUT = -7, /* a barrier waited longer than its limit */
-  TT_FABRIC_EARG = -8,      /* a null handle or another impossible argument */
+  TT_FABRIC_EARG = -8,      /* a handle that is not open (NULL, closed) or another impossible argument */
 };
 
 #define TT_FABRIC_DRAM (1ull << 63)
@@ -48,6 +48,8 @@ enum {
  * running job). On failure returns NULL and puts a one-line reason in error. */
 tt_fabric* tt_fabric_open(const char* job, uint16_t mesh, uint16_t device, uint16_t core,
                           char* error, size_t error_len);
+/* Frees the worker. The handle is dead afterwards: calls with it fail with TT_FABRIC_EARG (or
+ * return NULL / 0), closing it again does nothing. Not safe while another thread uses it. */
 void tt_fabric_close(tt_fabric* f);
 
 /* This chip's memory at addr, or NULL when [addr, addr+size) is outside it. */

@@ -193,4 +193,80 @@ TEST(Cli, DrawWritesAnSvgWithTheRoute) {
                         "/nonexistent/dir/x.svg: cannot write the file");
 }
 
+TEST(Cli, EveryNumberOnTheCommandLineIsRangeChecked) {
+  // No such job: nothing can run, so a bad number must be refused first, naming the option.
+  const std::string job = " --job 1-00000001";
+  const std::pair<std::string, std::string> cases[] = {
+      {"link test M0D0P2 --frames -1", "--frames: must be a whole number 1-100000000, not '-1'"},
+      {"link test M0D0P2 --frames 0", "--frames: must be a whole number 1-100000000, not '0'"},
+      {"link test M0D0P2 --frames 1.5", "--frames: must be a whole number 1-100000000, not '1.5'"},
+      {"link test M0D0P2 --size -1", "--size: must be a whole number 16-8192, not '-1'"},
+      {"link test M0D0P2 --size 9000", "--size: must be a whole number 16-8192, not '9000'"},
+      {"link ping M0D0P2 --count -1", "--count: must be a whole number 1-1000000, not '-1'"},
+      {"link ping M0D0P2 --count 0", "--count: must be a whole number 1-1000000, not '0'"},
+      {"link ping M0D0P2 --size 8193", "--size: must be a whole number 16-8192, not '8193'"},
+      {"fabric stall M0D0 --fvc -1", "--fvc: must be a whole number 0-8, not '-1'"},
+      {"fabric resume M0D0 --fvc 4294967296", "--fvc: must be a whole number 0-8, not '4294967296'"},
+      {"fabric stall M0D0 --fvc 1.5", "--fvc: must be a whole number 0-8, not '1.5'"},
+      {"traffic --plane -1", "--plane: must be a whole number 0-255, not '-1'"},
+      {"traffic --plane 256", "--plane: must be a whole number 0-255, not '256'"},
+      {"traffic --fvc -2", "--fvc: must be a whole number -1-7, not '-2'"},
+      {"traffic --fvc 8", "--fvc: must be a whole number -1-7, not '8'"},
+      {"traffic --seed -1", "--seed: must be a whole number 0-18446744073709551615, not '-1'"},
+      {"traffic --latency-samples 0", "--latency-samples: must be a whole number 1-100000, not '0'"},
+      {"traffic --latency-samples -1", "--latency-samples: must be a whole number 1-100000, not '-1'"},
+      {"traffic --size -1", "--size: must be a whole number 1-1048576, not '-1'"},
+      {"traffic --count -1", "--count: must be a whole number 1-100000, not '-1'"},
+  };
+  for (const auto& [args, message] : cases) {
+    SCOPED_TRACE(args);
+    Result r = ttemu(args + job);
+    expect_one_line_error(r, message);
+  }
+  const std::pair<std::string, std::string> topo_cases[] = {
+      {"topo path " + topo("galaxy.yaml") + " M0D0 M0D1 --plane 4294967296", "--plane: must be a whole number 0-255, not '4294967296'"},
+      {"topo path " + topo("galaxy.yaml") + " M0D0 M0D1 --plane 0.5", "--plane: must be a whole number 0-255, not '0.5'"},
+      {"topo tables " + topo("galaxy.yaml") + " --plane -1", "--plane: must be a whole number 0-255, not '-1'"},
+      {"topo draw " + topo("galaxy.yaml") + " -o x.svg --plane x", "--plane: must be a whole number 0-255, not 'x'"},
+  };
+  for (const auto& [args, message] : topo_cases) {
+    SCOPED_TRACE(args);
+    expect_one_line_error(ttemu(args), message);
+  }
+}
+
+TEST(Cli, ADirectoryGivenAsAnInputFileIsNamedAsSuch) {
+  TempDir dir;
+  const std::string d = (dir / "plans").string();
+  fs::create_directory(d);
+  expect_one_line_error(ttemu("launch " + d), d + ": is a directory, not a file");
+  expect_one_line_error(ttemu("topo validate " + d), d + ": is a directory, not a file");
+  expect_one_line_error(ttemu("topo check " + topo("n300.yaml") + " --tables " + d), d + ": is a directory, not a file");
+  expect_one_line_error(ttemu("faults apply " + d + " --job 1-00000001"), d + ": is a directory, not a file");
+}
+
+TEST(Cli, APlanThatIsNotTextIsRefusedBeforeItIsSent) {
+  TempDir dir;
+  write(dir / "bin.yaml", "seed: 1\n\xff\xfe\x00\x01\n");
+  Result r = ttemu("faults apply " + (dir / "bin.yaml").string() + " --job 1-00000001");
+  expect_one_line_error(r, (dir / "bin.yaml").string() + ":2: not UTF-8 text (byte 0xff)");
+  EXPECT_EQ(r.err.find("json.exception"), std::string::npos) << r.err;
+}
+
+TEST(Cli, APlanTooLargeForTheControlSocketIsRefusedBeforeItIsSent) {
+  TempDir dir;
+  std::string big;
+  while (big.size() < (2u << 20)) big += "# a comment line that pads the plan out\n";
+  write(dir / "big.yaml", big);
+  expect_one_line_error(ttemu("faults apply " + (dir / "big.yaml").string() + " --job 1-00000001"),
+                        (dir / "big.yaml").string() + ": too large to send");
+}
+
+TEST(Cli, DeeplyNestedYamlIsRefusedNamingTheFile) {
+  TempDir dir;
+  write(dir / "deep.yaml", std::string(5000, '['));
+  expect_one_line_error(ttemu("topo validate " + (dir / "deep.yaml").string()),
+                        (dir / "deep.yaml").string() + ":1: not valid YAML: nested too deep");
+}
+
 }  // namespace

@@ -192,6 +192,19 @@ TEST(SystemSpecErrors, UnreadableYaml) {
   expect_error("- just\n- a list\n", 1, "must be a mapping");
 }
 
+TEST(SystemSpecErrors, AWrongKindOfNodeSaysWhatWasFound) {
+  expect_error("- just\n- a list\n", 1, "system specification must be a mapping of keys to values, not a list");
+  expect_error(head_with("arch: wormhole_b0", "arch: [wormhole_b0]") + kTwoMeshes, 3,
+               "ChipSpec Wormhole arch must be a single value, not a list");
+  expect_error(std::string(kHead) + "Mesh: [0]\n", 12, "Mesh must map mesh ids to meshes, not a list");
+  expect_error(std::string(kHead) + kTwoMeshes + "Graph: {a: 1}\n", 15, "Graph must be a list of connections, not a mapping");
+}
+
+TEST(SystemSpecErrors, DeepNestingAndTextThatIsNotUtf8) {
+  expect_error(std::string(5000, '['), 1, "nested too deep");
+  expect_error(std::string(kHead) + "\xff\xfe\n", 12, "not UTF-8 text (byte 0xff)");
+}
+
 TEST(SystemSpecErrors, MissingSectionsAndUnknownKeys) {
   expect_error(kHead, 1, "no Mesh section");
   expect_error(std::string(kHead) + "Meshes: {}\n", 12, "unknown key 'Meshes'");
@@ -291,7 +304,7 @@ TEST(SystemSpecErrors, UnreadableFile) {
     load_system("/nonexistent/ttemu.yaml");
     ADD_FAILURE() << "accepted a missing file";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "/nonexistent/ttemu.yaml: cannot open the file");
+    EXPECT_STREQ(e.what(), "/nonexistent/ttemu.yaml: cannot open the file: No such file or directory");
   }
 }
 

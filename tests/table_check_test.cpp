@@ -147,6 +147,10 @@ TEST(TableJson, RejectsBadTablesNamingTheCulprit) {
   bad = doc;
   bad["routers"][0]["plane"] = 1;
   expect_error(bad, "plane 1 out of range");
+  bad["routers"][0]["plane"] = 4294967296;  // no wrap to plane 0
+  expect_error(bad, "plane 4294967296 out of range");
+  bad["routers"][0]["plane"] = -4294967296;
+  expect_error(bad, "plane -4294967296 out of range");
   bad = doc;
   bad["routers"][0]["l0"].push_back(1);
   expect_error(bad, "l0 must be a list of at most 16 entries");

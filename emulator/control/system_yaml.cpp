@@ -2,18 +2,18 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <numeric>
 #include <regex>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include "emulator/common/error.hpp"
+#include "emulator/common/input_text.hpp"
+#include "emulator/common/yaml_input.hpp"
 
 namespace ttemu::control {
 
@@ -28,6 +28,11 @@ struct EdgePort {
 
 std::string describe(const EdgePort& e) {
   return fmt::format("{{{}, {}{}}}", e.mesh, side_letter(e.side), e.index);
+}
+
+// The end of "X must be ...": what was there instead.
+std::string found(const YAML::Node& n) {
+  return ", not " + (n.IsMap() && n.size() == 0 ? std::string("an empty mapping") : yaml_kind(n));
 }
 
 // "Host Mapping", "host_mapping" and "hostMapping" name the same key.
@@ -86,7 +91,7 @@ class Reader {
 std::map<std::string, YAML::Node> Reader::fields(const YAML::Node& map, const std::string& what,
                                                  std::initializer_list<const char*> known) {
   line_of(map);
-  if (!map.IsMap()) fail(map, fmt::format("{} must be a mapping of keys to values", what));
+  if (!map.IsMap()) fail(map, fmt::format("{} must be a mapping of keys to values{}", what, found(map)));
   std::map<std::string, YAML::Node> out;
   for (const auto& kv : map) {
     std::string key = normalise_key(scalar(kv.first, what + " key"));
@@ -107,7 +112,7 @@ std::map<std::string, YAML::Node> Reader::fields(const YAML::Node& map, const st
 std::string Reader::scalar(const YAML::Node& n, const std::string& what) {
   line_of(n);
   if (!n.IsDefined() || n.IsNull()) fail(n, fmt::format("{} is missing", what));
-  if (!n.IsScalar()) fail(n, fmt::format("{} must be a single value", what));
+  if (!n.IsScalar()) fail(n, fmt::format("{} must be a single value{}", what, found(n)));
   return n.Scalar();
 }
 
@@ -161,7 +166,7 @@ Dims Reader::dims(const YAML::Node& n, const std::string& what) {
 void Reader::read_chip_specs(const YAML::Node& section, System& sys) {
   line_of(section);
   if (!section.IsMap() || section.size() == 0) {
-    fail(section, "ChipSpec must map chip names to their specs");
+    fail(section, "ChipSpec must map chip names to their specs" + found(section));
   }
   for (const auto& kv : section) {
     ChipSpec spec;
@@ -214,7 +219,7 @@ void Reader::read_chip_specs(const YAML::Node& section, System& sys) {
 
 void Reader::read_boards(const YAML::Node& section, System& sys) {
   line_of(section);
-  if (!section.IsMap() || section.size() == 0) fail(section, "Board must map board names to boards");
+  if (!section.IsMap() || section.size() == 0) fail(section, "Board must map board names to boards" + found(section));
   for (const auto& kv : section) {
     Board board;
     board.name = scalar(kv.first, "Board name");
@@ -247,13 +252,13 @@ void Reader::read_hosts(const YAML::Node& section, System& sys) {
   } else if (section.IsMap()) {
     for (const auto& kv : section) add(kv.first);
   } else {
-    fail(section, "Host must be a list of host names");
+    fail(section, "Host must be a list of host names" + found(section));
   }
 }
 
 void Reader::read_meshes(const YAML::Node& section, System& sys) {
   line_of(section);
-  if (!section.IsMap() || section.size() == 0) fail(section, "Mesh must map mesh ids to meshes");
+  if (!section.IsMap() || section.size() == 0) fail(section, "Mesh must map mesh ids to meshes" + found(section));
   for (const auto& kv : section) {
     Mesh mesh;
     mesh.id = static_cast<uint16_t>(integer(kv.first, "Mesh id", 0, routing::kMaxMeshes - 1));
@@ -286,9 +291,9 @@ void Reader::read_meshes(const YAML::Node& section, System& sys) {
       line_of(hm);
       std::vector<std::string> flat;
       bool any = false;
-      if (!hm.IsSequence()) fail(hm, what + ": host_mapping must be a list of rows");
+      if (!hm.IsSequence()) fail(hm, what + ": host_mapping must be a list of rows" + found(hm));
       for (const auto& row : hm) {
-        if (!row.IsSequence()) fail(row, what + ": each host_mapping row must be a list");
+        if (!row.IsSequence()) fail(row, what + ": each host_mapping row must be a list" + found(row));
         for (const auto& h : row) {
           std::string name = h.IsNull() ? "" : scalar(h, what + " host");
           if (!name.empty() && name.front() == '<' && name.back() == '>') {
@@ -438,7 +443,7 @@ PortId Reader::resolve(const System& sys, const EdgePort& e, const YAML::Node& a
 void Reader::read_graph(const YAML::Node& section, System& sys) {
   if (!section.IsDefined() || section.IsNull()) return;
   line_of(section);
-  if (!section.IsSequence()) fail(section, "Graph must be a list of connections");
+  if (!section.IsSequence()) fail(section, "Graph must be a list of connections" + found(section));
   struct Seen {
     PortId partner;
     int line;
@@ -584,26 +589,16 @@ System Reader::read(const YAML::Node& root) {
 }  // namespace
 
 System parse_system(std::string_view yaml_text, const std::string& source_name) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& e) {
-    throw Error(fmt::format("{}:{}: not valid YAML: {}", source_name, e.mark.line + 1, e.msg));
-  }
+  YAML::Node root = load_yaml(yaml_text, source_name);
   try {
     return Reader(source_name).read(root);
   } catch (const YAML::Exception& e) {
-    throw Error(fmt::format("{}:{}: {}", source_name, e.mark.line + 1, e.msg));
+    throw Error(fmt::format("{}:{}: {}", source_name, std::max(e.mark.line, 0) + 1, e.msg));
   }
 }
 
 System load_system(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: cannot open the file", path));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) throw Error(fmt::format("{}: cannot read the file", path));
-  return parse_system(buf.str(), path);
+  return parse_system(read_text_file(path), path);
 }
 
 }  // namespace ttemu::control

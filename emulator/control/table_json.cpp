@@ -1,10 +1,10 @@
 #include "emulator/control/table_json.hpp"
 
-#include <fstream>
 
 #include <fmt/format.h>
 
 #include "emulator/common/error.hpp"
+#include "emulator/common/input_text.hpp"
 
 namespace ttemu::control {
 
@@ -56,10 +56,11 @@ TableSet tables_from_json(const System& sys, const json& doc, const std::string&
     auto chip = routing::parse_chip(r["device"].get<std::string>());
     auto node = chip ? sys.node(*chip) : std::nullopt;
     if (!node) fail(fmt::format("{}: device '{}' is not in {}", where, r["device"].get<std::string>(), sys.source));
-    int plane = r["plane"].get<int>();
-    if (plane < 0 || plane >= sys.planes) {
-      fail(fmt::format("{}: plane {} out of range (the system has {})", where, plane, sys.planes));
+    if (r["plane"].is_number_unsigned() ? r["plane"].get<uint64_t>() >= static_cast<uint64_t>(sys.planes)
+                                         : r["plane"].get<int64_t>() < 0 || r["plane"].get<int64_t>() >= sys.planes) {
+      fail(fmt::format("{}: plane {} out of range (the system has {})", where, r["plane"].dump(), sys.planes));
     }
+    const int plane = r["plane"].get<int>();
     where += " (" + routing::to_string(*chip) + " plane " + std::to_string(plane) + ")";
     auto& table = tables.at(plane, *node);
     for (const char* level : {"l0", "l1"}) {
@@ -88,9 +89,7 @@ TableSet tables_from_json(const System& sys, const json& doc, const std::string&
 }
 
 TableSet load_tables_json(const System& sys, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: cannot open the file", path));
-  json doc = json::parse(in, nullptr, false);
+  json doc = json::parse(read_text_file(path), nullptr, false);
   if (doc.is_discarded()) throw Error(fmt::format("{}: not valid JSON", path));
   return tables_from_json(sys, doc, path);
 }

@@ -27,6 +27,9 @@
 
 namespace ttemu::link {
 
+// The largest seed (docs/fault-plan.md), for plans and `--seed` alike.
+inline constexpr uint64_t kMaxSeed = 9'000'000'000'000'000;
+
 struct FaultPlan {
   std::optional<uint64_t> seed;
   std::map<routing::PortId, DirectionFaults> tx;  // by transmitting port
