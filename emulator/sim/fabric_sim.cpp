@@ -20,6 +20,7 @@ struct FabricSim::End {
   End* peer = nullptr;
   std::deque<std::pair<link::Time, std::vector<uint8_t>>> wire;
   bool cut = false;  // the wire loses everything
+  uint64_t fault_stream = 0;  // set_faults calls so far: each gets its own seed
 };
 
 // A chip: its memory and control block, its ChipNode, and the seams the node sees (the wire
@@ -32,6 +33,8 @@ struct FabricSim::Node final : node::NodeObserver, wire::Transport {
   std::unique_ptr<node::ChipNode> chip;
   std::vector<Packet> inbox;
   bool touched = false;  // datagrams arrived in this step
+  bool dead = false;
+  uint32_t incarnation = 0;  // restarts so far: new nonces each time
 
   size_t send(uint8_t port, std::span<const std::vector<uint8_t>> datagrams) override {
     End& e = *sim->ends_.at(PortId{id, port});
@@ -56,7 +59,7 @@ struct FabricSim::Node final : node::NodeObserver, wire::Transport {
 };
 
 FabricSim::FabricSim(const control::System& sys, const control::TableSet& tables, SimConfig config)
-    : sys_(sys), cfg_(std::move(config)) {
+    : sys_(sys), cfg_(std::move(config)), tables_(tables) {
   for (const auto& l : sys.links) {
     for (const auto& end : {l.a, l.b}) {
       auto e = std::make_unique<End>();
@@ -66,41 +69,51 @@ FabricSim::FabricSim(const control::System& sys, const control::TableSet& tables
   }
   for (auto& [port, e] : ends_) e->peer = ends_.at(*sys.peer(port)).get();
   // Nonces and fault seeds by link, in the order the system lists them.
-  std::map<PortId, uint64_t> link_number;
   uint64_t k = 0;
-  for (const auto& l : sys.links) link_number[l.a] = ++k, link_number[l.b] = ++k;
+  for (const auto& l : sys.links) link_number_[l.a] = ++k, link_number_[l.b] = ++k;
   for (int v = 0; v < sys.node_count(); ++v) {
     auto n = std::make_unique<Node>();
     n->sim = this;
     n->id = sys.chips[static_cast<size_t>(v)].id;
-    n->l1.assign(cfg_.l1_bytes, 0);
-    n->dram.assign(cfg_.dram_bytes, 0);
-    node::ChipNodeConfig nc;
-    nc.self = n->id;
-    nc.job = cfg_.seed;
-    nc.link = cfg_.link;
-    nc.router = cfg_.router;
-    for (int p = 0; p < tables.planes(); ++p) nc.tables.push_back(tables.at(p, v));
-    for (int port = 0; port < routing::kMaxPorts; ++port) {
-      const PortId self{n->id, static_cast<uint8_t>(port)};
-      auto peer = sys.link_at(v, static_cast<uint8_t>(port)) >= 0 ? sys.peer(self) : std::nullopt;
-      if (!peer) continue;
-      nc.ports.push_back({self.port, {cfg_.seed, peer->chip.mesh, peer->chip.device, peer->port},
-                          static_cast<uint32_t>(0x1000 + link_number.at(self)), {}});
-    }
-    Node* raw = n.get();
-    n->chip = std::make_unique<node::ChipNode>(
-        std::move(nc), [raw](uint64_t addr, size_t size) { return session::locate(addr, size, raw->l1, raw->dram); },
-        *n->control, *n, *n);
-    if (cfg_.faults.any()) {
-      for (const auto& pc : n->chip->ports()) {
-        n->chip->set_faults(pc.number, std::make_unique<link::FaultInjector>(
-                                           cfg_.faults, cfg_.seed * 7919 + link_number.at({n->id, pc.number})));
-      }
-    }
+    build(*n, v);
     nodes_.push_back(std::move(n));
   }
   for (auto& n : nodes_) n->chip->start(now_);
+}
+
+// A chip's process starting: its memory, control block and node, new.
+void FabricSim::build(Node& n, int v) {
+  n.l1.assign(cfg_.l1_bytes, 0);
+  n.dram.assign(cfg_.dram_bytes, 0);
+  n.chip.reset();
+  n.control = std::make_unique<chip::ChipControl>();
+  n.inbox.clear();
+  node::ChipNodeConfig nc;
+  nc.self = n.id;
+  nc.job = cfg_.seed;
+  nc.link = cfg_.link;
+  nc.router = cfg_.router;
+  for (int p = 0; p < tables_.planes(); ++p) nc.tables.push_back(tables_.at(p, v));
+  for (int port = 0; port < routing::kMaxPorts; ++port) {
+    const PortId self{n.id, static_cast<uint8_t>(port)};
+    auto peer = sys_.link_at(v, static_cast<uint8_t>(port)) >= 0 ? sys_.peer(self) : std::nullopt;
+    if (!peer) continue;
+    const auto nonce = static_cast<uint32_t>(0x1000 + link_number_.at(self) + (uint64_t{n.incarnation} << 20));
+    nc.ports.push_back({self.port, {cfg_.seed, peer->chip.mesh, peer->chip.device, peer->port}, nonce, {}});
+  }
+  Node* raw = &n;
+  n.chip = std::make_unique<node::ChipNode>(
+      std::move(nc), [raw](uint64_t addr, size_t size) { return session::locate(addr, size, raw->l1, raw->dram); },
+      *n.control, n, n);
+  for (const auto& pc : n.chip->ports()) {
+    const PortId self{n.id, pc.number};
+    auto named = cfg_.link_faults.find(self);
+    const link::DirectionFaults& f = named != cfg_.link_faults.end() ? named->second : cfg_.faults;
+    if (f.any()) {
+      n.chip->set_faults(pc.number, std::make_unique<link::FaultInjector>(
+                                        f, cfg_.seed * 7919 + link_number_.at(self) + (uint64_t{n.incarnation} << 32)));
+    }
+  }
 }
 
 FabricSim::~FabricSim() = default;
@@ -108,7 +121,8 @@ FabricSim::~FabricSim() = default;
 void FabricSim::log(const std::string& line) { trace_.push_back(fmt::format("{:>12} {}", now_.count(), line)); }
 
 bool FabricSim::inject(ChipId at, Packet packet) {
-  Node& n = *nodes_.at(static_cast<size_t>(*sys_.node(at)));
+  Node& n = node(at);
+  if (n.dead) return false;
   packet.header.src_mesh = at.mesh;
   packet.header.src_device = at.device;
   packet.header.packet_id = next_packet_id_;
@@ -121,34 +135,74 @@ bool FabricSim::inject(ChipId at, Packet packet) {
   return true;
 }
 
-void FabricSim::stall_center(ChipId at, uint8_t fvc, bool stalled) {
-  nodes_.at(static_cast<size_t>(*sys_.node(at)))->chip->stall(fvc, stalled, now_);
+void FabricSim::stall_center(ChipId at, uint8_t fvc, bool stalled) { node(at).chip->stall(fvc, stalled, now_); }
+
+void FabricSim::cut(PortId end, bool cut, Direction direction) {
+  End& e = *ends_.at(end);
+  for (End* w : {&e, e.peer}) {
+    if (direction != Direction::kBoth && (w == &e) != (direction == Direction::kOut)) continue;
+    w->cut = cut;
+    if (cut) w->wire.clear();
+    log(fmt::format("{} wire {} -> {}", cut ? "cut" : "restore", to_string(w->self), to_string(w->peer->self)));
+  }
 }
 
-void FabricSim::cut(PortId end, bool cut) {
+void FabricSim::set_faults(PortId end, const link::DirectionFaults& faults) {
   End& e = *ends_.at(end);
-  e.cut = e.peer->cut = cut;
-  if (cut) e.wire.clear(), e.peer->wire.clear();
-  log(fmt::format("{} link {} - {}", cut ? "cut" : "restore", to_string(e.self), to_string(e.peer->self)));
+  Node& n = node(end.chip);
+  ++e.fault_stream;
+  n.chip->set_faults(end.port, faults.any() ? std::make_unique<link::FaultInjector>(
+                                                  faults, cfg_.seed * 7919 + link_number_.at(end) + (e.fault_stream << 40))
+                                            : nullptr);
+  log(fmt::format("faults on {} changed", to_string(end)));
 }
+
+FabricSim::Node& FabricSim::node(ChipId chip) const {
+  const auto v = sys_.node(chip);
+  if (!v) throw std::invalid_argument("no chip " + to_string(chip) + " in the system");
+  return *nodes_[static_cast<size_t>(*v)];
+}
+
+bool FabricSim::alive(ChipId chip) const { return !node(chip).dead; }
+
+void FabricSim::kill(ChipId chip) {
+  Node& n = node(chip);
+  if (n.dead) return;
+  n.dead = true;
+  log(fmt::format("kill {}", to_string(chip)));
+  for (const auto& pc : n.chip->ports()) {
+    const PortId far = ends_.at(PortId{chip, pc.number})->peer->self;
+    if (!node(far.chip).dead) node(far.chip).chip->peer_down(far.port, now_);  // as the launcher tells
+  }
+}
+
+void FabricSim::restart(ChipId chip) {
+  Node& n = node(chip);
+  if (!n.dead) return;
+  ++n.incarnation;
+  build(n, *sys_.node(chip));
+  n.dead = false;
+  log(fmt::format("restart {}", to_string(chip)));
+  n.chip->start(now_);
+}
+
+void FabricSim::at(link::Time t, std::function<void()> action) { actions_.emplace(t, std::move(action)); }
 
 std::span<uint8_t> FabricSim::memory(ChipId at, uint64_t addr, size_t size) {
-  Node& n = *nodes_.at(static_cast<size_t>(*sys_.node(at)));
+  Node& n = node(at);
   auto bytes = session::locate(addr, size, n.l1, n.dram);
   if (bytes.data() == nullptr) throw std::out_of_range("FabricSim::memory outside the chip");
   return bytes;
 }
 
-const std::vector<Packet>& FabricSim::worker_inbox(ChipId at) const {
-  return nodes_.at(static_cast<size_t>(*sys_.node(at)))->inbox;
-}
+const std::vector<Packet>& FabricSim::worker_inbox(ChipId at) const { return node(at).inbox; }
 
-const link::LinkCounters& FabricSim::counters(PortId end) const {
-  return nodes_.at(static_cast<size_t>(*sys_.node(end.chip)))->chip->counters(end.port);
-}
+const link::LinkCounters& FabricSim::counters(PortId end) const { return node(end.chip).chip->counters(end.port); }
 
 void FabricSim::pump_all() {
-  for (auto& n : nodes_) n->chip->pump(now_);
+  for (auto& n : nodes_) {
+    if (!n->dead) n->chip->pump(now_);
+  }
 }
 
 bool FabricSim::step(link::Time limit) {
@@ -156,23 +210,35 @@ bool FabricSim::step(link::Time limit) {
   for (auto& [port, e] : ends_) {
     if (!e->wire.empty()) t = earlier(t, e->wire.front().first);
   }
-  for (auto& n : nodes_) t = earlier(t, n->chip->next_deadline());
+  for (auto& n : nodes_) {
+    if (!n->dead) t = earlier(t, n->chip->next_deadline());
+  }
+  if (!actions_.empty()) t = earlier(t, actions_.begin()->first);
   if (!t) return false;
   if (*t > limit) {  // something waits beyond the limit: the time until then passes
     now_ = std::max(now_, limit);
     return false;
   }
   now_ = std::max(now_, *t);
-  // What landed, chip by chip as a process reads its sockets; then each chip's batch end.
+  while (!actions_.empty() && actions_.begin()->first <= now_) {
+    auto action = std::move(actions_.begin()->second);
+    actions_.erase(actions_.begin());
+    action();
+  }
+  // What landed, chip by chip as a process reads its sockets; then each chip's batch end. A
+  // dead chip's sockets are gone: what arrives for it is lost.
   for (auto& [port, e] : ends_) {
-    Node& to = *nodes_[static_cast<size_t>(*sys_.node(e->peer->self.chip))];
+    Node& to = node(e->peer->self.chip);
     while (!e->wire.empty() && e->wire.front().first <= now_) {
-      to.chip->on_datagram(e->peer->self.port, e->wire.front().second, now_);
-      to.touched = true;
+      if (!to.dead) {
+        to.chip->on_datagram(e->peer->self.port, e->wire.front().second, now_);
+        to.touched = true;
+      }
       e->wire.pop_front();
     }
   }
   for (auto& n : nodes_) {
+    if (n->dead) continue;
     if (n->touched) n->chip->end_of_batch(now_), n->touched = false;
     const auto due = n->chip->next_deadline();
     if (due && *due <= now_) n->chip->on_timer(now_);
@@ -185,8 +251,8 @@ bool FabricSim::run(link::Duration limit) {
   pump_all();
   while (step(end)) {
   }
-  bool idle = true;
-  for (auto& n : nodes_) idle = idle && n->chip->idle();
+  bool idle = actions_.empty();
+  for (auto& n : nodes_) idle = idle && (n->dead || n->chip->idle());
   for (auto& [port, e] : ends_) idle = idle && e->wire.empty();
   return idle;
 }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -25,7 +26,8 @@ namespace ttemu::sim {
 struct SimConfig {
   uint64_t seed = 1;
   link::Duration wire_latency = std::chrono::microseconds(1);
-  link::DirectionFaults faults;  // on every direction of every link
+  link::DirectionFaults faults;  // on every direction of every link ...
+  std::map<routing::PortId, link::DirectionFaults> link_faults;  // ... unless named here (by sending port)
   routing::RouterConfig router;
   link::LinkConfig link;
   size_t l1_bytes = 1 << 20;   // simulated memory per chip
@@ -44,9 +46,24 @@ class FabricSim {
   // stands at the limit). True if idle.
   bool run(link::Duration limit = std::chrono::seconds(10));
   void stall_center(routing::ChipId at, uint8_t fvc, bool stalled);
-  // Cuts (or restores) the link of `end` in both directions: everything on its wire is lost
-  // from now on. Its ends go down once their retries run out, and come back when restored.
-  void cut(routing::PortId end, bool cut);
+  // Cuts (or restores) the link of `end`: everything on the wire in that direction (kOut: what
+  // `end` sends, kIn: what it receives) is lost from now on. Its ends go down once their
+  // retries run out, and come back when restored.
+  enum class Direction { kOut, kIn, kBoth };
+  void cut(routing::PortId end, bool cut, Direction direction = Direction::kBoth);
+  // The faults on what `end` sends, from now on (its own fault stream, seeded from the
+  // simulation's seed).
+  void set_faults(routing::PortId end, const link::DirectionFaults& faults);
+  // The chip's process dies: its node stops and loses what it held; the far ends of its links
+  // hear of it at once (peer_down), as the launcher tells them in processes.
+  void kill(routing::ChipId chip);
+  // A new process for a killed chip: fresh memory, control block and nonces; its links
+  // handshake again.
+  void restart(routing::ChipId chip);
+  bool alive(routing::ChipId chip) const;
+  // Runs `action` when the simulated clock reaches `at` (during run()); actions at the same
+  // time run in the order they were given.
+  void at(link::Time at, std::function<void()> action);
 
   std::span<uint8_t> memory(routing::ChipId at, uint64_t addr, size_t size);
   link::Time now() const { return now_; }
@@ -61,6 +78,8 @@ class FabricSim {
   struct End;
   void pump_all();
   bool step(link::Time limit);
+  Node& node(routing::ChipId chip) const;
+  void build(Node& n, int index);
   void log(const std::string& line);
 
   const control::System& sys_;
@@ -70,6 +89,9 @@ class FabricSim {
   std::map<routing::PortId, std::unique_ptr<End>> ends_;
   std::vector<std::string> trace_;
   std::vector<routing::RouterEvent> events_;
+  std::multimap<link::Time, std::function<void()>> actions_;
+  std::map<routing::PortId, uint64_t> link_number_;  // nonces and fault seeds
+  const control::TableSet& tables_;
   uint64_t next_packet_id_ = 1;
 };
 
