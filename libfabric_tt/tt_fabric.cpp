@@ -16,6 +16,7 @@
 
 #include "emulator/chip/arch.hpp"
 #include "emulator/chip/chip_control.hpp"
+#include "emulator/chip/command_buffer.hpp"
 #include "emulator/chip/doorbell.hpp"
 #include "emulator/chip/segments.hpp"
 #include "emulator/common/error.hpp"
@@ -32,6 +33,8 @@ struct tt_fabric {
   chip::Segment ctl, l1, dram;
   chip::ChipControl* block = nullptr;
   std::unique_ptr<chip::DoorbellRinger> doorbell;
+  std::unique_ptr<chip::CommandBufferClient> commands;
+  bool nonblocking = false;
   chip::ArchSpec arch;
   int planes = 1, data_fvcs = 2;
   struct Target {
@@ -44,6 +47,9 @@ struct tt_fabric {
 static_assert(sizeof(tt_fabric_status) == sizeof(chip::FabricStatus));
 static_assert(TT_FABRIC_DRAM == session::kDramBit);
 static_assert(int{TT_FABRIC_EDEVICE} == int{chip::kStatusBadDevice} && int{TT_FABRIC_EPLANE} == int{chip::kStatusBadPlane});
+static_assert(TT_FABRIC_ACKED == static_cast<int>(routing::Command::kWriteAck) && TT_FABRIC_NACKED == static_cast<int>(routing::Command::kNack) &&
+              TT_FABRIC_READ_DONE == static_cast<int>(routing::Command::kReadResponse));
+static_assert(sizeof(tt_fabric_completion) == sizeof(chip::Completion));
 
 namespace {
 
@@ -150,41 +156,13 @@ int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
   if (sp >= l1 && sp + sizeof(*status) <= l1 + f->l1.size()) status_addr = static_cast<uint64_t>(sp - l1);
   else if (sp >= dram && sp + sizeof(*status) <= dram + f->dram.size()) status_addr = TT_FABRIC_DRAM | static_cast<uint64_t>(sp - dram);
   if (status) *status = {TT_FABRIC_OK, r.fvc};
-
-  auto& cb = f->block->commands;
-  const uint32_t packets = routing::packets_for(r.command, r.size);
-  const uint32_t ticket = cb.next_ticket.fetch_add(1);
-  // Our slot is free once the router has taken the ticket kCommandSlots before ours.
-  for (uint32_t served; static_cast<int32_t>(ticket - (served = cb.served.load(std::memory_order_acquire))) >=
-                        static_cast<int32_t>(chip::kCommandSlots);) {
-    cb.served_waiters.fetch_add(1, std::memory_order_seq_cst);  // the router wakes only sleepers
-    if (cb.served.load(std::memory_order_seq_cst) == served) futex_wait(cb.served, served, std::chrono::milliseconds(100));
-    cb.served_waiters.fetch_sub(1, std::memory_order_relaxed);
-  }
-  chip::FabricCommand& slot = cb.slots[ticket % chip::kCommandSlots];
-  while (slot.state.load(std::memory_order_acquire) != chip::kSlotFree) {
-  }
-  slot.ticket = ticket;
-  slot.command = r.command;
-  slot.fvc = static_cast<int8_t>(r.fvc);
-  slot.plane = r.plane;
-  slot.txn_id = r.txn;
-  slot.core = f->core;
-  slot.wrap = r.wrap;
-  slot.ttl = routing::kDefaultTtl;
-  slot.dst_mesh = r.dst.mesh;
-  slot.dst_device = r.dst.device;
-  slot.size = r.size;
-  slot.arg = r.arg;
-  slot.src_addr = r.src_addr;
-  slot.dst_addr = r.dst_addr;
-  slot.return_addr = r.return_addr;
-  slot.status_addr = status_addr;
-  f->block->commands.workers[f->core].txn[r.txn].fetch_add(packets);
-  slot.state.store(chip::kSlotReady, std::memory_order_release);
-  // The router looks for ready slots after it says it sleeps; ring only if it has said so.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (cb.router_asleep.load(std::memory_order_relaxed)) f->doorbell->ring();
+  const chip::CommandRequest request{.command = r.command, .fvc = static_cast<int8_t>(r.fvc), .plane = r.plane,
+                                     .txn_id = r.txn, .wrap = r.wrap, .ttl = routing::kDefaultTtl,
+                                     .dst_mesh = r.dst.mesh, .dst_device = r.dst.device, .size = r.size, .arg = r.arg,
+                                     .src_addr = r.src_addr, .dst_addr = r.dst_addr, .return_addr = r.return_addr,
+                                     .status_addr = status_addr};
+  const bool sent = f->nonblocking ? f->commands->try_submit(request) : f->commands->submit(request, barrier_limit());
+  if (!sent) return fail(status, f->nonblocking ? TT_FABRIC_EAGAIN : TT_FABRIC_ETIMEDOUT);
   return TT_FABRIC_OK;
 }
 
@@ -243,6 +221,8 @@ tt_fabric* tt_fabric_open(const char* job, uint16_t mesh, uint16_t device, uint1
       throw Error(fmt::format("device M{}D{}: its control block is not one this library knows", mesh, device));
     }
     f->doorbell = std::make_unique<chip::DoorbellRinger>(f->job, f->self);
+    auto* ringer = f->doorbell.get();
+    f->commands = std::make_unique<chip::CommandBufferClient>(*f->block, core, [ringer] { ringer->ring(); });
     f->arch = f->l1.size() >= chip::arch_spec("blackhole").l1_total() ? chip::arch_spec("blackhole") : chip::arch_spec("wormhole_b0");
     // A worker is a Tensix core: its own L1 and its own transaction counters.
     const int cores = std::min(f->arch.tensix_cores, chip::kMaxWorkers);
@@ -300,6 +280,40 @@ int tt_fabric_data_fvcs(tt_fabric* handle) {
   return f ? f->data_fvcs : 0;
 }
 
+int tt_fabric_set_nonblocking(tt_fabric* handle, int on) {
+  tt_fabric* f = lookup(handle);
+  if (!f) return TT_FABRIC_EARG;
+  f->nonblocking = on != 0;
+  return TT_FABRIC_OK;
+}
+
+int tt_fabric_poll_completions(tt_fabric* handle, tt_fabric_completion* out, int max) {
+  tt_fabric* f = lookup(handle);
+  if (!f || max < 0 || (max > 0 && !out)) return TT_FABRIC_EARG;
+  chip::Completion got[64];
+  int n = 0;
+  while (n < max) {
+    const size_t k = f->commands->poll({got, std::min<size_t>(64, static_cast<size_t>(max - n))});
+    for (size_t i = 0; i < k; ++i, ++n) {
+      out[n] = {got[i].txn_id, static_cast<uint8_t>(got[i].command), 0, got[i].packets};
+    }
+    if (k == 0) break;
+  }
+  return n;
+}
+
+uint32_t tt_fabric_completions_lost(tt_fabric* handle) {
+  tt_fabric* f = lookup(handle);
+  return f ? f->block->commands.workers[f->core].cq_overflow.load() : 0;
+}
+
+int64_t tt_fabric_pending(tt_fabric* handle, uint8_t txn) {
+  tt_fabric* f = lookup(handle);
+  if (!f) return TT_FABRIC_EARG;
+  if (txn >= chip::kTxnIds) return TT_FABRIC_ETXN;
+  return f->commands->in_flight(txn);
+}
+
 uint32_t tt_fabric_nacks(tt_fabric* handle) {
   tt_fabric* f = lookup(handle);
   return f ? f->block->commands.workers[f->core].nacks.load() : 0;
@@ -316,6 +330,7 @@ const char* tt_fabric_strerror(int code) {
     case TT_FABRIC_EPLANE: return "no such routing plane";
     case TT_FABRIC_ETIMEDOUT: return "barrier timed out";
     case TT_FABRIC_EARG: return "bad argument";
+    case TT_FABRIC_EAGAIN: return "the command buffer is full: try again";
   }
   return "unknown error";
 }

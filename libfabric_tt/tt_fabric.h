@@ -39,7 +39,18 @@ enum {
   TT_FABRIC_EPLANE = -6,    /* no such routing plane */
   TT_FABRIC_ETIMEDOUT = -7, /* a barrier waited longer than its limit */
   TT_FABRIC_EARG = -8,      /* a handle that is not open (NULL, closed) or another impossible argument */
+  TT_FABRIC_EAGAIN = -9,    /* non-blocking worker: the command buffer is full, nothing was sent; try again */
 };
+
+/* One answer from the fabric to this worker: `packets` packets of transaction `transaction_id`
+ * acknowledged, NACKed (dropped by the fabric), or answered with read data. */
+enum { TT_FABRIC_ACKED = 6, TT_FABRIC_NACKED = 7, TT_FABRIC_READ_DONE = 3 };
+typedef struct {
+  uint8_t transaction_id;
+  uint8_t kind; /* TT_FABRIC_ACKED, TT_FABRIC_NACKED or TT_FABRIC_READ_DONE */
+  uint16_t reserved;
+  uint32_t packets;
+} tt_fabric_completion;
 
 #define TT_FABRIC_DRAM (1ull << 63)
 #define TT_FABRIC_MAX_SIZE (1u << 20)
@@ -57,6 +68,18 @@ void* tt_fabric_memory(tt_fabric* f, uint64_t addr, size_t size);
 /* Where this worker's own core L1 starts (an L1 address). */
 uint64_t tt_fabric_core_l1(tt_fabric* f);
 uint64_t tt_fabric_core_l1_size(tt_fabric* f);
+/* Non-blocking mode (on != 0): the calls below never wait for a slot in the chip's command
+ * buffer; when it is full they send nothing and return TT_FABRIC_EAGAIN. Barriers still wait;
+ * tt_fabric_pending and tt_fabric_poll_completions never do. Off by default. */
+int tt_fabric_set_nonblocking(tt_fabric* f, int on);
+/* Moves up to max completions, oldest first, into out; returns how many (0 if none), or
+ * TT_FABRIC_EARG. The queue holds 256; past that, answers still count down their transactions
+ * but are not queued (tt_fabric_completions_lost counts them). */
+int tt_fabric_poll_completions(tt_fabric* f, tt_fabric_completion* out, int max);
+uint32_t tt_fabric_completions_lost(tt_fabric* f);
+/* Packets of the transaction not answered yet (0: a barrier would return at once); negative
+ * on a bad handle or transaction id. */
+int64_t tt_fabric_pending(tt_fabric* f, uint8_t transaction_id);
 /* The devices of the system: fills up to max entries, returns how many there are. */
 int tt_fabric_devices(tt_fabric* f, tt_fabric_device* out, int max);
 /* A device's row and column in its mesh; TT_FABRIC_OK or TT_FABRIC_EDEVICE. */

@@ -213,6 +213,59 @@ TEST(Independence, AFullFvcAtTheSourceDoesNotHoldBackAnother) {
   EXPECT_EQ(tt_fabric_nacks(src.f), 0u);
 }
 
+// Used with the FVC-independence test (n300, M0D1 not consuming FVC 0): a non-blocking worker
+// is told to try again when the command buffer is full, and never waits.
+TEST(NonBlocking, AFullCommandBufferSaysTryAgainAndSendsNothing) {
+  Handle src;
+  open_on(src, {0, 0}, 5);
+  ASSERT_TRUE(src.f);
+  ASSERT_EQ(tt_fabric_set_nonblocking(src.f, 1), TT_FABRIC_OK);
+  std::memset(tt_fabric_memory(src.f, kSrc, 64), 0x11, 64);
+  int accepted = 0, rc = TT_FABRIC_OK;
+  tt_fabric_status st{};
+  for (int i = 0; i < 10000 && rc == TT_FABRIC_OK; ++i) {  // FVC 0 is stalled at M0D1
+    rc = fabric_async_write(src.f, 0, kSrc, {0, 1}, kDst, 64, 0, 3, &st);
+    accepted += rc == TT_FABRIC_OK;
+  }
+  ASSERT_EQ(rc, TT_FABRIC_EAGAIN) << tt_fabric_strerror(rc) << " (a blocking submit would time out instead)";
+  EXPECT_EQ(st.status, TT_FABRIC_EAGAIN);
+  EXPECT_GT(accepted, 0);
+  EXPECT_LE(accepted, 256 + 64) << "the command buffer and the buffers on the way";
+  EXPECT_EQ(tt_fabric_pending(src.f, 3), accepted) << "a refused call counts nothing";
+  tt_fabric_completion c[4];
+  EXPECT_EQ(tt_fabric_poll_completions(src.f, c, 4), 0) << "nothing answered on a stalled FVC";
+}
+
+// Completions polled from the worker's queue, as libfabric's CQs are: M0D1 writes and reads
+// M0D0 on FVC 1 (unaffected by the stall) and reads back what answered.
+TEST(NonBlocking, CompletionsArePolledWithTheirTransactionAndKind) {
+  Handle src;
+  open_on(src, {0, 1}, 6);
+  ASSERT_TRUE(src.f);
+  ASSERT_EQ(tt_fabric_set_nonblocking(src.f, 1), TT_FABRIC_OK);
+  std::memset(tt_fabric_memory(src.f, kSrc, 8 * 4096), 0x22, 8 * 4096);
+  ASSERT_EQ(fabric_async_write(src.f, 0, kSrc, {0, 0}, kDst, 8 * 4096, 1, 3, nullptr), TT_FABRIC_OK);  // 8 packets
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(fabric_async_read(src.f, 0, {0, 0}, kDst, kBack + 64 * static_cast<uint64_t>(i), 64, 1, 4, nullptr), TT_FABRIC_OK);
+  }
+  EXPECT_EQ(fabric_async_write_barrier(src.f, 3), TT_FABRIC_OK);
+  EXPECT_EQ(fabric_async_read_barrier(src.f, 4), TT_FABRIC_OK);
+  EXPECT_EQ(tt_fabric_pending(src.f, 3), 0);
+  uint32_t acked = 0, read = 0;
+  tt_fabric_completion c[32];
+  const int n = tt_fabric_poll_completions(src.f, c, 32);
+  ASSERT_GT(n, 0);
+  for (int i = 0; i < n; ++i) {
+    if (c[i].transaction_id == 3 && c[i].kind == TT_FABRIC_ACKED) acked += c[i].packets;
+    else if (c[i].transaction_id == 4 && c[i].kind == TT_FABRIC_READ_DONE) read += c[i].packets;
+    else ADD_FAILURE() << "unexpected completion: txn " << int{c[i].transaction_id} << " kind " << int{c[i].kind};
+  }
+  EXPECT_EQ(acked, 8u);
+  EXPECT_EQ(read, 2u);
+  EXPECT_EQ(tt_fabric_poll_completions(src.f, c, 32), 0) << "each completion is polled once";
+  EXPECT_EQ(tt_fabric_completions_lost(src.f), 0u);
+}
+
 // Used by the timeout test: M0D3's center has stopped consuming FVC 0.
 TEST(Stall, AStalledFvcTimesOutWhileAnotherFlows) {
   Handle src, dst;

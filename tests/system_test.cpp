@@ -502,13 +502,19 @@ TEST(Fabric, WritesToOrThroughADeadChipAreNackedAtOnceNotTimedOut) {
   expect_nothing_left(sys.job(), pids);
 }
 
+// Also the non-blocking client: a full command buffer says try again, completions are polled.
 TEST(Fabric, AFullFvcAtTheSourceDoesNotHoldBackAnotherFvcsInjections) {
   ::setenv("TTEMU_BARRIER_TIMEOUT_MS", "10000", 1);
   RunResult r = ttemu({"launch", topo("n300.yaml"), "--timeout-ms", "60000", "--", "sh", "-c",
                        std::string(TTEMU_BINARY) + " fabric stall M0D1 --fvc 0 && " + TTEMU_FABRIC_CLIENT +
-                           " --gtest_filter=Independence.*"});
+                           " --gtest_filter=Independence.*:NonBlocking.*"});
   ::unsetenv("TTEMU_BARRIER_TIMEOUT_MS");
   EXPECT_EQ(r.status, 0) << r.out;
+  for (const char* name : {"Independence.AFullFvcAtTheSourceDoesNotHoldBackAnother",
+                           "NonBlocking.AFullCommandBufferSaysTryAgainAndSendsNothing",
+                           "NonBlocking.CompletionsArePolledWithTheirTransactionAndKind"}) {
+    EXPECT_NE(r.out.find(std::string("[       OK ] ") + name), std::string::npos) << name << " did not pass:\n" << r.out;
+  }
   EXPECT_EQ(r.out.find("timeout at"), std::string::npos) << r.out;
 }
 

@@ -20,7 +20,7 @@ namespace ttemu::chip {
 
 inline constexpr uint64_t kControlMagic = 0x4c5254434d455454ull;  // "TTEMCTRL"
 inline constexpr uint64_t kRouterMagic = 0x52544f524d455454ull;   // "TTEMROTR"
-inline constexpr uint32_t kControlVersion = 3;  // bumped whenever the layout below changes
+inline constexpr uint32_t kControlVersion = 4;  // bumped whenever the layout below changes
 
 struct PortStatus {
   link::LinkCounters counters;
@@ -75,11 +75,26 @@ struct FabricStatus {  // spec 3.1's tt_fabric_status, as the router writes it
   int32_t fvc;
 };
 
+// One answer to a worker (libfabric's CQ entry, in spirit): which transaction, how many of its
+// packets, and how they ended.
+struct Completion {
+  uint8_t txn_id = 0;
+  routing::Command command = routing::Command::kWriteAck;  // ack, NACK or read response
+  uint16_t reserved = 0;
+  uint32_t packets = 0;
+};
+inline constexpr uint32_t kCompletionSlots = 256;  // per worker
+
 struct WorkerState {
   std::atomic<uint32_t> txn[kTxnIds];  // packets in flight per transaction id (futex words)
   std::atomic<uint32_t> nacks{0};      // packets the fabric dropped (TTL, timeout)
   std::atomic<uint32_t> acks{0};
   std::atomic<uint32_t> sleepers{0};   // threads asleep on a txn word: the router wakes them
+  // Completions: the router writes at cq_head, the worker reads from cq_tail. When the worker
+  // does not poll and the queue is full, new completions are counted in cq_overflow instead
+  // (the transaction counters above still count every answer).
+  Completion cq[kCompletionSlots];
+  std::atomic<uint32_t> cq_head{0}, cq_tail{0}, cq_overflow{0};
 };
 
 struct CommandBuffer {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "emulator/chip/command_buffer.hpp"
 #include "emulator/common/futex.hpp"
 
 namespace ttemu::node {
@@ -133,18 +134,19 @@ bool CommandIntake::issue(const FabricCommand& c, Progress& pr, session::FabricN
 void CommandIntake::refuse(const FabricCommand& c, int32_t status) {
   // Nothing is sent; the packets the worker counted up come back as NACKs so its barrier returns.
   write_status(c, status, -1);
-  count_down(c.core, c.txn_id, routing::packets_for(c.command, c.size), true);
+  count_down(c.core, c.txn_id, routing::packets_for(c.command, c.size), Command::kNack);
 }
 
 void CommandIntake::answer(const routing::Packet& packet) {
   const auto& h = packet.header;
   const uint32_t packets = h.command == Command::kWriteAck ? std::max<uint32_t>(1, h.arg) : 1;  // acks count
-  count_down(h.src_core, h.txn_id, packets, h.command == Command::kNack);
+  count_down(h.src_core, h.txn_id, packets, h.command);
 }
 
-void CommandIntake::count_down(uint16_t core, uint8_t txn_id, uint32_t packets, bool nacked) {
+void CommandIntake::count_down(uint16_t core, uint8_t txn_id, uint32_t packets, Command answer) {
   auto& ws = ctl_.commands.workers[core % kMaxWorkers];
-  (nacked ? ws.nacks : ws.acks).fetch_add(packets);
+  (answer == Command::kNack ? ws.nacks : ws.acks).fetch_add(packets);
+  post_completion(ws, {static_cast<uint8_t>(txn_id % kTxnIds), answer, 0, packets});
   auto& txn = ws.txn[txn_id % kTxnIds];
   for (uint32_t i = 0; i < packets && txn.load() > 0; ++i) {
     // A worker that sleeps on the word said so first; one that spins will see the zero.

@@ -49,7 +49,8 @@ class CommandIntake {
              int& no_room);
   void refuse(const chip::FabricCommand& c, int32_t status);
   void write_status(const chip::FabricCommand& c, int32_t status, int32_t fvc);
-  void count_down(uint16_t core, uint8_t txn, uint32_t packets, bool nacked);
+  // Counts answered packets down in the worker's transaction and posts a completion.
+  void count_down(uint16_t core, uint8_t txn, uint32_t packets, routing::Command answer);
 
   routing::ChipId self_;
   chip::ChipControl& ctl_;

@@ -1,0 +1,84 @@
+#include "emulator/chip/command_buffer.hpp"
+
+#include "emulator/common/futex.hpp"
+
+namespace ttemu::chip {
+
+CommandBufferClient::CommandBufferClient(ChipControl& control, uint16_t core, std::function<void()> ring)
+    : ctl_(control), core_(core), ring_(std::move(ring)) {}
+
+bool CommandBufferClient::try_submit(const CommandRequest& r) {
+  auto& cb = ctl_.commands;
+  // Take a ticket only when its slot is free: the router has served the ticket kCommandSlots
+  // before it (slots come back in ticket order), so no taken ticket ever waits for a slot.
+  uint32_t ticket = cb.next_ticket.load(std::memory_order_relaxed);
+  do {
+    if (ticket - cb.served.load(std::memory_order_acquire) >= kCommandSlots) return false;
+  } while (!cb.next_ticket.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel));
+  FabricCommand& slot = cb.slots[ticket % kCommandSlots];
+  slot.ticket = ticket;
+  slot.command = r.command;
+  slot.fvc = r.fvc;
+  slot.plane = r.plane;
+  slot.txn_id = r.txn_id;
+  slot.core = core_;
+  slot.wrap = r.wrap;
+  slot.ttl = r.ttl;
+  slot.dst_mesh = r.dst_mesh;
+  slot.dst_device = r.dst_device;
+  slot.size = r.size;
+  slot.arg = r.arg;
+  slot.src_addr = r.src_addr;
+  slot.dst_addr = r.dst_addr;
+  slot.return_addr = r.return_addr;
+  slot.status_addr = r.status_addr;
+  cb.workers[core_ % kMaxWorkers].txn[r.txn_id % kTxnIds].fetch_add(routing::packets_for(r.command, r.size));
+  slot.state.store(kSlotReady, std::memory_order_release);
+  // The router looks for ready slots after it says it sleeps; ring only if it has said so.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (cb.router_asleep.load(std::memory_order_relaxed) && ring_) ring_();
+  return true;
+}
+
+bool CommandBufferClient::submit(const CommandRequest& r, std::chrono::milliseconds limit) {
+  auto& cb = ctl_.commands;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!try_submit(r)) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    // Asleep until the router serves (it wakes only sleepers that said so).
+    const uint32_t served = cb.served.load(std::memory_order_acquire);
+    cb.served_waiters.fetch_add(1, std::memory_order_seq_cst);
+    if (cb.next_ticket.load(std::memory_order_seq_cst) - cb.served.load(std::memory_order_seq_cst) >= kCommandSlots) {
+      futex_wait(cb.served, served, std::min(left, std::chrono::milliseconds(100)));
+    }
+    cb.served_waiters.fetch_sub(1, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+size_t CommandBufferClient::poll(std::span<Completion> out) {
+  auto& w = ctl_.commands.workers[core_ % kMaxWorkers];
+  const uint32_t head = w.cq_head.load(std::memory_order_acquire);
+  uint32_t tail = w.cq_tail.load(std::memory_order_relaxed);
+  size_t n = 0;
+  for (; tail != head && n < out.size(); ++tail, ++n) out[n] = w.cq[tail % kCompletionSlots];
+  w.cq_tail.store(tail, std::memory_order_release);
+  return n;
+}
+
+uint32_t CommandBufferClient::in_flight(uint8_t txn) const {
+  return ctl_.commands.workers[core_ % kMaxWorkers].txn[txn % kTxnIds].load(std::memory_order_acquire);
+}
+
+void post_completion(WorkerState& w, const Completion& c) {
+  const uint32_t head = w.cq_head.load(std::memory_order_relaxed);
+  if (head - w.cq_tail.load(std::memory_order_acquire) >= kCompletionSlots) {
+    w.cq_overflow.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  w.cq[head % kCompletionSlots] = c;
+  w.cq_head.store(head + 1, std::memory_order_release);
+}
+
+}  // namespace ttemu::chip
