@@ -7,6 +7,7 @@
 
 #include "emulator/common/error.hpp"
 #include "launcher/launch.hpp"
+#include "launcher/sim_command.hpp"
 #include "launcher/system_commands.hpp"
 #include "launcher/topo_command.hpp"
 #include "launcher/traffic.hpp"
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   ttemu::launcher::add_topo_command(app);
   ttemu::launcher::add_system_commands(app, client, exit_status);
   ttemu::launcher::add_traffic_command(app, exit_status);
+  ttemu::launcher::add_sim_command(app, exit_status);
   try {
     app.parse(own, argv);
   } catch (const CLI::ParseError& e) {

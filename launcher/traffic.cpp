@@ -14,6 +14,7 @@
 #include "emulator/control/routing_tables.hpp"
 #include "emulator/control/system_yaml.hpp"
 #include "emulator/control/table_check.hpp"
+#include "emulator/control/traffic_patterns.hpp"
 #include "launcher/cli_checks.hpp"
 #include "launcher/control_client.hpp"
 #include "launcher/launch.hpp"
@@ -47,51 +48,7 @@ struct Chip {
   uint64_t l1_bytes;
 };
 
-const std::vector<std::string> kPatterns = {"unicast", "all_to_all", "one_to_all", "all_to_one",
-                                            "neighbor_exchange", "random_pairing"};
-
-std::vector<std::pair<int, int>> pairs_for(const std::string& pattern, const std::vector<Chip>& chips,
-                                           int src, int dst, uint64_t seed) {
-  std::vector<std::pair<int, int>> out;
-  const int n = static_cast<int>(chips.size());
-  if (pattern == "unicast") {
-    out.push_back({src, dst});
-  } else if (pattern == "all_to_all") {
-    for (int s = 0; s < n; ++s)
-      for (int d = 0; d < n; ++d)
-        if (s != d) out.push_back({s, d});
-  } else if (pattern == "one_to_all") {
-    for (int d = 0; d < n; ++d)
-      if (d != src) out.push_back({src, d});
-  } else if (pattern == "all_to_one") {
-    for (int s = 0; s < n; ++s)
-      if (s != dst) out.push_back({s, dst});
-  } else if (pattern == "neighbor_exchange") {
-    for (int s = 0; s < n; ++s)
-      for (int d = 0; d < n; ++d)
-        if (chips[static_cast<size_t>(s)].mesh == chips[static_cast<size_t>(d)].mesh &&
-            std::abs(chips[static_cast<size_t>(s)].row - chips[static_cast<size_t>(d)].row) +
-                    std::abs(chips[static_cast<size_t>(s)].col - chips[static_cast<size_t>(d)].col) == 1)
-          out.push_back({s, d});
-  } else if (pattern == "random_pairing") {
-    std::vector<int> order(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
-    std::mt19937_64 rng(seed);
-    std::shuffle(order.begin(), order.end(), rng);
-    for (int i = 0; i + 1 < n; i += 2) {  // each chip paired with one other, both ways
-      out.push_back({order[static_cast<size_t>(i)], order[static_cast<size_t>(i) + 1]});
-      out.push_back({order[static_cast<size_t>(i) + 1], order[static_cast<size_t>(i)]});
-    }
-  } else {
-    throw Error(fmt::format("unknown pattern '{}' (unicast, all_to_all, one_to_all, all_to_one, "
-                            "neighbor_exchange, random_pairing)", pattern));
-  }
-  return out;
-}
-
-uint8_t pattern_byte(int s, int d, uint32_t k, size_t i) {
-  return static_cast<uint8_t>((static_cast<uint32_t>(s) * 131u) ^ (static_cast<uint32_t>(d) * 31u) ^ (k * 7u) ^ static_cast<uint32_t>(i * 13));
-}
+using control::pattern_byte;
 
 json run_pattern(const std::string& pattern, const TrafficOptions& o, const std::string& socket) {
   json status = request(socket, {{"cmd", "status"}});
@@ -108,7 +65,9 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const std:
     throw Error(fmt::format("device {} is not in the running system", name));
   };
   const int src = index_of(o.src, 0), dst = index_of(o.dst, static_cast<int>(chips.size()) - 1);
-  auto pairs = pairs_for(pattern, chips, src, dst, o.seed);
+  std::vector<control::PatternChip> where;
+  for (const auto& c : chips) where.push_back({c.mesh, c.device, c.row, c.col});
+  auto pairs = control::pattern_pairs(pattern, where, src, dst, o.seed);
   if (pairs.empty()) throw Error(fmt::format("pattern {} has no pairs on this system", pattern));
   const uint64_t block = uint64_t{o.size} * o.count;
   const uint64_t l1 = chips[0].l1_bytes;
@@ -257,11 +216,7 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
   t->add_option("--system", o->system, "With no system running, launch this one (default: the Galaxy) for the run");
   t->add_flag("--json", o->json, "One JSON object per pattern");
   t->callback([o, &exit_status] {
-    std::vector<std::string> patterns;
-    for (const auto& p : o->patterns) {
-      if (p == "all") patterns.insert(patterns.end(), kPatterns.begin(), kPatterns.end());
-      else patterns.push_back(p);
-    }
+    const std::vector<std::string> patterns = control::expand_patterns(o->patterns);
     std::string socket;
     try {
       socket = control_socket(o->job);

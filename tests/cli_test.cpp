@@ -270,3 +270,56 @@ TEST(Cli, DeeplyNestedYamlIsRefusedNamingTheFile) {
 }
 
 }  // namespace
+
+namespace {
+
+// `ttemu sim`: the six patterns on the Galaxy from simulated workers through each chip's
+// command buffer, with a fault plan, a chip kill and a link cut (restored later), every byte
+// checked: a write either lands bit-exact or was NACKed or never answered (and says so).
+TEST(Sim, RunsEveryPatternOnTheGalaxyWithFaultsAKillAndACutAndVerifiesEveryByte) {
+  TempDir dir;
+  write(dir / "plan.yaml", "defaults: {corrupt: 0.01}\nlinks:\n  - link: M0D9P4\n    drop: 0.02\n");
+  const std::string args = "sim " + topo("galaxy.yaml") + " --pattern all --json --faults " + (dir / "plan.yaml").string() +
+                           " --kill M0D5@3 --cut M0D0P4@2-40 --seed 7";
+  Result r = ttemu(args + " --trace " + (dir / "a.trace").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<nlohmann::json> runs;
+  for (std::string line; std::getline(lines, line);) runs.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(runs.size(), 6u) << r.out;
+  uint64_t nacks = 0;
+  for (const auto& p : runs) {
+    EXPECT_EQ(p["errors"], 0) << p;
+    EXPECT_GT(p["verified"].get<uint64_t>(), 0u) << p;
+    // Every byte is accounted for: landed; or its write was NACKed, never answered, or sent to
+    // the dead chip; or its source was the dead chip.
+    EXPECT_EQ(p["verified"].get<double>() + p["unverified"].get<double>() + p["not_sent"].get<double>(),
+              p["bytes"].get<double>()) << p;
+    nacks += p["nacks"].get<uint64_t>();
+    for (const char* key : {"pattern", "pairs", "seconds", "gb_per_s", "latency_us", "mean_hops", "per_hop_us",
+                            "link_directions_used", "max_link_gb_per_s", "unanswered"}) {
+      EXPECT_TRUE(p.contains(key)) << key;
+    }
+  }
+  EXPECT_GT(nacks, 0u) << "writes to and through the dead chip are NACKed";
+  const std::string trace = slurp(dir / "a.trace");
+  EXPECT_NE(trace.find("kill M0D5"), std::string::npos);
+  EXPECT_NE(trace.find("cut wire M0D0P4"), std::string::npos);
+  EXPECT_NE(trace.find("restore wire M0D0P4"), std::string::npos);
+  ASSERT_EQ(ttemu(args + " --trace " + (dir / "b.trace").string()).status, 0);
+  EXPECT_EQ(trace, slurp(dir / "b.trace")) << "the same seed, the same trace, byte for byte";
+  ASSERT_EQ(ttemu("sim " + topo("galaxy.yaml") + " --pattern all --json --faults " + (dir / "plan.yaml").string() +
+                  " --kill M0D5@3 --cut M0D0P4@2-40 --seed 8 --trace " + (dir / "c.trace").string()).status, 0);
+  EXPECT_NE(trace, slurp(dir / "c.trace")) << "another seed, other faults";
+}
+
+TEST(Sim, BadSchedulesAndNamesAreOneLineErrors) {
+  expect_one_line_error(ttemu("sim " + topo("n300.yaml") + " --kill M9D9@1"), "--kill: 'M9D9' is not a chip of");
+  expect_one_line_error(ttemu("sim " + topo("n300.yaml") + " --cut M0D0P2@5-2"), "the restore time must come after the cut");
+  expect_one_line_error(ttemu("sim " + topo("n300.yaml") + " --cut M0D0P9@1"), "--cut: 'M0D0P9' is not a wired port");
+  expect_one_line_error(ttemu("sim " + topo("n300.yaml") + " --kill M0D1"), "expected NAME@MS");
+  expect_one_line_error(ttemu("sim " + topo("n300.yaml") + " --pattern sideways"), "unknown pattern 'sideways'");
+  expect_one_line_error(ttemu("sim " + topo("n300.yaml") + " --trace /nonexistent/dir/t"), "--trace: cannot write");
+}
+
+}  // namespace

@@ -35,6 +35,7 @@ struct FabricSim::Node final : node::NodeObserver, wire::Transport {
   bool touched = false;  // datagrams arrived in this step
   bool dead = false;
   uint32_t incarnation = 0;  // restarts so far: new nonces each time
+  std::map<uint16_t, std::unique_ptr<chip::CommandBufferClient>> workers;
 
   size_t send(uint8_t port, std::span<const std::vector<uint8_t>> datagrams) override {
     End& e = *sim->ends_.at(PortId{id, port});
@@ -86,6 +87,7 @@ void FabricSim::build(Node& n, int v) {
   n.l1.assign(cfg_.l1_bytes, 0);
   n.dram.assign(cfg_.dram_bytes, 0);
   n.chip.reset();
+  n.workers.clear();
   n.control = std::make_unique<chip::ChipControl>();
   n.inbox.clear();
   node::ChipNodeConfig nc;
@@ -165,6 +167,14 @@ FabricSim::Node& FabricSim::node(ChipId chip) const {
 
 bool FabricSim::alive(ChipId chip) const { return !node(chip).dead; }
 
+chip::CommandBufferClient& FabricSim::worker(ChipId chip, uint16_t core) {
+  Node& n = node(chip);
+  auto& w = n.workers[core];
+  // The doorbell: the simulated chip looks at its command buffer on every step anyway.
+  if (!w) w = std::make_unique<chip::CommandBufferClient>(*n.control, core, nullptr);
+  return *w;
+}
+
 void FabricSim::kill(ChipId chip) {
   Node& n = node(chip);
   if (n.dead) return;
@@ -211,7 +221,9 @@ bool FabricSim::step(link::Time limit) {
     if (!e->wire.empty()) t = earlier(t, e->wire.front().first);
   }
   for (auto& n : nodes_) {
-    if (!n->dead) t = earlier(t, n->chip->next_deadline());
+    if (n->dead) continue;
+    t = earlier(t, n->chip->next_deadline());
+    if (n->chip->has_work()) t = now_;  // workers' commands wait: the chip wakes now
   }
   if (!actions_.empty()) t = earlier(t, actions_.begin()->first);
   if (!t) return false;
@@ -239,6 +251,7 @@ bool FabricSim::step(link::Time limit) {
   }
   for (auto& n : nodes_) {
     if (n->dead) continue;
+    if (n->chip->has_work()) n->chip->pump(now_);
     if (n->touched) n->chip->end_of_batch(now_), n->touched = false;
     const auto due = n->chip->next_deadline();
     if (due && *due <= now_) n->chip->on_timer(now_);

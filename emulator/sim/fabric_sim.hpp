@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "emulator/chip/command_buffer.hpp"
 #include "emulator/control/system.hpp"
 #include "emulator/control/table_set.hpp"
 #include "emulator/link/fault_injector.hpp"
@@ -42,6 +43,11 @@ class FabricSim {
   // As if a worker on `at` issued the packet; fills in the source and a packet id.
   // False when the center's buffer for that FVC is full (try again after run()).
   bool inject(routing::ChipId at, routing::Packet packet);
+  // A simulated worker on core `core` of `chip`: it submits through the chip's command buffer
+  // and reads its completions with the same code as a worker process (chip/command_buffer);
+  // the chip takes its commands during run(), as a chip process does when it wakes. Valid
+  // until the chip is restarted.
+  chip::CommandBufferClient& worker(routing::ChipId chip, uint16_t core);
   // Runs until nothing moves and nothing waits, or the simulated limit passes (then the clock
   // stands at the limit). True if idle.
   bool run(link::Duration limit = std::chrono::seconds(10));
