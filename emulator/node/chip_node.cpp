@@ -177,11 +177,12 @@ void ChipNode::pump(Time now) {
   do {
     links_changed_ = false;
     out_.clear();
-    // Commands enter as the router makes room; the router makes room as it forwards.
+    // Commands enter as the router makes room; the router makes room as it forwards. Another
+    // round only if commands were taken, or some wait and the router moved.
     for (int round = 0; round < 64; ++round) {
       const bool took = intake_.drain(fabric_, now);
       const bool moved = fabric_.poll(now, out_);
-      if (!took && !moved) break;
+      if (!took && !(moved && intake_.waiting())) break;
     }
     for (const auto& ev : out_.events) {
       ctl_.router_events.fetch_add(1, std::memory_order_relaxed);

@@ -15,6 +15,7 @@ using routing::Command;
 bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
   auto& cb = ctl_.commands;
   bool took = false;
+  waiting_ = false;
   uint32_t full = 0;  // FVCs found without room in this pass: their later commands wait too
   const uint32_t start = cb.served.load(std::memory_order_relaxed);
   const uint32_t end = cb.next_ticket.load(std::memory_order_acquire);
@@ -26,13 +27,13 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
     Progress& pr = progress_[i];
     const int fvc = pr.fvc >= 0 ? pr.fvc : slot.fvc;  // -1: chosen when it starts
     if (fvc >= 0 && fvc < 32 && (full >> fvc) & 1u) {  // an earlier command of its FVC waits
-      blocked_[i] = true;
+      blocked_[i] = waiting_ = true;
       continue;
     }
     int no_room = -1;
     if (!issue(slot, pr, node, now, no_room)) {
       if (no_room >= 0 && no_room < 32) full |= 1u << no_room;
-      blocked_[i] = true;
+      blocked_[i] = waiting_ = true;
       continue;
     }
     pr = {};

@@ -33,6 +33,8 @@ class CommandIntake {
   // Whether a ready command waits that drain() has not already found blocked by a full FVC
   // (those resume when the router moves): what the chip looks for before it sleeps.
   bool has_work() const;
+  // Whether the last drain() left commands blocked by a full FVC.
+  bool waiting() const { return waiting_; }
   // An answer for one of this chip's workers arrived from the fabric.
   void answer(const routing::Packet& packet);
 
@@ -58,6 +60,7 @@ class CommandIntake {
   std::array<Progress, chip::kCommandSlots> progress_{};  // by slot
   std::array<bool, chip::kCommandSlots> blocked_{};      // by slot: found blocked by the last drain
   uint64_t packet_id_ = 0;
+  bool waiting_ = false;
 };
 
 }  // namespace ttemu::node

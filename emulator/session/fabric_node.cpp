@@ -21,6 +21,7 @@ FabricNode::FabricNode(routing::ChipId self, const routing::RouterConfig& config
       config_(config) {
   backlog_.resize(router_.wired_ports());
   replies_.resize(static_cast<size_t>(router_.fvcs()));
+  reply_count_.resize(replies_.size());
   owed_.resize(router_.wired_ports() * static_cast<size_t>(router_.lanes()));
 }
 
@@ -96,17 +97,19 @@ bool FabricNode::poll(routing::Time now, Output& out) {
   bool any = false;
   while (true) {
     size_t injected = 0;
-    for (auto& q : replies_) {  // a full FVC holds back only its own answers
-      if (replies_waiting_ == 0) break;
-      while (!q.empty() && router_.inject(q.front(), now)) {
+    for (size_t v = 0; v < replies_.size() && replies_waiting_ > 0; ++v) {  // a full FVC holds back only its own answers
+      auto& q = replies_[v];
+      while (!q.empty() && router_.inject_room(static_cast<uint8_t>(v), true) > 0) {
+        router_.inject(std::move(q.front()), now);  // moved, not copied: there is room
         q.pop_front();
+        --reply_count_[v];
         --replies_waiting_;
         ++injected;
       }
     }
     // Requests reach the center only while their answers have room to wait (bounded queues).
     for (size_t v = 0; v < replies_.size(); ++v) {
-      router_.set_center_room(static_cast<uint8_t>(v), reply_bound() - std::min(reply_bound(), replies_[v].size()));
+      router_.set_center_room(static_cast<uint8_t>(v), reply_bound() - std::min(reply_bound(), reply_count_[v]));
     }
     actions_.clear();
     router_.poll(now, actions_);
@@ -134,7 +137,8 @@ bool FabricNode::poll(routing::Time now, Output& out) {
       recycle(std::move(p.payload));
     }
     for (auto& reply : center_out_.replies) {
-      replies_.at(reply.header.fvc).push_back(std::move(reply));
+      ++reply_count_.at(reply.header.fvc);
+      replies_[reply.header.fvc].push_back(std::move(reply));
       ++replies_waiting_;
     }
     for (auto& w : center_out_.for_workers) out.for_workers.push_back(std::move(w));

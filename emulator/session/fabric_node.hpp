@@ -73,6 +73,7 @@ class FabricNode {
   // Center answers by FVC, waiting for room in the router: at most reply_bound() each (the
   // router holds back requests meanwhile).
   std::vector<std::deque<routing::Packet>> replies_;
+  std::vector<size_t> reply_count_;  // replies_[v].size(), without deque's division
   size_t reply_bound() const { return static_cast<size_t>(config_.rb_packets); }
   size_t replies_waiting_ = 0;
   routing::FabricRouter::Actions actions_;
