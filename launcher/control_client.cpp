@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "emulator/chip/segments.hpp"
+#include "emulator/job/job.hpp"
 #include "emulator/common/asio.hpp"
 #include "emulator/common/error.hpp"
 
@@ -15,32 +15,7 @@ namespace asio = boost::asio;
 namespace fs = std::filesystem;
 
 std::string find_control_socket(const std::optional<std::string>& named) {
-  const std::string dir = chip::runtime_dir();
-  // A client started by `ttemu launch ... -- CMD` talks to its own system.
-  std::optional<std::string> job = named;
-  if (!job) {
-    if (const char* env = std::getenv("TTEMU_JOB"); env && *env) job = env;
-  }
-  if (job) {
-    auto id = chip::JobId::parse(*job);
-    if (!id) throw Error(fmt::format("'{}' is not a job id (like 12345-1a2b3c4d)", *job));
-    std::string path = chip::control_socket_path(*id);
-    if (!fs::exists(path)) throw Error(fmt::format("no running job {}", *job));
-    return path;
-  }
-  std::vector<std::string> live;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    auto id = chip::JobId::parse(e.path().stem().string());
-    if (e.path().extension() == ".sock" && id && chip::job_alive(*id)) live.push_back(e.path().string());
-  }
-  if (live.empty()) throw Error("no running system: start one with 'ttemu launch'");
-  if (live.size() > 1) {
-    std::string names;
-    for (const auto& p : live) names += " " + fs::path(p).stem().string();
-    throw Error(fmt::format("{} systems are running; name one with --job:{}", live.size(), names));
-  }
-  return live.front();
+  return job::control_socket_path(job::find_job(named));
 }
 
 nlohmann::json request(const std::string& socket_path, const nlohmann::json& message) {

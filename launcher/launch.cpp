@@ -26,6 +26,7 @@
 #include "emulator/control/routing_tables.hpp"
 #include "emulator/control/system_yaml.hpp"
 #include "emulator/control/table_json.hpp"
+#include "emulator/job/description.hpp"
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/link/tt_link.hpp"
 #include "launcher/control_requests.hpp"
@@ -66,13 +67,14 @@ class Launcher : public ControlTarget {
       // Deliberately chosen (or broken) tables, as `ttemu topo tables --json` writes them.
       tables_ = control::load_tables_json(sys_, o_.tables);
     }
-    if (!o_.faults.empty()) plan_ = link::load_fault_plan(o_.faults, sys_);
+    if (!o_.faults.empty()) plan_ = link::load_fault_plan(o_.faults, sys_.wiring());
     seed_ = o_.seed ? *o_.seed : plan_.seed ? *plan_.seed : 1;
-    auto stale = chip::clean_stale();
+    auto stale = job::clean_stale();
     if (!stale.empty()) fmt::print(stderr, "ttemu: removed {} leftover(s) of dead jobs\n", stale.size());
-    job_ = chip::JobId::create();
+    job_ = job::JobId::create();
     started_ = Clock::now();
     create_memory();
+    publish_description();
     open_control_socket();
     signals_.async_wait([this](auto ec, int sig) {
       if (!ec) {
@@ -111,6 +113,26 @@ class Launcher : public ControlTarget {
   };
 
   // --- memory ---------------------------------------------------------------------------
+
+  // What clients need to address the chips and read their memory, typed (job/description.hpp).
+  void publish_description() {
+    job::SystemDescription d;
+    d.job = job_;
+    d.system_path = std::filesystem::absolute(o_.file).string();
+    d.planes = sys_.planes;
+    d.data_fvcs = o_.data_fvcs;
+    for (int v = 0; v < sys_.node_count(); ++v) {
+      const auto& chip = sys_.chips[static_cast<size_t>(v)];
+      const chip::ArchSpec arch = chip::arch_spec(sys_.spec_of(v).arch);
+      const auto& mesh = sys_.mesh_of(v);
+      d.chips.push_back({to_string(chip.id), chip.id.mesh, chip.id.device, arch.name, chip.coord.row, chip.coord.col,
+                         mesh.chips.rows, mesh.chips.cols, arch.l1_total(), o_.dram_mib ? *o_.dram_mib << 20 : arch.dram,
+                         arch.tensix_cores, arch.tensix_l1, chip.host});
+    }
+    for (const auto& l : sys_.links) d.links.push_back({to_string(l.a), to_string(l.b), l.plane});
+    job::publish(d);
+    published_ = true;
+  }
 
   void create_memory() {
     chips_.resize(sys_.chips.size());
@@ -340,7 +362,7 @@ class Launcher : public ControlTarget {
   // --- control socket ------------------------------------------------------------------
 
   void open_control_socket() {
-    socket_path_ = chip::control_socket_path(job_);
+    socket_path_ = job::control_socket_path(job_);
     ::unlink(socket_path_.c_str());
     acceptor_.open(asio::local::stream_protocol());
     acceptor_.bind(asio::local::stream_protocol::endpoint(socket_path_));
@@ -435,7 +457,7 @@ class Launcher : public ControlTarget {
   }
 
   json apply_faults(const std::string& text, const std::string& source) override {
-    link::FaultPlan plan = link::parse_fault_plan(text, source, sys_);
+    link::FaultPlan plan = link::parse_fault_plan(text, source, sys_.wiring());
     int changed = 0;
     for (auto& c : chips_) {
       const auto& chip = sys_.chips[static_cast<size_t>(c.node)];
@@ -555,6 +577,7 @@ class Launcher : public ControlTarget {
     if (client_pid_ > 0) ::waitpid(client_pid_, nullptr, 0);
     for (const auto& s : segments_) chip::unlink_segment(s);
     if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
+    if (published_) job::unpublish(job_);
   }
 
   LaunchOptions o_;
@@ -567,8 +590,9 @@ class Launcher : public ControlTarget {
   control::TableSet tables_;
   link::FaultPlan plan_;
   uint64_t seed_ = 1;
-  chip::JobId job_;
+  job::JobId job_;
   std::string socket_path_;
+  bool published_ = false;
   std::vector<std::string> segments_;
   std::vector<ChipProc> chips_;
   std::map<pid_t, int> pid_to_node_;

@@ -270,7 +270,7 @@ void run_sim(const SimOptions& o, int& exit_status) {
   const auto patterns = control::expand_patterns(o.patterns);
   sim::SimConfig cfg;
   link::FaultPlan plan;
-  if (!o.faults.empty()) plan = link::load_fault_plan(o.faults, sys);
+  if (!o.faults.empty()) plan = link::load_fault_plan(o.faults, sys.wiring());
   cfg.seed = o.seed_given ? o.seed : plan.seed ? *plan.seed : 1;
   cfg.link_faults = plan.tx;
   cfg.link.ack_delay = std::chrono::microseconds(0);

@@ -98,7 +98,7 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   chip->add_option("--control-fd", std::get<2>(*co))->required()->check(whole_number(0, 1 << 20));
   chip->add_option("--control-socket", std::get<3>(*co));
   chip->callback([co, &exit_status] {
-    auto job = chip::JobId::parse(std::get<0>(*co));
+    auto job = job::JobId::parse(std::get<0>(*co));
     auto id = routing::parse_chip(std::get<1>(*co));
     if (!job || !id) throw Error("ttemu chip: bad --job or --chip");
     exit_status = process::run_chip({*job, *id, std::get<2>(*co), std::get<3>(*co)});
@@ -214,7 +214,7 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   // clean
   auto* clean = app.add_subcommand("clean", "Remove shared memory and sockets left by dead jobs");
   clean->callback([] {
-    auto removed = chip::clean_stale();
+    auto removed = job::clean_stale();
     for (const auto& r : removed) fmt::print("removed {}\n", r);
     fmt::print("{} leftover(s) removed\n", removed.size());
   });

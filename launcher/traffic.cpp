@@ -9,7 +9,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "emulator/chip/chip_control.hpp"
 #include "emulator/chip/segments.hpp"
+#include "emulator/job/description.hpp"
 #include "emulator/common/error.hpp"
 #include "emulator/control/routing_tables.hpp"
 #include "emulator/control/system_yaml.hpp"
@@ -50,12 +52,37 @@ struct Chip {
 
 using control::pattern_byte;
 
-json run_pattern(const std::string& pattern, const TrafficOptions& o, const std::string& socket) {
-  json status = request(socket, {{"cmd", "status"}});
-  std::vector<Chip> chips;
-  for (const auto& c : status["chips"]) {
-    chips.push_back({c["name"], c["mesh"], c["device"], c["row"], c["col"], c["l1_bytes"]});
+// Bytes each link end has sent, read from the chips' control blocks (as `ttemu status` does).
+class LinkBytes {
+ public:
+  explicit LinkBytes(const job::SystemDescription& d) {
+    for (const auto& l : d.links) {
+      for (const auto& name : {l.a, l.b}) {
+        const auto end = routing::parse_port(name);
+        if (!end) throw Error(fmt::format("the system description names a port '{}'", name));
+        if (!blocks_.count(end->chip)) {
+          blocks_.emplace(end->chip, chip::Segment::open(chip::segment_name(d.job, end->chip, chip::SegmentKind::kControl)));
+        }
+        ends_.push_back(*end);
+      }
+    }
   }
+  std::vector<uint64_t> sample() const {
+    std::vector<uint64_t> out;
+    for (const auto& e : ends_) {
+      out.push_back(blocks_.at(e.chip).as<chip::ChipControl>()->ports[e.port].counters.bytes_tx.load());
+    }
+    return out;
+  }
+
+ private:
+  std::map<routing::ChipId, chip::Segment> blocks_;
+  std::vector<routing::PortId> ends_;
+};
+
+json run_pattern(const std::string& pattern, const TrafficOptions& o, const job::SystemDescription& desc) {
+  std::vector<Chip> chips;
+  for (const auto& c : desc.chips) chips.push_back({c.name, c.mesh, c.device, c.row, c.col, c.l1_bytes});
   auto index_of = [&](const std::string& name, int fallback) {
     if (name.empty()) return fallback;
     const auto id = routing::parse_chip(name);  // the project's spelling rules (m0d3 is M0D3)
@@ -75,7 +102,7 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const std:
     throw Error(fmt::format("size x count x chips = {} bytes does not fit half of a chip's L1 ({} bytes)",
                             block * chips.size(), l1 / 2));
   }
-  const std::string job = status["job"];
+  const std::string job = desc.job.text();
   // One worker per source chip; sources keep their data in the upper half of their L1.
   std::map<int, tt_fabric*> workers;
   auto close_all = [&] {
@@ -100,7 +127,8 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const std:
   }
   uint32_t nacks_before = 0;
   for (auto& [s, w] : workers) nacks_before += tt_fabric_nacks(w);
-  json before = request(socket, {{"cmd", "status"}});
+  const LinkBytes links(desc);
+  const auto before = links.sample();
   const auto start = Clock::now();
   int rc = TT_FABRIC_OK;
   for (uint32_t k = 0; k < o.count && rc == TT_FABRIC_OK; ++k) {
@@ -120,10 +148,10 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const std:
     close_all();
     throw Error(fmt::format("pattern {}: {}", pattern, tt_fabric_strerror(rc)));
   }
-  json after = request(socket, {{"cmd", "status"}});
+  const auto after = links.sample();
   // Verify every byte at every destination, straight from its memory.
   uint64_t verified = 0, errors = 0;
-  chip::JobId id = *chip::JobId::parse(job);
+  const job::JobId id = desc.job;
   std::map<int, chip::Segment> mapped;
   for (auto [s, d] : pairs) {
     if (!mapped.count(d)) {
@@ -139,9 +167,9 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const std:
   // Hops per pair, from the system's routing tables (as the routers use them).
   double hop_sum = 0;
   size_t hop_pairs = 0;
-  if (status.contains("system_path")) {
+  {
     try {
-      auto sys = control::load_system(status["system_path"].get<std::string>());
+      auto sys = control::load_system(desc.system_path);
       auto tables = control::compute_tables(sys);
       for (auto [s, d] : pairs) {
         auto w = control::walk_route(sys, tables, o.plane, *sys.node({chips[static_cast<size_t>(s)].mesh, chips[static_cast<size_t>(s)].device}),
@@ -177,13 +205,10 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const std:
   // Per-link load from the link counters.
   double max_link = 0;
   int links_used = 0;
-  for (size_t l = 0; l < after["links"].size(); ++l) {
-    for (size_t e = 0; e < 2; ++e) {
-      double bytes = after["links"][l]["ends"][e]["counters"]["bytes_tx"].get<double>() -
-                     before["links"][l]["ends"][e]["counters"]["bytes_tx"].get<double>();
-      if (bytes > 0) ++links_used;
-      max_link = std::max(max_link, bytes / seconds / 1e9);
-    }
+  for (size_t e = 0; e < after.size(); ++e) {
+    const auto moved = static_cast<double>(after[e] - before[e]);
+    if (moved > 0) ++links_used;
+    max_link = std::max(max_link, moved / seconds / 1e9);
   }
   const double bytes = static_cast<double>(pairs.size()) * static_cast<double>(block);
   return {{"pattern", pattern}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
@@ -217,9 +242,9 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
   t->add_flag("--json", o->json, "One JSON object per pattern");
   t->callback([o, &exit_status] {
     const std::vector<std::string> patterns = control::expand_patterns(o->patterns);
-    std::string socket;
+    job::JobId running;
     try {
-      socket = control_socket(o->job);
+      running = job::find_job(o->job.empty() ? std::nullopt : std::optional<std::string>(o->job));
     } catch (const Error&) {
       if (!o->job.empty() || std::getenv("TTEMU_JOB")) throw;
       // Nothing running: start a system for this run, with this very command as its client.
@@ -230,9 +255,10 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
       exit_status = run_launch(lo);
       return;
     }
+    const job::SystemDescription desc = job::read_description(running);
     bool bad = false;
     for (const auto& p : patterns) {
-      json r = run_pattern(p, *o, socket);
+      json r = run_pattern(p, *o, desc);
       bad = bad || r["errors"].get<uint64_t>() > 0;
       if (o->json) {
         fmt::print("{}\n", r.dump());

@@ -14,20 +14,19 @@
 
 #include <fmt/format.h>
 
-#include "emulator/chip/arch.hpp"
 #include "emulator/chip/chip_control.hpp"
 #include "emulator/chip/command_buffer.hpp"
 #include "emulator/chip/doorbell.hpp"
 #include "emulator/chip/segments.hpp"
 #include "emulator/common/error.hpp"
 #include "emulator/common/futex.hpp"
+#include "emulator/job/description.hpp"
 #include "emulator/session/center.hpp"
-#include "launcher/control_client.hpp"
 
 using namespace ttemu;
 
 struct tt_fabric {
-  chip::JobId job;
+  job::JobId job;
   routing::ChipId self;
   uint16_t core = 0;
   chip::Segment ctl, l1, dram;
@@ -35,8 +34,9 @@ struct tt_fabric {
   std::unique_ptr<chip::DoorbellRinger> doorbell;
   std::unique_ptr<chip::CommandBufferClient> commands;
   bool nonblocking = false;
-  chip::ArchSpec arch;
-  int planes = 1, data_fvcs = 2;
+  int tensix_cores = 0;    // of this chip, from the published description
+  uint64_t tensix_l1 = 0;
+  int planes = 0, data_fvcs = 0;
   struct Target {
     uint64_t l1_bytes, dram_bytes;
     int row, col, rows, cols;
@@ -196,20 +196,21 @@ tt_fabric* tt_fabric_open(const char* job, uint16_t mesh, uint16_t device, uint1
     }
   };
   try {
-    auto socket = launcher::find_control_socket(job ? std::optional<std::string>(job) : std::nullopt);
-    auto status = launcher::request(socket, {{"cmd", "status"}});
+    // The system as its launcher published it: no request to the launcher, no guessing.
+    const job::SystemDescription d = job::read_description(job::find_job(job ? std::optional<std::string>(job) : std::nullopt));
     auto f = std::make_unique<tt_fabric>();
-    auto id = chip::JobId::parse(status.at("job").get<std::string>());
-    f->job = *id;
+    f->job = d.job;
     f->self = {mesh, device};
-    f->planes = status.value("planes", 1);
-    f->data_fvcs = status.value("data_fvcs", 2);
+    f->planes = d.planes;
+    f->data_fvcs = d.data_fvcs;
     bool found = false;
-    for (const auto& c : status.at("chips")) {
-      f->targets[{c.at("mesh").get<uint16_t>(), c.at("device").get<uint16_t>()}] = {
-          c.at("l1_bytes").get<uint64_t>(), c.at("dram_bytes").get<uint64_t>(), c.at("row").get<int>(),
-          c.at("col").get<int>(), c.at("mesh_rows").get<int>(), c.at("mesh_cols").get<int>()};
-      found = found || (c.at("mesh") == mesh && c.at("device") == device);
+    for (const auto& c : d.chips) {
+      f->targets[{c.mesh, c.device}] = {c.l1_bytes, c.dram_bytes, c.row, c.col, c.mesh_rows, c.mesh_cols};
+      if (c.mesh == mesh && c.device == device) {
+        found = true;
+        f->tensix_cores = c.tensix_cores;
+        f->tensix_l1 = c.tensix_l1;
+      }
     }
     if (!found) throw Error(fmt::format("device M{}D{} is not in the running system", mesh, device));
     f->core = core;
@@ -223,9 +224,8 @@ tt_fabric* tt_fabric_open(const char* job, uint16_t mesh, uint16_t device, uint1
     f->doorbell = std::make_unique<chip::DoorbellRinger>(f->job, f->self);
     auto* ringer = f->doorbell.get();
     f->commands = std::make_unique<chip::CommandBufferClient>(*f->block, core, [ringer] { ringer->ring(); });
-    f->arch = f->l1.size() >= chip::arch_spec("blackhole").l1_total() ? chip::arch_spec("blackhole") : chip::arch_spec("wormhole_b0");
     // A worker is a Tensix core: its own L1 and its own transaction counters.
-    const int cores = std::min(f->arch.tensix_cores, chip::kMaxWorkers);
+    const int cores = std::min(f->tensix_cores, chip::kMaxWorkers);
     if (core >= cores) throw Error(fmt::format("core {} out of range: a worker is a Tensix core, 0-{}", core, cores - 1));
     return add_handle(std::move(f));
   } catch (const std::exception& e) {
@@ -245,13 +245,13 @@ void* tt_fabric_memory(tt_fabric* handle, uint64_t addr, size_t size) {
 uint64_t tt_fabric_core_l1(tt_fabric* handle) {
   tt_fabric* f = lookup(handle);
   if (!f) return 0;
-  if (f->core < f->arch.tensix_cores) return static_cast<uint64_t>(f->core) * f->arch.tensix_l1;
+  if (f->core < f->tensix_cores) return static_cast<uint64_t>(f->core) * f->tensix_l1;
   return 0;
 }
 
 uint64_t tt_fabric_core_l1_size(tt_fabric* handle) {
   tt_fabric* f = lookup(handle);
-  return f ? f->arch.tensix_l1 : 0;
+  return f ? f->tensix_l1 : 0;
 }
 
 int tt_fabric_devices(tt_fabric* handle, tt_fabric_device* out, int max) {

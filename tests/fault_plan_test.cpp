@@ -15,7 +15,7 @@ const control::System& n300() {
   return sys;
 }
 
-FaultPlan parse(const std::string& yaml) { return parse_fault_plan(yaml, "plan.yaml", n300()); }
+FaultPlan parse(const std::string& yaml) { return parse_fault_plan(yaml, "plan.yaml", n300().wiring()); }
 
 void expect_error(const std::string& yaml, int line, const std::string& fragment) {
   try {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "emulator/job/job.hpp"
 #include "emulator/routing/address.hpp"
 
 namespace boost::interprocess {
@@ -18,15 +19,7 @@ class mapped_region;
 
 namespace ttemu::chip {
 
-// A job: one launch. Its id embeds the launcher's pid, so stale jobs can be recognised.
-struct JobId {
-  int pid = 0;
-  uint32_t nonce = 0;
-  std::string text() const;  // "<pid>-<nonce hex>"
-  uint64_t hash() const { return (static_cast<uint64_t>(pid) << 32) | nonce; }
-  static JobId create();
-  static std::optional<JobId> parse(const std::string& text);
-};
+using job::JobId;  // segments are named per job
 
 enum class SegmentKind { kControl, kL1, kDram };
 std::string segment_name(const JobId& job, routing::ChipId chip, SegmentKind kind);
@@ -57,19 +50,7 @@ class Segment {
 
 // Removes a segment by name; true if it existed.
 bool unlink_segment(const std::string& name);
-// Every ttemu segment of this user, by name.
-std::vector<std::string> list_segments();
-// Removes the segments (and control sockets) of this user's jobs whose launcher is gone.
-// Returns what it removed.
-std::vector<std::string> clean_stale();
-
-// Where a job's control socket lives: a private directory per user.
-std::string runtime_dir();
-std::string control_socket_path(const JobId& job);
-bool process_alive(int pid);
 // Removes a chip's three segments (control, L1, DRAM), whichever exist.
 void unlink_chip_segments(const JobId& job, routing::ChipId chip);
-// Whether the launcher of a job still runs: its pid is alive and is a ttemu process.
-bool job_alive(const JobId& job);
 
 }  // namespace ttemu::chip

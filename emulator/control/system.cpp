@@ -77,4 +77,11 @@ bool System::is_exit_node(int node) const {
   return false;
 }
 
+routing::Wiring System::wiring() const {
+  routing::Wiring w;
+  w.name = source;
+  for (const auto& l : links) w.links.emplace_back(l.a, l.b);
+  return w;
+}
+
 }  // namespace ttemu::control

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "emulator/routing/address.hpp"
+#include "emulator/routing/wiring.hpp"
 
 namespace ttemu::control {
 
@@ -98,6 +99,8 @@ class System {
   std::optional<PortId> peer(PortId port) const;
   // Exit nodes: chips with at least one inter-mesh link.
   bool is_exit_node(int node) const;
+  // Which port is linked to which, for link-level consumers (fault plans).
+  routing::Wiring wiring() const;
 
   // Called once by the loader after chips and links are in place.
   void index();

@@ -20,7 +20,7 @@ std::string bound(double v) { return fmt::format("{:.15g}", v); }
 
 class PlanReader {
  public:
-  PlanReader(std::string source, const control::System& sys) : source_(std::move(source)), sys_(sys) {}
+  PlanReader(std::string source, const routing::Wiring& wiring) : source_(std::move(source)), wiring_(wiring) {}
 
   // An empty value has no useful line of its own (yaml-cpp marks where the next token starts),
   // so errors about it point at its key.
@@ -121,8 +121,8 @@ class PlanReader {
       const YAML::Node d = root["defaults"];
       if (!d.IsMap()) fail(d, "defaults must be a mapping of faults, not " + yaml_kind(d), key_node(root, "defaults"));
       apply(d, defaults, "defaults");
-      for (const auto& l : sys_.links) {
-        for (const auto& end : {l.a, l.b}) plan.tx[end] = defaults;
+      for (const auto& [a, b] : wiring_.links) {
+        for (const auto& end : {a, b}) plan.tx[end] = defaults;
       }
     }
     if (!root["links"]) return plan;
@@ -145,19 +145,19 @@ class PlanReader {
       std::vector<routing::PortId> ends;  // the ports named
       if (name == "all") {
         if (dir != "both") fail(entry["direction"], "link: all covers both directions of every link; leave out direction");
-        for (const auto& l : sys_.links) ends.push_back(l.a), ends.push_back(l.b);
+        for (const auto& [a, b] : wiring_.links) ends.push_back(a), ends.push_back(b);
         dir = "out";  // every port's outgoing wire covers every direction once
       } else {
         auto port = routing::parse_port(name);
         if (!port) fail(link, fmt::format("'{}' is not a port like M0D1P2 (or all)", name));
-        auto peer = sys_.peer(*port);
-        if (!peer) fail(link, fmt::format("port {} has no link in {}", name, sys_.source));
+        auto peer = wiring_.peer(*port);
+        if (!peer) fail(link, fmt::format("port {} has no link in {}", name, wiring_.name));
         ends.push_back(*port);
       }
       for (const auto& end : ends) {
         std::vector<routing::PortId> tx;
         if (dir != "in") tx.push_back(end);
-        if (dir != "out") tx.push_back(*sys_.peer(end));
+        if (dir != "out") tx.push_back(*wiring_.peer(end));
         for (const auto& t : tx) {
           auto& f = plan.tx[t];
           apply(entry, f, "link " + name);
@@ -169,23 +169,23 @@ class PlanReader {
 
  private:
   std::string source_;
-  const control::System& sys_;
+  const routing::Wiring& wiring_;
 };
 
 }  // namespace
 
 FaultPlan parse_fault_plan(std::string_view yaml_text, const std::string& source,
-                           const control::System& sys) {
+                           const routing::Wiring& wiring) {
   YAML::Node root = load_yaml(yaml_text, source);
   try {
-    return PlanReader(source, sys).read(root);
+    return PlanReader(source, wiring).read(root);
   } catch (const YAML::Exception& e) {
     throw Error(fmt::format("{}:{}: {}", source, std::max(e.mark.line, 0) + 1, e.msg));
   }
 }
 
-FaultPlan load_fault_plan(const std::string& path, const control::System& sys) {
-  return parse_fault_plan(read_text_file(path), path, sys);
+FaultPlan load_fault_plan(const std::string& path, const routing::Wiring& wiring) {
+  return parse_fault_plan(read_text_file(path), path, wiring);
 }
 
 nlohmann::json to_json(const DirectionFaults& f) {

@@ -22,7 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "emulator/control/system.hpp"
+#include "emulator/routing/wiring.hpp"
 #include "emulator/link/fault_injector.hpp"
 
 namespace ttemu::link {
@@ -37,8 +37,8 @@ struct FaultPlan {
 
 // Throws ttemu::Error "<source>:<line>: ..." naming the culprit.
 FaultPlan parse_fault_plan(std::string_view yaml_text, const std::string& source,
-                           const control::System& sys);
-FaultPlan load_fault_plan(const std::string& path, const control::System& sys);
+                           const routing::Wiring& wiring);
+FaultPlan load_fault_plan(const std::string& path, const routing::Wiring& wiring);
 
 nlohmann::json to_json(const DirectionFaults& f);
 DirectionFaults faults_from_json(const nlohmann::json& j);

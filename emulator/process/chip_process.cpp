@@ -18,6 +18,7 @@
 #include "emulator/chip/chip_control.hpp"
 #include "emulator/chip/doorbell.hpp"
 #include "emulator/common/error.hpp"
+#include "emulator/job/description.hpp"
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/node/chip_node.hpp"
 #include "emulator/process/event_loop.hpp"
@@ -120,7 +121,10 @@ class Chip final : public node::NodeObserver {
     // The launcher removes every segment at teardown; a chip removes its own too, so that
     // nothing is left if the launcher is gone (killed, crashed).
     unlink_chip_segments(o_.job, o_.chip);
-    if (getppid() != ppid_ || control_eof_) ::unlink(o_.control_socket.c_str());
+    if (getppid() != ppid_ || control_eof_) {  // the launcher is gone: what it published goes too
+      ::unlink(o_.control_socket.c_str());
+      job::unpublish(o_.job);
+    }
   }
 
   // Blocking: control messages are rare and short, and the launcher always reads.

@@ -17,7 +17,7 @@
 namespace ttemu::process {
 
 struct ChipOptions {
-  chip::JobId job;
+  job::JobId job;
   routing::ChipId chip;
   int control_fd = -1;
   std::string control_socket;  // the launcher's socket, removed if the launcher is gone
