@@ -159,7 +159,7 @@ class Launcher : public ControlTarget {
         if (port >= arch.eth_cores) {
           throw Error(fmt::format("{} port P{}: a {} chip has {} ethernet cores", to_string(chip.id), port, arch.name, arch.eth_cores));
         }
-        auto* rc = l1.as<chip::RouterConfig>(arch.eth_l1_offset(port));
+        auto* rc = l1.as<chip::RouterL1Block>(arch.eth_l1_offset(port));
         rc->plane = static_cast<uint16_t>(sys_.links[static_cast<size_t>(link)].plane);
         rc->port = static_cast<uint8_t>(port);
         rc->table = tables_.at(rc->plane, v).pack();

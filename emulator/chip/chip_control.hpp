@@ -118,7 +118,10 @@ struct ChipControl {
   std::atomic<uint64_t> packets_injected{0}, packets_delivered{0}, router_events{0};
 };
 
-struct RouterConfig {
+// The router's block at the start of its ethernet core's L1: the routing table of the port's
+// plane, written by the control plane before the chip starts (not the router's settings,
+// which are routing::RouterConfig).
+struct RouterL1Block {
   uint64_t magic = 0;
   uint16_t plane = 0;
   uint8_t port = 0;
@@ -128,7 +131,7 @@ struct RouterConfig {
 
 // Where an ethernet core's receive buffer starts inside its L1.
 inline constexpr size_t kRouterBufferOffset = 4096;
-static_assert(sizeof(RouterConfig) <= kRouterBufferOffset);
+static_assert(sizeof(RouterL1Block) <= kRouterBufferOffset);
 
 // Destination addresses the chip's test traffic uses in the TT-link header.
 inline constexpr uint32_t kStreamAddr = 0x5354'0000;  // a checked stream (ttemu link test)

@@ -214,7 +214,7 @@ class Chip final : public node::NodeObserver {
       uint8_t* core = l1_seg_.as<uint8_t>(arch.eth_l1_offset(pc.number));
       pc.receive_buffer = {core + kRouterBufferOffset, arch.eth_l1 - kRouterBufferOffset};
       // The router's table of this port's plane, from its L1 (written by the control plane).
-      const auto* rcfg = reinterpret_cast<const RouterConfig*>(core);
+      const auto* rcfg = reinterpret_cast<const RouterL1Block*>(core);
       if (rcfg->magic == kRouterMagic && rcfg->plane < planes) {
         nc.tables[rcfg->plane] = routing::RouterTable::unpack(rcfg->table);
       }
