@@ -29,9 +29,12 @@
 #include "emulator/job/description.hpp"
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/link/tt_link.hpp"
+#include "emulator/process/chip_messages.hpp"
 #include "launcher/control_requests.hpp"
 
 namespace ttemu::launcher {
+
+namespace msg = process::msg;
 
 namespace asio = boost::asio;
 using nlohmann::json;
@@ -108,7 +111,7 @@ class Launcher : public ControlTarget {
     bool alive = false;
     std::unique_ptr<asio::local::stream_protocol::socket> control;
     std::unique_ptr<asio::streambuf> inbuf;
-    json ports;  // port -> udp port, from "bound"
+    std::map<std::string, uint16_t> ports;  // port -> udp port, from Bound
     chip::Segment ctl;
   };
 
@@ -203,30 +206,37 @@ class Launcher : public ControlTarget {
     }
   }
 
-  json config_for(int v) {
-    json links = json::array();
+  msg::Config config_for(int v) {
+    msg::Config m;
     const auto& chip = sys_.chips[static_cast<size_t>(v)];
     for (int port = 0; port < routing::kMaxPorts; ++port) {
       int l = sys_.link_at(v, static_cast<uint8_t>(port));
       if (l < 0) continue;
       routing::PortId self{chip.id, static_cast<uint8_t>(port)};
       routing::PortId peer = *sys_.peer(self);
-      json entry = {{"port", port}, {"peer_mesh", peer.chip.mesh}, {"peer_device", peer.chip.device},
-                    {"peer_port", peer.port}};  // the plane's table is in the router's L1
-      if (auto it = plan_.tx.find(self); it != plan_.tx.end()) entry["faults"] = link::to_json(it->second);
-      links.push_back(entry);
+      msg::LinkSetup entry{self.port, peer.chip.mesh, peer.chip.device, peer.port, {}};
+      if (auto it = plan_.tx.find(self); it != plan_.tx.end()) entry.faults = link::to_json(it->second);
+      m.links.push_back(entry);
       link_state_[{v, port}] = "handshake";
     }
-    return {{"type", "config"}, {"arch", sys_.spec_of(v).arch}, {"job_hash", job_.hash()},
-            {"seed", seed_}, {"window", o_.window}, {"bind", o_.bind}, {"links", links},
-            {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"rb_packets", o_.rb_packets},
-            {"timeout_ms", o_.timeout_ms}, {"ack_delay_us", o_.ack_delay_us},
-            {"credit_delay_us", o_.credit_delay_us}, {"spin_us", o_.spin_us}};
+    m.arch = sys_.spec_of(v).arch;
+    m.job_hash = job_.hash();
+    m.seed = seed_;
+    m.window = static_cast<uint16_t>(o_.window);
+    m.bind = o_.bind;
+    m.planes = sys_.planes;
+    m.data_fvcs = o_.data_fvcs;
+    m.rb_packets = o_.rb_packets;
+    m.timeout_ms = o_.timeout_ms;
+    m.ack_delay_us = o_.ack_delay_us;
+    m.credit_delay_us = o_.credit_delay_us;
+    m.spin_us = o_.spin_us;
+    return m;
   }
 
-  void send(ChipProc& c, const json& m) {
+  void send(ChipProc& c, const msg::ToChip& m) {
     if (!c.alive) return;
-    std::string line = m.dump() + "\n";
+    const std::string line = msg::encode(m);
     boost::system::error_code ec;
     asio::write(*c.control, asio::buffer(line), ec);
   }
@@ -236,54 +246,64 @@ class Launcher : public ControlTarget {
       if (ec) return;  // the chip is gone; SIGCHLD tells how
       std::string line(asio::buffers_begin(c.inbuf->data()), asio::buffers_begin(c.inbuf->data()) + static_cast<long>(n));
       c.inbuf->consume(n);
-      auto m = json::parse(line, nullptr, false);
-      if (!m.is_discarded()) on_chip_message(c, m);
+      try {
+        on_chip_message(c, msg::decode_from_chip(line));
+      } catch (const Error& e) {
+        fmt::print(stderr, "ttemu: chip {}: {}\n", to_string(sys_.chips[static_cast<size_t>(c.node)].id), e.what());
+      }
       read_chip(c);
     });
   }
 
-  void on_chip_message(ChipProc& c, const json& m) {
-    const std::string type = m.value("type", "");
+  template <class... F>
+  struct Overloaded : F... {
+    using F::operator()...;
+  };
+
+  void on_chip_message(ChipProc& c, const msg::FromChip& m) {
     const std::string name = to_string(sys_.chips[static_cast<size_t>(c.node)].id);
-    if (type == "bound") {
-      c.ports = m.at("ports");
-      if (++bound_ == static_cast<int>(chips_.size())) wire_links();
-    } else if (type == "link") {
-      int port = m.at("port");
-      std::string state = m.at("state");
-      link_state_[{c.node, port}] = state;
-      if (ready_ && state != "up") fmt::print(stderr, "ttemu: link {}P{} is {}\n", name, port, state);
-      if (ready_ && state == "up") fmt::print(stderr, "ttemu: link {}P{} is up again\n", name, port);
-      check_ready();
-    } else if (type == "stream_done" || type == "ping_done") {
-      auto it = pending_.find(m.at("id").get<uint64_t>());
-      if (it != pending_.end()) {
-        auto done = std::move(it->second);
-        pending_.erase(it);
-        done(m);
-      }
-    } else if (type == "event") {
-      // 5.4 / 5.5: the control plane is told which router dropped what.
-      fmt::print(stderr, "ttemu: {} at {}: {} packet {} from {} to {} (ttl {})\n", m.value("kind", "?"),
-                 m.value("at", "?"), m.value("command", "?"), m.value("packet_id", 0), m.value("src", "?"),
-                 m.value("dst", "?"), m.value("ttl", 0));
-      events_.push_back(m);
-      if (events_.size() > 1000) events_.erase(events_.begin());
-    } else if (type == "error") {
-      fmt::print(stderr, "ttemu: chip {}: {}\n", name, m.value("message", "?"));
-    }
+    auto finish = [&](uint64_t id) {
+      auto it = pending_.find(id);
+      if (it == pending_.end()) return;
+      auto done = std::move(it->second);
+      pending_.erase(it);
+      done(msg::to_json_object(m));
+    };
+    std::visit(Overloaded{
+                   [&](const msg::Bound& b) {
+                     c.ports = b.ports;
+                     if (++bound_ == static_cast<int>(chips_.size())) wire_links();
+                   },
+                   [&](const msg::LinkState& l) {
+                     link_state_[{c.node, l.port}] = l.state;
+                     if (ready_ && l.state != "up") fmt::print(stderr, "ttemu: link {}P{} is {}\n", name, l.port, l.state);
+                     if (ready_ && l.state == "up") fmt::print(stderr, "ttemu: link {}P{} is up again\n", name, l.port);
+                     check_ready();
+                   },
+                   [&](const msg::StreamDone& d) { finish(d.id); },
+                   [&](const msg::PingDone& d) { finish(d.id); },
+                   [&](const msg::Event& e) {
+                     // 5.4 / 5.5: the control plane is told which router dropped what.
+                     fmt::print(stderr, "ttemu: {} at {}: {} packet {} from {} to {} (ttl {})\n", e.kind, e.at,
+                                e.command, e.packet_id, e.src, e.dst, e.ttl);
+                     events_.push_back(msg::to_json_object(m));
+                     if (events_.size() > 1000) events_.erase(events_.begin());
+                   },
+                   [&](const msg::ChipError& e) { fmt::print(stderr, "ttemu: chip {}: {}\n", name, e.message); },
+               },
+               m);
   }
 
   void wire_links() {
     for (auto& c : chips_) {
-      json peers = json::object();
+      msg::Peers peers;
       const auto& chip = sys_.chips[static_cast<size_t>(c.node)];
-      for (auto& [port, udp] : c.ports.items()) {
+      for (auto& [port, udp] : c.ports) {
         routing::PortId peer = *sys_.peer({chip.id, static_cast<uint8_t>(std::stoi(port))});
         auto& pc = chips_[static_cast<size_t>(*sys_.node(peer.chip))];
-        peers[port] = {{"addr", o_.bind}, {"udp", pc.ports.at(std::to_string(peer.port))}};
+        peers.peers[port] = {o_.bind, pc.ports.at(std::to_string(peer.port))};
       }
-      send(c, {{"type", "peers"}, {"peers", peers}});
+      send(c, peers);
     }
     check_ready();
   }
@@ -327,7 +347,7 @@ class Launcher : public ControlTarget {
     for (int port = 0; port < routing::kMaxPorts; ++port) {
       if (sys_.link_at(node, static_cast<uint8_t>(port)) < 0) continue;
       auto peer = sys_.peer({dead.id, static_cast<uint8_t>(port)});  // a wired port has one
-      send(chips_[static_cast<size_t>(*sys_.node(peer->chip))], {{"type", "peer_down"}, {"port", peer->port}});
+      send(chips_[static_cast<size_t>(*sys_.node(peer->chip))], msg::PeerDown{peer->port});
     }
   }
 
@@ -415,7 +435,7 @@ class Launcher : public ControlTarget {
     auto chip = routing::parse_chip(name);
     auto node = chip ? sys_.node(*chip) : std::nullopt;
     if (!node) throw Error(fmt::format("'{}' is not a chip of {}", printable(name), o_.file));
-    send(chips_[static_cast<size_t>(*node)], {{"type", "stall"}, {"fvc", fvc}, {"stalled", stalled}});
+    send(chips_[static_cast<size_t>(*node)], msg::Stall{static_cast<uint8_t>(fvc), stalled});
   }
 
   json status() override {
@@ -467,7 +487,7 @@ class Launcher : public ControlTarget {
         auto it = plan.tx.find(self);
         link::DirectionFaults f = it == plan.tx.end() ? link::DirectionFaults{} : it->second;
         changed += f.any();
-        send(c, {{"type", "faults"}, {"port", port}, {"faults", link::to_json(f)}, {"seed", plan.seed ? *plan.seed : seed_}});
+        send(c, msg::Faults{static_cast<uint8_t>(port), link::to_json(f), plan.seed ? *plan.seed : seed_});
       }
     }
     plan_ = plan;
@@ -531,9 +551,9 @@ class Launcher : public ControlTarget {
       reply(r);
     };
     if (!t.ping) {
-      send(c, {{"type", "stream"}, {"port", port->port}, {"id", id}, {"frames", t.count}, {"size", t.size}});
+      send(c, msg::Stream{port->port, id, t.count, t.size});
     } else {
-      send(c, {{"type", "ping"}, {"port", port->port}, {"id", id}, {"count", t.count}, {"size", t.size}});
+      send(c, msg::Ping{port->port, id, static_cast<int>(t.count), t.size});
     }
   }
 
@@ -548,7 +568,7 @@ class Launcher : public ControlTarget {
     if (stopping_) return;
     stopping_ = true;
     exit_status_ = exit_status_ ? exit_status_ : status;
-    for (auto& c : chips_) send(c, {{"type", "stop"}});
+    for (auto& c : chips_) send(c, msg::Stop{});
     if (exited_ == static_cast<int>(chips_.size())) {
       io_.stop();
       return;

@@ -21,6 +21,7 @@
 #include "emulator/job/description.hpp"
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/node/chip_node.hpp"
+#include "emulator/process/chip_messages.hpp"
 #include "emulator/process/event_loop.hpp"
 #include "emulator/wire/udp_socket.hpp"
 
@@ -128,8 +129,8 @@ class Chip final : public node::NodeObserver {
   }
 
   // Blocking: control messages are rare and short, and the launcher always reads.
-  void send_control(const json& msg) {
-    const std::string line = msg.dump() + "\n";
+  void send_control(const msg::FromChip& m) {
+    const std::string line = msg::encode(m);
     for (size_t at = 0; at < line.size();) {
       const ssize_t n = ::send(o_.control_fd, line.data() + at, line.size() - at, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
@@ -152,9 +153,9 @@ class Chip final : public node::NodeObserver {
       const std::string line = inbuf_.substr(0, end);
       inbuf_.erase(0, end + 1);
       try {
-        on_control(json::parse(line));
+        on_control(msg::decode_to_chip(line));
       } catch (const std::exception& e) {
-        send_control({{"type", "error"}, {"message", e.what()}});
+        send_control(msg::ChipError{e.what()});
         exit_status_ = 1;
         stop();
         return;
@@ -163,17 +164,26 @@ class Chip final : public node::NodeObserver {
     reschedule();
   }
 
-  void on_control(const json& m) {
-    const std::string type = m.at("type");
-    if (type == "config") configure(m);
-    else if (type == "peers") connect(m);
-    else if (type == "faults") set_faults(m);
-    else if (type == "stream") node().start_stream(port_of(m), m.at("id"), m.at("frames"), m.at("size"), now());
-    else if (type == "ping") node().start_ping(port_of(m), m.at("id"), m.at("count"), m.at("size"), now());
-    else if (type == "peer_down") node().peer_down(port_of(m), now());
-    else if (type == "stall") node().stall(m.at("fvc").get<uint8_t>(), m.at("stalled").get<bool>(), now());
-    else if (type == "stop") stop();
-    else throw Error("unknown control message '" + type + "'");
+  template <class... F>
+  struct Overloaded : F... {
+    using F::operator()...;
+  };
+
+  void on_control(const msg::ToChip& m) {
+    std::visit(Overloaded{
+                   [&](const msg::Config& c) { configure(c); },
+                   [&](const msg::Peers& p) { connect(p); },
+                   [&](const msg::Faults& f) {
+                     seed_ = f.seed;
+                     install_faults(port_of(f.port), f.faults);
+                   },
+                   [&](const msg::Stream& t) { node().start_stream(port_of(t.port), t.id, t.frames, t.size, now()); },
+                   [&](const msg::Ping& p) { node().start_ping(port_of(p.port), p.id, p.count, p.size, now()); },
+                   [&](const msg::PeerDown& d) { node().peer_down(port_of(d.port), now()); },
+                   [&](const msg::Stall& st) { node().stall(st.fvc, st.stalled, now()); },
+                   [&](const msg::Stop&) { stop(); },
+               },
+               m);
   }
 
   node::ChipNode& node() {
@@ -181,35 +191,34 @@ class Chip final : public node::NodeObserver {
     return *node_;
   }
 
-  uint8_t port_of(const json& m) {
-    const int number = m.at("port");
-    if (number < 0 || number >= routing::kMaxPorts || !node().wired(static_cast<uint8_t>(number))) {
+  uint8_t port_of(uint8_t number) {
+    if (number >= routing::kMaxPorts || !node().wired(number)) {
       throw Error("port " + std::to_string(number) + " is not wired");
     }
-    return static_cast<uint8_t>(number);
+    return number;
   }
 
-  void configure(const json& m) {
-    ArchSpec arch = arch_spec(m.at("arch"));
-    seed_ = m.value("seed", uint64_t{1});
-    loop_.set_spin(std::chrono::microseconds(m.value("spin_us", 0)));
+  void configure(const msg::Config& m) {
+    ArchSpec arch = arch_spec(m.arch);
+    seed_ = m.seed;
+    loop_.set_spin(std::chrono::microseconds(m.spin_us));
     node::ChipNodeConfig nc;
     nc.self = o_.chip;
-    nc.job = m.at("job_hash");
-    nc.link.window = m.value("window", nc.link.window);
-    nc.link.ack_delay = std::chrono::microseconds(m.value("ack_delay_us", 0));
-    nc.router.data_fvcs = m.value("data_fvcs", nc.router.data_fvcs);
-    nc.router.rb_packets = m.value("rb_packets", nc.router.rb_packets);
-    nc.router.timeout = std::chrono::milliseconds(m.value("timeout_ms", 3000));
-    nc.router.credit_delay = std::chrono::microseconds(m.value("credit_delay_us", 0));
-    const int planes = m.value("planes", 1);
+    nc.job = m.job_hash;
+    nc.link.window = m.window;
+    nc.link.ack_delay = std::chrono::microseconds(m.ack_delay_us);
+    nc.router.data_fvcs = m.data_fvcs;
+    nc.router.rb_packets = m.rb_packets;
+    nc.router.timeout = std::chrono::milliseconds(m.timeout_ms);
+    nc.router.credit_delay = std::chrono::microseconds(m.credit_delay_us);
+    const int planes = m.planes;
     nc.tables.resize(static_cast<size_t>(planes));
     std::random_device rd;
-    json bound = json::object();
-    for (const auto& l : m.at("links")) {
+    msg::Bound bound;
+    for (const auto& l : m.links) {
       node::PortConfig pc;
-      pc.number = l.at("port");
-      pc.peer = {nc.job, l.at("peer_mesh"), l.at("peer_device"), l.at("peer_port")};
+      pc.number = l.port;
+      pc.peer = {nc.job, l.peer_mesh, l.peer_device, l.peer_port};
       pc.nonce = static_cast<uint32_t>(rd()) | 1u;
       uint8_t* core = l1_seg_.as<uint8_t>(arch.eth_l1_offset(pc.number));
       pc.receive_buffer = {core + kRouterBufferOffset, arch.eth_l1 - kRouterBufferOffset};
@@ -218,9 +227,9 @@ class Chip final : public node::NodeObserver {
       if (rcfg->magic == kRouterMagic && rcfg->plane < planes) {
         nc.tables[rcfg->plane] = routing::RouterTable::unpack(rcfg->table);
       }
-      auto& e = transport_.add(pc.number, m.value("bind", std::string("127.0.0.1")));
+      auto& e = transport_.add(pc.number, m.bind);
       ctl_->ports[pc.number].udp_port.store(e.socket->local_port());
-      bound[std::to_string(pc.number)] = e.socket->local_port();
+      bound.ports[std::to_string(pc.number)] = e.socket->local_port();
       nc.ports.push_back(pc);
     }
     ctl_->l1_bytes = l1_seg_.size();
@@ -229,8 +238,8 @@ class Chip final : public node::NodeObserver {
       return session::locate(addr, size, {l1_seg_.as<uint8_t>(), l1_seg_.size()}, {dram_seg_.as<uint8_t>(), dram_seg_.size()});
     };
     node_ = std::make_unique<node::ChipNode>(std::move(nc), memory, *ctl_, transport_, *this);
-    for (const auto& l : m.at("links")) {
-      if (l.contains("faults")) install_faults(l.at("port"), l["faults"]);
+    for (const auto& l : m.links) {
+      if (!l.faults.is_null()) install_faults(l.port, l.faults);
     }
     // Workers' commands: looked for on every turn of the loop; a worker rings the doorbell
     // only when the loop has said it sleeps.
@@ -245,7 +254,7 @@ class Chip final : public node::NodeObserver {
       reschedule();
     });
     ctl_->running.store(1);
-    send_control({{"type", "bound"}, {"ports", bound}});
+    send_control(bound);
   }
 
   void install_faults(uint8_t port, const json& f) {
@@ -255,10 +264,11 @@ class Chip final : public node::NodeObserver {
     node().set_faults(port, faults.any() ? std::make_unique<link::FaultInjector>(faults, seed) : nullptr);
   }
 
-  void connect(const json& m) {
+  void connect(const msg::Peers& m) {
     for (auto& e : transport_.endpoints()) {
-      const auto& peer = m.at("peers").at(std::to_string(e->port));
-      e->socket->set_peer(wire::make_address(peer.at("addr"), peer.at("udp")));
+      const auto peer = m.peers.find(std::to_string(e->port));
+      if (peer == m.peers.end()) throw Error(fmt::format("peers: no address for port {}", e->port));
+      e->socket->set_peer(wire::make_address(peer->second.addr, peer->second.udp));
       auto* raw = e.get();
       loop_.watch(e->socket->fd(), EPOLLIN, [this, raw](uint32_t events) {
         if (events & EPOLLOUT) node_->on_writable(raw->port);
@@ -266,11 +276,6 @@ class Chip final : public node::NodeObserver {
       });
     }
     node().start(now());
-  }
-
-  void set_faults(const json& m) {
-    seed_ = m.value("seed", seed_);
-    install_faults(port_of(m), m.at("faults"));
   }
 
   // Takes what has arrived on a port, a bounded number of batches; the node answers once
@@ -294,23 +299,21 @@ class Chip final : public node::NodeObserver {
   // --- what the node tells the launcher -------------------------------------------------
 
   void link_state(uint8_t port, link::LinkState state) override {
-    send_control({{"type", "link"}, {"port", port}, {"state", link::to_string(state)}});
+    send_control(msg::LinkState{port, link::to_string(state)});
   }
 
   void router_event(const routing::RouterEvent& ev) override {
-    send_control({{"type", "event"}, {"kind", ev.name()}, {"at", routing::to_string(ev.at)},
-                  {"src", routing::to_string(ev.packet.src())}, {"dst", routing::to_string(ev.packet.dst())},
-                  {"packet_id", ev.packet.packet_id}, {"ttl", ev.packet.ttl},
-                  {"command", routing::to_string(ev.packet.command)}});
+    send_control(msg::Event{ev.name(), routing::to_string(ev.at), routing::to_string(ev.packet.src()),
+                            routing::to_string(ev.packet.dst()), routing::to_string(ev.packet.command),
+                            ev.packet.packet_id, ev.packet.ttl});
   }
 
   void stream_done(uint8_t port, uint64_t id, uint64_t frames, uint64_t bytes, double seconds) override {
-    send_control({{"type", "stream_done"}, {"port", port}, {"id", id}, {"frames", frames}, {"bytes", bytes},
-                  {"seconds", seconds}});
+    send_control(msg::StreamDone{port, id, frames, bytes, seconds});
   }
 
   void ping_done(uint8_t port, uint64_t id, const std::vector<double>& rtt_us) override {
-    send_control({{"type", "ping_done"}, {"port", port}, {"id", id}, {"rtt_us", rtt_us}});
+    send_control(msg::PingDone{port, id, rtt_us});
   }
 
   // The loop sleeps until the node's earliest deadline; with none, until something arrives

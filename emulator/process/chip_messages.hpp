@@ -1,0 +1,140 @@
+// The control messages between the launcher and its chip processes, typed: one JSON line each
+// over the socketpair, with "type" naming the message and the fields below (the same names in
+// the JSON). Both ends include this header and nothing else decides what a message holds.
+//
+// Launcher -> chip: Config (once, first), Peers (once, after every chip is Bound), Faults,
+// Stream and Ping (link tests), Stall, PeerDown, Stop.
+// Chip -> launcher: Bound, LinkState, StreamDone, PingDone, Event (a router dropped a packet),
+// ChipError (the chip stops after it).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ttemu::process::msg {
+
+// --- launcher -> chip -----------------------------------------------------------------------
+
+struct LinkSetup {
+  uint8_t port = 0;
+  uint16_t peer_mesh = 0, peer_device = 0;
+  uint8_t peer_port = 0;
+  nlohmann::json faults;  // link::to_json(DirectionFaults), or null for none
+};
+
+struct Config {
+  static constexpr const char* kType = "config";
+  std::string arch;
+  uint64_t job_hash = 0, seed = 1;
+  uint16_t window = 0;
+  std::string bind;
+  std::vector<LinkSetup> links;  // the wired ports; each plane's table is in the routers' L1
+  int planes = 1, data_fvcs = 0, rb_packets = 0, timeout_ms = 0;
+  int ack_delay_us = 0, credit_delay_us = 0, spin_us = 0;
+};
+
+struct PeerAddress {
+  std::string addr;
+  uint16_t udp = 0;
+};
+
+struct Peers {
+  static constexpr const char* kType = "peers";
+  std::map<std::string, PeerAddress> peers;  // by port number
+};
+
+struct Faults {
+  static constexpr const char* kType = "faults";
+  uint8_t port = 0;
+  nlohmann::json faults;  // link::to_json(DirectionFaults)
+  uint64_t seed = 1;
+};
+
+struct Stream {
+  static constexpr const char* kType = "stream";
+  uint8_t port = 0;
+  uint64_t id = 0, frames = 0;
+  uint32_t size = 0;
+};
+
+struct Ping {
+  static constexpr const char* kType = "ping";
+  uint8_t port = 0;
+  uint64_t id = 0;
+  int count = 0;
+  uint32_t size = 0;
+};
+
+struct Stall {
+  static constexpr const char* kType = "stall";
+  uint8_t fvc = 0;
+  bool stalled = true;
+};
+
+struct PeerDown {
+  static constexpr const char* kType = "peer_down";
+  uint8_t port = 0;
+};
+
+struct Stop {
+  static constexpr const char* kType = "stop";
+};
+
+using ToChip = std::variant<Config, Peers, Faults, Stream, Ping, Stall, PeerDown, Stop>;
+
+// --- chip -> launcher -----------------------------------------------------------------------
+
+struct Bound {
+  static constexpr const char* kType = "bound";
+  std::map<std::string, uint16_t> ports;  // port number -> bound UDP port
+};
+
+struct LinkState {
+  static constexpr const char* kType = "link";
+  uint8_t port = 0;
+  std::string state;  // link::to_string(LinkState)
+};
+
+struct StreamDone {
+  static constexpr const char* kType = "stream_done";
+  uint8_t port = 0;
+  uint64_t id = 0, frames = 0, bytes = 0;
+  double seconds = 0;
+};
+
+struct PingDone {
+  static constexpr const char* kType = "ping_done";
+  uint8_t port = 0;
+  uint64_t id = 0;
+  std::vector<double> rtt_us;
+};
+
+struct Event {
+  static constexpr const char* kType = "event";
+  std::string kind, at, src, dst, command;
+  uint64_t packet_id = 0;
+  int ttl = 0;
+};
+
+struct ChipError {
+  static constexpr const char* kType = "error";
+  std::string message;
+};
+
+using FromChip = std::variant<Bound, LinkState, StreamDone, PingDone, Event, ChipError>;
+
+// One JSON line (with its newline). The JSON object alone, for replies that pass fields on.
+std::string encode(const ToChip& m);
+std::string encode(const FromChip& m);
+nlohmann::json to_json_object(const FromChip& m);
+// Throws Error naming the message type and what is wrong with it.
+ToChip decode_to_chip(std::string_view line);
+FromChip decode_from_chip(std::string_view line);
+
+}  // namespace ttemu::process::msg
