@@ -30,7 +30,10 @@
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/link/tt_link.hpp"
 #include "emulator/process/chip_messages.hpp"
+#include "launcher/chip_memory.hpp"
 #include "launcher/control_requests.hpp"
+#include "launcher/control_server.hpp"
+#include "launcher/local_chips.hpp"
 
 namespace ttemu::launcher {
 
@@ -43,23 +46,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string self_exe() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) throw Error("cannot find the ttemu binary (/proc/self/exe)");
-  return p.string();
-}
-
-std::string describe_exit(int status) {
-  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
-  return "stopped";
-}
-
 class Launcher : public ControlTarget {
  public:
   explicit Launcher(const LaunchOptions& o)
-      : o_(o), signals_(io_, SIGINT, SIGTERM), children_(io_, SIGCHLD), deadline_(io_), acceptor_(io_), accept_retry_(io_) {}
+      : o_(o), signals_(io_, SIGINT, SIGTERM), children_(io_, SIGCHLD), deadline_(io_) {}
 
   ~Launcher() override { teardown_now(); }
 
@@ -76,9 +66,11 @@ class Launcher : public ControlTarget {
     if (!stale.empty()) fmt::print(stderr, "ttemu: removed {} leftover(s) of dead jobs\n", stale.size());
     job_ = job::JobId::create();
     started_ = Clock::now();
-    create_memory();
+    memory_ = std::make_unique<ChipMemory>(job_, sys_, tables_,
+                                           o_.dram_mib ? std::optional<size_t>(*o_.dram_mib << 20) : std::nullopt);
     publish_description();
-    open_control_socket();
+    server_ = std::make_unique<ControlServer>(io_, job::control_socket_path(job_), *this);
+    socket_path_ = server_->path();
     signals_.async_wait([this](auto ec, int sig) {
       if (!ec) {
         fmt::print(stderr, "\nttemu: {} received, stopping {} chip(s)\n", strsignal(sig), sys_.chips.size());
@@ -86,7 +78,17 @@ class Launcher : public ControlTarget {
       }
     });
     watch_children();
-    spawn_chips();
+    for (int v = 0; v < sys_.node_count(); ++v) {
+      for (int port = 0; port < routing::kMaxPorts; ++port) {
+        if (sys_.link_at(v, static_cast<uint8_t>(port)) >= 0) link_state_[{v, port}] = "handshake";
+      }
+    }
+    bound_ports_.resize(sys_.chips.size());
+    chips_ = std::make_unique<LocalChips>(
+        io_, sys_, job_, socket_path_,
+        ChipSupervisor::Events{[this](int node, const msg::FromChip& m) { on_chip_message(node, m); },
+                               [this](int node, int pid, const std::string& how) { on_chip_death(node, pid, how); }});
+    chips_->start_all([this](int v) { return config_for(v); });
     deadline_.expires_after(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.ready_timeout)));
     deadline_.async_wait([this](auto ec) {
       if (ec || ready_) return;
@@ -105,17 +107,7 @@ class Launcher : public ControlTarget {
   }
 
  private:
-  struct ChipProc {
-    int node = 0;
-    pid_t pid = 0;
-    bool alive = false;
-    std::unique_ptr<asio::local::stream_protocol::socket> control;
-    std::unique_ptr<asio::streambuf> inbuf;
-    std::map<std::string, uint16_t> ports;  // port -> udp port, from Bound
-    chip::Segment ctl;
-  };
-
-  // --- memory ---------------------------------------------------------------------------
+  // --- what clients read ------------------------------------------------------------------
 
   // What clients need to address the chips and read their memory, typed (job/description.hpp).
   void publish_description() {
@@ -137,74 +129,7 @@ class Launcher : public ControlTarget {
     published_ = true;
   }
 
-  void create_memory() {
-    chips_.resize(sys_.chips.size());
-    for (int v = 0; v < sys_.node_count(); ++v) {
-      const auto& chip = sys_.chips[static_cast<size_t>(v)];
-      chip::ArchSpec arch = chip::arch_spec(sys_.spec_of(v).arch);
-      size_t dram = o_.dram_mib ? *o_.dram_mib << 20 : arch.dram;
-      auto& c = chips_[static_cast<size_t>(v)];
-      c.node = v;
-      segments_.push_back(chip::segment_name(job_, chip.id, chip::SegmentKind::kControl));
-      c.ctl = chip::Segment::create(segments_.back(), sizeof(chip::ChipControl));
-      auto* block = new (c.ctl.data()) chip::ChipControl();
-      block->mesh = chip.id.mesh;
-      block->device = chip.id.device;
-      block->magic = chip::kControlMagic;
-      segments_.push_back(chip::segment_name(job_, chip.id, chip::SegmentKind::kDram));
-      chip::Segment::create(segments_.back(), dram);
-      segments_.push_back(chip::segment_name(job_, chip.id, chip::SegmentKind::kL1));
-      chip::Segment l1 = chip::Segment::create(segments_.back(), arch.l1_total());
-      // The control plane writes each router's table into its ethernet core's L1.
-      for (int port = 0; port < routing::kMaxPorts; ++port) {
-        int link = sys_.link_at(v, static_cast<uint8_t>(port));
-        if (link < 0) continue;
-        if (port >= arch.eth_cores) {
-          throw Error(fmt::format("{} port P{}: a {} chip has {} ethernet cores", to_string(chip.id), port, arch.name, arch.eth_cores));
-        }
-        auto* rc = l1.as<chip::RouterL1Block>(arch.eth_l1_offset(port));
-        rc->plane = static_cast<uint16_t>(sys_.links[static_cast<size_t>(link)].plane);
-        rc->port = static_cast<uint8_t>(port);
-        rc->table = tables_.at(rc->plane, v).pack();
-        rc->magic = chip::kRouterMagic;
-      }
-    }
-  }
-
-  // --- processes --------------------------------------------------------------------------
-
-  void spawn_chips() {
-    const std::string exe = self_exe();
-    const pid_t self = getpid();
-    for (auto& c : chips_) {
-      int fds[2];
-      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) throw Error("socketpair failed");
-      const std::string name = to_string(sys_.chips[static_cast<size_t>(c.node)].id);
-      pid_t pid = ::fork();
-      if (pid < 0) throw Error("fork failed");
-      if (pid == 0) {
-        // The chip dies with its launcher, whatever kills the launcher.
-        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != self) _exit(1);
-        ::dup2(fds[1], 3);
-        ::close_range(4, ~0u, 0);
-        signal(SIGINT, SIG_IGN);  // Ctrl-C goes to the launcher, which stops the chips
-        const std::string job = job_.text();
-        execl(exe.c_str(), "ttemu", "chip", "--job", job.c_str(), "--chip", name.c_str(),
-              "--control-fd", "3", "--control-socket", socket_path_.c_str(), nullptr);
-        _exit(127);
-      }
-      ::close(fds[1]);
-      c.pid = pid;
-      c.alive = true;
-      pid_to_node_[pid] = c.node;
-      c.control = std::make_unique<asio::local::stream_protocol::socket>(io_);
-      c.control->assign(asio::local::stream_protocol(), fds[0]);
-      c.inbuf = std::make_unique<asio::streambuf>();
-      send(c, config_for(c.node));
-      read_chip(c);
-    }
-  }
+  // --- the chips: configuration, wiring, readiness, deaths ---------------------------------
 
   msg::Config config_for(int v) {
     msg::Config m;
@@ -217,7 +142,6 @@ class Launcher : public ControlTarget {
       msg::LinkSetup entry{self.port, peer.chip.mesh, peer.chip.device, peer.port, {}};
       if (auto it = plan_.tx.find(self); it != plan_.tx.end()) entry.faults = link::to_json(it->second);
       m.links.push_back(entry);
-      link_state_[{v, port}] = "handshake";
     }
     m.arch = sys_.spec_of(v).arch;
     m.job_hash = job_.hash();
@@ -234,34 +158,15 @@ class Launcher : public ControlTarget {
     return m;
   }
 
-  void send(ChipProc& c, const msg::ToChip& m) {
-    if (!c.alive) return;
-    const std::string line = msg::encode(m);
-    boost::system::error_code ec;
-    asio::write(*c.control, asio::buffer(line), ec);
-  }
-
-  void read_chip(ChipProc& c) {
-    asio::async_read_until(*c.control, *c.inbuf, '\n', [this, &c](auto ec, size_t n) {
-      if (ec) return;  // the chip is gone; SIGCHLD tells how
-      std::string line(asio::buffers_begin(c.inbuf->data()), asio::buffers_begin(c.inbuf->data()) + static_cast<long>(n));
-      c.inbuf->consume(n);
-      try {
-        on_chip_message(c, msg::decode_from_chip(line));
-      } catch (const Error& e) {
-        fmt::print(stderr, "ttemu: chip {}: {}\n", to_string(sys_.chips[static_cast<size_t>(c.node)].id), e.what());
-      }
-      read_chip(c);
-    });
-  }
+  void send(int node, const msg::ToChip& m) { chips_->send(node, m); }
 
   template <class... F>
   struct Overloaded : F... {
     using F::operator()...;
   };
 
-  void on_chip_message(ChipProc& c, const msg::FromChip& m) {
-    const std::string name = to_string(sys_.chips[static_cast<size_t>(c.node)].id);
+  void on_chip_message(int node, const msg::FromChip& m) {
+    const std::string name = to_string(sys_.chips[static_cast<size_t>(node)].id);
     auto finish = [&](uint64_t id) {
       auto it = pending_.find(id);
       if (it == pending_.end()) return;
@@ -271,11 +176,11 @@ class Launcher : public ControlTarget {
     };
     std::visit(Overloaded{
                    [&](const msg::Bound& b) {
-                     c.ports = b.ports;
-                     if (++bound_ == static_cast<int>(chips_.size())) wire_links();
+                     bound_ports_[static_cast<size_t>(node)] = b.ports;
+                     if (++bound_ == sys_.node_count()) wire_links();
                    },
                    [&](const msg::LinkState& l) {
-                     link_state_[{c.node, l.port}] = l.state;
+                     link_state_[{node, l.port}] = l.state;
                      if (ready_ && l.state != "up") fmt::print(stderr, "ttemu: link {}P{} is {}\n", name, l.port, l.state);
                      if (ready_ && l.state == "up") fmt::print(stderr, "ttemu: link {}P{} is up again\n", name, l.port);
                      check_ready();
@@ -295,21 +200,20 @@ class Launcher : public ControlTarget {
   }
 
   void wire_links() {
-    for (auto& c : chips_) {
+    for (int v = 0; v < sys_.node_count(); ++v) {
       msg::Peers peers;
-      const auto& chip = sys_.chips[static_cast<size_t>(c.node)];
-      for (auto& [port, udp] : c.ports) {
+      const auto& chip = sys_.chips[static_cast<size_t>(v)];
+      for (auto& [port, udp] : bound_ports_[static_cast<size_t>(v)]) {
         routing::PortId peer = *sys_.peer({chip.id, static_cast<uint8_t>(std::stoi(port))});
-        auto& pc = chips_[static_cast<size_t>(*sys_.node(peer.chip))];
-        peers.peers[port] = {o_.bind, pc.ports.at(std::to_string(peer.port))};
+        peers.peers[port] = {o_.bind, bound_ports_[static_cast<size_t>(*sys_.node(peer.chip))].at(std::to_string(peer.port))};
       }
-      send(c, peers);
+      send(v, peers);
     }
     check_ready();
   }
 
   void check_ready() {
-    if (ready_ || bound_ < static_cast<int>(chips_.size())) return;
+    if (ready_ || bound_ < sys_.node_count()) return;
     for (const auto& [key, st] : link_state_) {
       if (st != "up") return;
     }
@@ -317,7 +221,7 @@ class Launcher : public ControlTarget {
     deadline_.cancel();
     double secs = std::chrono::duration<double>(Clock::now() - started_).count();
     fmt::print("ttemu: {}: {} chip(s), {} link(s) up, ready in {:.2f} s (job {})\n", o_.file,
-               chips_.size(), sys_.links.size(), secs, job_.text());
+               sys_.chips.size(), sys_.links.size(), secs, job_.text());
     fmt::print("ttemu: control socket {}; 'ttemu status' shows the system, Ctrl-C stops it\n", socket_path_);
     std::fflush(stdout);
     if (!o_.command.empty()) spawn_client();
@@ -347,10 +251,11 @@ class Launcher : public ControlTarget {
     for (int port = 0; port < routing::kMaxPorts; ++port) {
       if (sys_.link_at(node, static_cast<uint8_t>(port)) < 0) continue;
       auto peer = sys_.peer({dead.id, static_cast<uint8_t>(port)});  // a wired port has one
-      send(chips_[static_cast<size_t>(*sys_.node(peer->chip))], msg::PeerDown{peer->port});
+      send(*sys_.node(peer->chip), msg::PeerDown{peer->port});
     }
   }
 
+  // Every child of the launcher: its chips (the supervisor tells of their deaths) and the client.
   void watch_children() {
     children_.async_wait([this](auto ec, int) {
       if (ec) return;
@@ -363,66 +268,20 @@ class Launcher : public ControlTarget {
           shutdown(exit_status_);
           continue;
         }
-        auto it = pid_to_node_.find(pid);
-        if (it == pid_to_node_.end()) continue;
-        auto& c = chips_[static_cast<size_t>(it->second)];
-        c.alive = false;
-        ++exited_;
-        if (!stopping_) {
-          fmt::print(stderr, "ttemu: chip {} (pid {}) {}\n", to_string(sys_.chips[static_cast<size_t>(c.node)].id), pid, describe_exit(status));
-          if (!ready_) fail("a chip died while the system was coming up");
-          tell_peers_of_death(c.node);
-        }
-        if (stopping_ && exited_ == static_cast<int>(chips_.size())) io_.stop();
+        if (chips_) chips_->child_exited(pid, status);
       }
       watch_children();
     });
   }
 
-  // --- control socket ------------------------------------------------------------------
-
-  void open_control_socket() {
-    socket_path_ = job::control_socket_path(job_);
-    ::unlink(socket_path_.c_str());
-    acceptor_.open(asio::local::stream_protocol());
-    acceptor_.bind(asio::local::stream_protocol::endpoint(socket_path_));
-    ::chmod(socket_path_.c_str(), 0600);
-    acceptor_.listen();
-    accept();
-  }
-
-  void accept() {
-    acceptor_.async_accept([this](auto ec, asio::local::stream_protocol::socket s) {
-      if (ec == asio::error::operation_aborted) return;
-      if (ec) {
-        // Out of descriptors, say: try again shortly rather than stop serving for good.
-        accept_retry_.expires_after(std::chrono::milliseconds(100));
-        accept_retry_.async_wait([this](auto ec2) {
-          if (!ec2) accept();
-        });
-        return;
-      }
-      serve(std::make_shared<asio::local::stream_protocol::socket>(std::move(s)));
-      accept();
-    });
-  }
-
-  // One request line per connection, at most kMaxRequestBytes. Replies are written
-  // asynchronously: a client that does not read its reply cannot stall the launcher.
-  void serve(std::shared_ptr<asio::local::stream_protocol::socket> conn) {
-    auto buf = std::make_shared<asio::streambuf>(kMaxRequestBytes);
-    asio::async_read_until(*conn, *buf, '\n', [this, conn, buf](auto ec, size_t n) {
-      auto answer = [conn](const std::string& line) {
-        auto out = std::make_shared<std::string>(line);
-        asio::async_write(*conn, asio::buffer(*out), [conn, out](auto, size_t) {});
-      };
-      if (ec == asio::error::not_found) {  // the buffer filled up without a '\n'
-        return answer(reply_line({{"error", fmt::format("request longer than {} bytes; the connection is closed", kMaxRequestBytes)}}));
-      }
-      if (ec) return;  // the client left
-      std::string line(asio::buffers_begin(buf->data()), asio::buffers_begin(buf->data()) + static_cast<long>(n));
-      handle_request(line, *this, answer);
-    });
+  void on_chip_death(int node, int pid, const std::string& how) {
+    ++exited_;
+    if (!stopping_) {
+      fmt::print(stderr, "ttemu: chip {} (pid {}) {}\n", to_string(sys_.chips[static_cast<size_t>(node)].id), pid, how);
+      if (!ready_) fail("a chip died while the system was coming up");
+      tell_peers_of_death(node);
+    }
+    if (stopping_ && exited_ == sys_.node_count()) io_.stop();
   }
 
   // --- requests (ControlTarget); control_requests.cpp has checked every field -----------
@@ -435,16 +294,16 @@ class Launcher : public ControlTarget {
     auto chip = routing::parse_chip(name);
     auto node = chip ? sys_.node(*chip) : std::nullopt;
     if (!node) throw Error(fmt::format("'{}' is not a chip of {}", printable(name), o_.file));
-    send(chips_[static_cast<size_t>(*node)], msg::Stall{static_cast<uint8_t>(fvc), stalled});
+    send(*node, msg::Stall{static_cast<uint8_t>(fvc), stalled});
   }
 
   json status() override {
     json chips = json::array(), links = json::array();
-    for (auto& c : chips_) {
-      const auto& chip = sys_.chips[static_cast<size_t>(c.node)];
-      const auto* block = c.ctl.as<chip::ChipControl>();
-      const auto& mesh = sys_.mesh_of(c.node);
-      chips.push_back({{"name", to_string(chip.id)}, {"pid", c.pid}, {"alive", c.alive}, {"host", chip.host},
+    for (int v = 0; v < sys_.node_count(); ++v) {
+      const auto& chip = sys_.chips[static_cast<size_t>(v)];
+      const auto* block = &memory_->control(v);
+      const auto& mesh = sys_.mesh_of(v);
+      chips.push_back({{"name", to_string(chip.id)}, {"pid", chips_->pid(v)}, {"alive", chips_->alive(v)}, {"host", chip.host},
                        {"mesh", chip.id.mesh}, {"device", chip.id.device}, {"row", chip.coord.row},
                        {"col", chip.coord.col}, {"mesh_rows", mesh.chips.rows}, {"mesh_cols", mesh.chips.cols},
                        {"l1_bytes", block->l1_bytes}, {"dram_bytes", block->dram_bytes},
@@ -455,8 +314,8 @@ class Launcher : public ControlTarget {
     for (const auto& l : sys_.links) {
       json ends = json::array();
       for (const auto& end : {l.a, l.b}) {
-        auto& c = chips_[static_cast<size_t>(*sys_.node(end.chip))];
-        const auto& ps = c.ctl.as<chip::ChipControl>()->ports[end.port];
+        const int node = *sys_.node(end.chip);
+        const auto& ps = memory_->control(node).ports[end.port];
         json counters = json::object();
 #define TTEMU_JSON(name, help) counters[#name] = ps.counters.name.load(std::memory_order_relaxed);
         TTEMU_LINK_COUNTERS(TTEMU_JSON)
@@ -464,7 +323,7 @@ class Launcher : public ControlTarget {
         counters["stream_verified"] = ps.stream_verified.load();
         counters["stream_errors"] = ps.stream_errors.load();
         ends.push_back({{"port", to_string(end)}, {"udp", ps.udp_port.load()},
-                        {"state", c.alive ? link::to_string(static_cast<link::LinkState>(ps.counters.state.load())) : "dead"},
+                        {"state", chips_->alive(node) ? link::to_string(static_cast<link::LinkState>(ps.counters.state.load())) : "dead"},
                         {"counters", counters}});
       }
       links.push_back({{"a", to_string(l.a)}, {"b", to_string(l.b)}, {"plane", l.plane}, {"ends", ends}});
@@ -479,15 +338,15 @@ class Launcher : public ControlTarget {
   json apply_faults(const std::string& text, const std::string& source) override {
     link::FaultPlan plan = link::parse_fault_plan(text, source, sys_.wiring());
     int changed = 0;
-    for (auto& c : chips_) {
-      const auto& chip = sys_.chips[static_cast<size_t>(c.node)];
+    for (int v = 0; v < sys_.node_count(); ++v) {
+      const auto& chip = sys_.chips[static_cast<size_t>(v)];
       for (int port = 0; port < routing::kMaxPorts; ++port) {
-        if (sys_.link_at(c.node, static_cast<uint8_t>(port)) < 0) continue;
+        if (sys_.link_at(v, static_cast<uint8_t>(port)) < 0) continue;
         routing::PortId self{chip.id, static_cast<uint8_t>(port)};
         auto it = plan.tx.find(self);
         link::DirectionFaults f = it == plan.tx.end() ? link::DirectionFaults{} : it->second;
         changed += f.any();
-        send(c, msg::Faults{static_cast<uint8_t>(port), link::to_json(f), plan.seed ? *plan.seed : seed_});
+        send(v, msg::Faults{static_cast<uint8_t>(port), link::to_json(f), plan.seed ? *plan.seed : seed_});
       }
     }
     plan_ = plan;
@@ -505,11 +364,10 @@ class Launcher : public ControlTarget {
       throw Error(fmt::format("'{}' is not a wired port of {}{}", printable(t.link), o_.file,
                               wired.empty() ? "" : fmt::format(" ({} has {})", to_string(port->chip), wired)));
     }
-    auto& c = chips_[static_cast<size_t>(*node)];
-    if (!c.alive) throw Error(fmt::format("chip {} is not running", to_string(port->chip)));
+    if (!chips_->alive(*node)) throw Error(fmt::format("chip {} is not running", to_string(port->chip)));
     routing::PortId peer = *sys_.peer(*port);
-    auto& pc = chips_[static_cast<size_t>(*sys_.node(peer.chip))];
-    if (!pc.alive) throw Error(fmt::format("the far end {} is not running", to_string(peer.chip)));
+    const int peer_node = *sys_.node(peer.chip);
+    if (!chips_->alive(peer_node)) throw Error(fmt::format("the far end {} is not running", to_string(peer.chip)));
     if (!busy_.insert(*port).second) throw Error(fmt::format("a test is already running on {}", to_string(*port)));
     // From here on nothing throws: the port stays reserved until the test ends or times out.
     const uint64_t id = ++next_test_;
@@ -522,13 +380,14 @@ class Launcher : public ControlTarget {
       busy_.erase(port);
       reply({{"error", fmt::format("the test on {} did not finish in time (is the link down?)", to_string(port))}});
     });
-    auto snapshot = [&pc, peer] {
-      const auto& ps = pc.ctl.as<chip::ChipControl>()->ports[peer.port];
+    const chip::ChipControl& rx_block = memory_->control(peer_node);
+    auto snapshot = [&rx_block, peer] {
+      const auto& ps = rx_block.ports[peer.port];
       return std::make_pair(ps.stream_verified.load(), ps.stream_errors.load());
     };
     auto before = snapshot();
-    const auto& tx = c.ctl.as<chip::ChipControl>()->ports[port->port].counters;
-    const auto& rx = pc.ctl.as<chip::ChipControl>()->ports[peer.port].counters;
+    const auto& tx = memory_->control(*node).ports[port->port].counters;
+    const auto& rx = rx_block.ports[peer.port].counters;
     auto base = std::make_tuple(tx.retransmits.load(), rx.crc_errors.load(), tx.timeouts.load());
     pending_[id] = [=, this, &tx, &rx](const json& done) {
       timer->cancel();
@@ -551,9 +410,9 @@ class Launcher : public ControlTarget {
       reply(r);
     };
     if (!t.ping) {
-      send(c, msg::Stream{port->port, id, t.count, t.size});
+      send(*node, msg::Stream{port->port, id, t.count, t.size});
     } else {
-      send(c, msg::Ping{port->port, id, static_cast<int>(t.count), t.size});
+      send(*node, msg::Ping{port->port, id, static_cast<int>(t.count), t.size});
     }
   }
 
@@ -568,8 +427,8 @@ class Launcher : public ControlTarget {
     if (stopping_) return;
     stopping_ = true;
     exit_status_ = exit_status_ ? exit_status_ : status;
-    for (auto& c : chips_) send(c, msg::Stop{});
-    if (exited_ == static_cast<int>(chips_.size())) {
+    for (int v = 0; chips_ && v < sys_.node_count(); ++v) send(v, msg::Stop{});
+    if (!chips_ || chips_->running() == 0) {
       io_.stop();
       return;
     }
@@ -577,10 +436,7 @@ class Launcher : public ControlTarget {
     deadline_.expires_after(std::chrono::seconds(5));
     deadline_.async_wait([this](auto ec) {
       if (ec) return;
-      for (auto& c : chips_) {
-        if (c.alive) ::kill(c.pid, SIGKILL);
-      }
-      io_.stop();
+      io_.stop();  // what still runs is killed at teardown
     });
   }
 
@@ -588,15 +444,10 @@ class Launcher : public ControlTarget {
     if (torn_down_) return;
     torn_down_ = true;
     if (client_pid_ > 0) ::kill(client_pid_, SIGTERM);
-    for (auto& c : chips_) {
-      if (c.alive && c.pid > 0) ::kill(c.pid, SIGKILL);
-    }
-    for (auto& c : chips_) {
-      if (c.pid > 0) ::waitpid(c.pid, nullptr, 0);
-    }
+    if (chips_) chips_->kill_all();
     if (client_pid_ > 0) ::waitpid(client_pid_, nullptr, 0);
-    for (const auto& s : segments_) chip::unlink_segment(s);
-    if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
+    if (memory_) memory_->remove();
+    if (server_) server_->close();
     if (published_) job::unpublish(job_);
   }
 
@@ -604,8 +455,6 @@ class Launcher : public ControlTarget {
   asio::io_context io_;
   asio::signal_set signals_, children_;
   asio::steady_timer deadline_;
-  asio::local::stream_protocol::acceptor acceptor_;
-  asio::steady_timer accept_retry_;
   control::System sys_;
   control::TableSet tables_;
   link::FaultPlan plan_;
@@ -613,9 +462,10 @@ class Launcher : public ControlTarget {
   job::JobId job_;
   std::string socket_path_;
   bool published_ = false;
-  std::vector<std::string> segments_;
-  std::vector<ChipProc> chips_;
-  std::map<pid_t, int> pid_to_node_;
+  std::unique_ptr<ChipMemory> memory_;
+  std::unique_ptr<ControlServer> server_;
+  std::unique_ptr<ChipSupervisor> chips_;  // chip processes on this host (LocalChips)
+  std::vector<std::map<std::string, uint16_t>> bound_ports_;  // by node: port -> UDP port
   std::map<std::pair<int, int>, std::string> link_state_;
   std::map<uint64_t, std::function<void(const json&)>> pending_;
   std::set<routing::PortId> busy_;  // ports with a link test or ping running

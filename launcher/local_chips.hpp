@@ -1,0 +1,54 @@
+// Chip processes on this host: each a child of the launcher (fork, exec of `ttemu chip`), with
+// a socketpair as its control channel, dying with the launcher (PR_SET_PDEATHSIG).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "emulator/common/asio.hpp"
+#include "emulator/control/system.hpp"
+#include "emulator/job/job.hpp"
+#include "launcher/chip_supervisor.hpp"
+
+namespace ttemu::launcher {
+
+class LocalChips final : public ChipSupervisor {
+ public:
+  // control_socket: the job's socket, which an orphaned chip removes.
+  LocalChips(boost::asio::io_context& io, const control::System& sys, const job::JobId& job,
+             std::string control_socket, Events events);
+  ~LocalChips() override;
+
+  void start_all(const std::function<process::msg::Config(int node)>& config) override;
+  void send(int node, const process::msg::ToChip& m) override;
+  bool alive(int node) const override { return chips_.at(static_cast<size_t>(node)).alive; }
+  int pid(int node) const override { return chips_.at(static_cast<size_t>(node)).pid; }
+  int running() const override;
+  void kill_all() override;
+  bool child_exited(int pid, int status) override;
+
+ private:
+  struct Proc {
+    int node = 0;
+    int pid = 0;
+    bool alive = false;
+    std::unique_ptr<boost::asio::local::stream_protocol::socket> control;
+    std::unique_ptr<boost::asio::streambuf> inbuf;
+  };
+  void read(Proc& c);
+
+  boost::asio::io_context& io_;
+  const control::System& sys_;
+  job::JobId job_;
+  std::string control_socket_;
+  Events events_;
+  std::vector<Proc> chips_;
+  std::map<int, int> node_of_pid_;
+};
+
+// "exited with status N", "was killed by signal N (name)".
+std::string describe_exit(int status);
+
+}  // namespace ttemu::launcher
