@@ -4,9 +4,7 @@
 // from an epoll loop until told to stop or orphaned. Idle, it sleeps in epoll: no timers run
 // unless a link has frames in flight or is coming up.
 //
-// Control messages (launcher -> chip): config, peers, faults, stream, ping, stall, peer_down,
-// stop.
-// Chip -> launcher: bound, link, stream_done, ping_done, error. See docs/architecture.md.
+// Its control messages, both ways, are the types of chip_messages.hpp.
 #pragma once
 
 #include <string>
