@@ -9,6 +9,10 @@
 
 namespace ttemu::routing {
 
+using transport::answer_lane;
+using transport::fvc_of_lane;
+using transport::lane;
+
 const char* RouterEvent::name() const {
   switch (kind) {
     case kTtlExpired: return "ttl_expired";

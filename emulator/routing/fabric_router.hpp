@@ -32,6 +32,7 @@
 
 #include "emulator/routing/packet.hpp"
 #include "emulator/routing/routing_table.hpp"
+#include "emulator/transport/lanes.hpp"
 
 namespace ttemu::routing {
 
@@ -65,14 +66,8 @@ class FabricRouter {
 
   ChipId self() const { return self_; }
   int fvcs() const { return cfg_.data_fvcs + 1; }
-  static constexpr int kLanesPerFvc = 4;
-  int lanes() const { return kLanesPerFvc * fvcs(); }
-  static uint8_t lane(uint8_t fvc, int cls, bool answer) {
-    return static_cast<uint8_t>(kLanesPerFvc * fvc + 2 * answer + cls);
-  }
-  static uint8_t fvc_of_lane(uint8_t lane) { return static_cast<uint8_t>(lane / kLanesPerFvc); }
-  static bool answer_lane(uint8_t lane) { return (lane / 2) % 2 == 1; }
-  uint8_t control_fvc() const { return static_cast<uint8_t>(cfg_.data_fvcs); }
+  int lanes() const { return transport::lanes_for(fvcs()); }
+  uint8_t control_fvc() const { return transport::control_fvc(cfg_.data_fvcs); }
   // Wired ports are numbered 0..wired_ports()-1 in ascending port order; -1 for any other port.
   size_t wired_ports() const { return credits_.size() / static_cast<size_t>(lanes()); }
   int port_index(uint8_t port) const { return port == kCenter ? -1 : port_rank_[port]; }

@@ -25,10 +25,8 @@ const char* to_string(Command c);
 
 inline constexpr uint8_t kDefaultTtl = 64;
 
-// What a TT-link frame carries between fabric routers, told apart by the frame's destination
-// address in the receiving router (TT-link mode writes to an address in TT-routing, 2.1).
-inline constexpr uint32_t kLinkPacketAddr = 0x1000;  // + lane (2 x FVC + class): its buffer
-inline constexpr uint32_t kLinkCreditAddr = 0x2000;  // + lane: freed slots (payload: u32)
+// What a TT-link frame carries between fabric routers is told apart by the frame's destination
+// address (transport/lanes.hpp: kLinkPacketAddr, kLinkCreditAddr).
 inline constexpr uint32_t kMaxPacketPayload = 4096;  // larger transfers are split
 
 struct PacketHeader {

@@ -9,8 +9,8 @@
 
 namespace ttemu::session {
 
-using routing::kLinkCreditAddr;
-using routing::kLinkPacketAddr;
+using transport::kLinkCreditAddr;
+using transport::kLinkPacketAddr;
 using routing::Packet;
 
 FabricNode::FabricNode(routing::ChipId self, const routing::RouterConfig& config,
@@ -18,11 +18,12 @@ FabricNode::FabricNode(routing::ChipId self, const routing::RouterConfig& config
                        Center::Memory memory)
     : router_(self, config, std::move(tables), ports),
       center_(self, config.data_fvcs, std::move(memory)),
-      config_(config) {
+      config_(config),
+      credits_owed_(router_.wired_ports() * static_cast<size_t>(router_.lanes()),
+                    static_cast<uint32_t>(std::max(1, config.rb_packets / 2)), config.credit_delay) {
   backlog_.resize(router_.wired_ports());
   replies_.resize(static_cast<size_t>(router_.fvcs()));
   reply_count_.resize(replies_.size());
-  owed_.resize(router_.wired_ports() * static_cast<size_t>(router_.lanes()));
 }
 
 std::vector<uint8_t> FabricNode::take() {
@@ -55,8 +56,8 @@ void FabricNode::on_link_payload(uint8_t port, uint32_t dest_addr, std::span<con
     const auto lane = static_cast<uint8_t>(dest_addr - kLinkPacketAddr);
     Packet p;
     p.payload = take();
-    if (Packet::decode(payload, p) && p.header.fvc == routing::FabricRouter::fvc_of_lane(lane) &&
-        routing::is_answer(p.header.command) == routing::FabricRouter::answer_lane(lane)) {
+    if (Packet::decode(payload, p) && p.header.fvc == transport::fvc_of_lane(lane) &&
+        routing::is_answer(p.header.command) == transport::answer_lane(lane)) {
       router_.on_arrival(port, lane, std::move(p), now);
     } else {
       // Not a packet we can forward; its buffer slot was never used: give the credit back.
@@ -121,13 +122,7 @@ bool FabricNode::poll(routing::Time now, Output& out) {
       backlog(s.port).push_back({kLinkPacketAddr + s.lane, std::move(bytes)});
     }
     for (auto& c : actions_.credits) {
-      auto& o = owed_[rank(c.port) * static_cast<size_t>(router_.lanes()) + c.lane];
-      if (o.n == 0) {
-        o.since = now, ++owing_;
-        next_credit_due_ = std::min(next_credit_due_, now + config_.credit_delay);
-      }
-      o.n += c.n;
-      if (o.n >= credit_half()) half_owed_ = true;
+      credits_owed_.owe(rank(c.port) * static_cast<size_t>(router_.lanes()) + c.lane, c.n, now);
     }
     center_out_.replies.clear();
     center_out_.for_workers.clear();
@@ -152,34 +147,22 @@ bool FabricNode::poll(routing::Time now, Output& out) {
 }
 
 void FabricNode::flush_credits(routing::Time now) {
-  if (owing_ == 0 || (!half_owed_ && now < next_credit_due_)) return;
-  const uint32_t half = credit_half();
   const auto lanes = static_cast<size_t>(router_.lanes());
-  next_credit_due_ = routing::Time::max();
-  half_owed_ = false;
-  for (size_t i = 0; owing_ > 0 && i < owed_.size(); ++i) {
-    Owed& o = owed_[i];
-    if (o.n == 0) continue;
-    if (o.n < half && now < o.since + config_.credit_delay) {
-      next_credit_due_ = std::min(next_credit_due_, o.since + config_.credit_delay);
-      continue;
-    }
+  credits_owed_.flush(now, [&](size_t slot, uint32_t n) {
     std::vector<uint8_t> body = take();
     body.resize(4);
-    std::memcpy(body.data(), &o.n, 4);
-    backlog_[i / lanes].push_back({kLinkCreditAddr + static_cast<uint32_t>(i % lanes), std::move(body)});
-    o.n = 0;
-    --owing_;
-  }
+    std::memcpy(body.data(), &n, 4);
+    backlog_[slot / lanes].push_back({kLinkCreditAddr + static_cast<uint32_t>(slot % lanes), std::move(body)});
+  });
 }
 
 std::optional<routing::Time> FabricNode::next_deadline() const {
   const auto t = router_.next_deadline();
-  return owing_ > 0 ? earlier(t, next_credit_due_) : t;
+  return earlier(t, credits_owed_.next_deadline());
 }
 
 bool FabricNode::idle() const {
-  if (!router_.idle() || owing_ > 0 || replies_waiting_ > 0) return false;
+  if (!router_.idle() || !credits_owed_.empty() || replies_waiting_ > 0) return false;
   for (const auto& q : backlog_) {
     if (!q.empty()) return false;
   }

@@ -12,6 +12,8 @@
 
 #include "emulator/routing/fabric_router.hpp"
 #include "emulator/session/center.hpp"
+#include "emulator/transport/credit_returns.hpp"
+#include "emulator/transport/lanes.hpp"
 
 namespace ttemu::session {
 
@@ -79,20 +81,9 @@ class FabricNode {
   routing::FabricRouter::Actions actions_;
   Center::Result center_out_;
   routing::RouterConfig config_;
-  struct Owed {
-    uint32_t n = 0;
-    routing::Time since{};
-  };
-  std::vector<Owed> owed_;  // credits not yet sent, by port index * lanes + lane
-  size_t owing_ = 0;        // entries of owed_ with n > 0
-  // Nothing is due before this, unless some entry reached half a buffer (`half_owed_`): the
-  // per-packet poll then need not look at owed_ at all.
-  routing::Time next_credit_due_{routing::Time::max()};
-  bool half_owed_ = false;
+  transport::CreditReturns credits_owed_;  // by port index * lanes + lane
   std::vector<std::vector<uint8_t>> spare_;
   void flush_credits(routing::Time now);
-  // Credits go back at once when this many are owed on a lane: half a buffer.
-  uint32_t credit_half() const { return static_cast<uint32_t>(std::max(1, config_.rb_packets / 2)); }
 };
 
 }  // namespace ttemu::session
