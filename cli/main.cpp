@@ -7,10 +7,10 @@
 
 #include "emulator/common/error.hpp"
 #include "launcher/launch.hpp"
-#include "launcher/sim_command.hpp"
+#include "tools/traffic/sim_command.hpp"
 #include "launcher/system_commands.hpp"
 #include "launcher/topo_command.hpp"
-#include "launcher/traffic.hpp"
+#include "tools/traffic/traffic_command.hpp"
 
 int main(int argc, char** argv) {
   // What follows "--" is a client command for `ttemu launch`, not ttemu's own arguments.
@@ -30,8 +30,8 @@ int main(int argc, char** argv) {
   int exit_status = 0;
   ttemu::launcher::add_topo_command(app);
   ttemu::launcher::add_system_commands(app, client, exit_status);
-  ttemu::launcher::add_traffic_command(app, exit_status);
-  ttemu::launcher::add_sim_command(app, exit_status);
+  ttemu::tools::add_traffic_command(app, exit_status);
+  ttemu::tools::add_sim_command(app, exit_status);
   try {
     app.parse(own, argv);
   } catch (const CLI::ParseError& e) {

@@ -5,8 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
-namespace ttemu::launcher {
+namespace ttemu::tools {
 
 void add_traffic_command(CLI::App& app, int& exit_status);
 
-}  // namespace ttemu::launcher
+}  // namespace ttemu::tools

@@ -1,4 +1,4 @@
-#include "launcher/sim_command.hpp"
+#include "tools/traffic/sim_command.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -19,7 +19,9 @@
 #include "launcher/cli_checks.hpp"
 #include "launcher/launch.hpp"
 
-namespace ttemu::launcher {
+namespace ttemu::tools {
+
+using namespace launcher;  // the launcher's CLI checks, run_launch, default_system_file
 
 using nlohmann::json;
 using routing::ChipId;
@@ -362,4 +364,4 @@ void add_sim_command(CLI::App& app, int& exit_status) {
   c->callback([o, &exit_status] { run_sim(*o, exit_status); });
 }
 
-}  // namespace ttemu::launcher
+}  // namespace ttemu::tools

@@ -1,4 +1,4 @@
-#include "launcher/traffic.hpp"
+#include "tools/traffic/traffic_command.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -22,7 +22,9 @@
 #include "launcher/launch.hpp"
 #include "libfabric_tt/tt_fabric.h"
 
-namespace ttemu::launcher {
+namespace ttemu::tools {
+
+using namespace launcher;  // the launcher's CLI checks, run_launch, default_system_file
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -277,4 +279,4 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
   });
 }
 
-}  // namespace ttemu::launcher
+}  // namespace ttemu::tools

@@ -8,8 +8,8 @@
 
 #include <CLI/CLI.hpp>
 
-namespace ttemu::launcher {
+namespace ttemu::tools {
 
 void add_sim_command(CLI::App& app, int& exit_status);
 
-}  // namespace ttemu::launcher
+}  // namespace ttemu::tools
