@@ -1,91 +1,44 @@
 // The `ttemu` binary as a user runs it: exit status, one-line errors, output formats.
-#include <sys/wait.h>
-
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "tests/test_support.hpp"
+
+namespace ttemu::test {
 namespace {
 
-namespace fs = std::filesystem;
-
-// A private directory for one test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "ttemu-cli-XXXXXX").string();
-    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
-
-struct Result {
-  int status;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
-
-std::string topo(const std::string& name) { return std::string(TTEMU_TOPOLOGIES) + "/" + name; }
-
-Result ttemu(const std::string& args) {
-  TempDir dir;
-  std::string cmd = std::string(TTEMU_BINARY) + " " + args + " >" + (dir / "out").string() +
-                    " 2>" + (dir / "err").string() + " </dev/null";
-  int raw = std::system(cmd.c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(dir / "out"), slurp(dir / "err")};
-}
-
-// One line on stderr, starting "ttemu: error: ", and nothing on stdout.
-void expect_one_line_error(const Result& r, const std::string& fragment) {
-  EXPECT_NE(r.status, 0);
-  EXPECT_EQ(r.out, "");
-  EXPECT_EQ(r.err.rfind("ttemu: error: ", 0), 0u) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(fragment), std::string::npos) << r.err;
-}
+// A command line as a user types it ("topo path FILE M0D0 M0D8"), run to completion.
+RunResult cli(const std::string& line) { return ttemu(words(line)); }
 
 TEST(Cli, ValidatesEveryShippedTopology) {
   for (const auto& entry : fs::directory_iterator(TTEMU_TOPOLOGIES)) {
     if (entry.path().extension() != ".yaml") continue;
-    Result r = ttemu("topo validate " + entry.path().string());
-    EXPECT_EQ(r.status, 0) << entry.path() << ": " << r.err;
-    EXPECT_NE(r.out.find(": valid: "), std::string::npos) << r.out;
+    RunResult r = cli("topo validate " + entry.path().string());
+    EXPECT_EQ(r.status, 0) << entry.path() << ": " << r.stderr_text;
+    EXPECT_NE(r.stdout_text.find(": valid: "), std::string::npos) << r.stdout_text;
   }
 }
 
 TEST(Cli, RejectsABadFileWithOneLineNamingFileAndLine) {
   TempDir dir;
-  write(dir / "bad.yaml",
+  write_file(dir / "bad.yaml",
         "ChipSpec:\n  W: {ethernet_ports: {N: 1}}\nBoard:\n  B: {submodule: X, topology: 1x1}\n"
         "Mesh:\n  0: {submodule: B}\n");
-  expect_one_line_error(ttemu("topo validate " + (dir / "bad.yaml").string()),
+  expect_one_line_error(cli("topo validate " + (dir / "bad.yaml").string()),
                         (dir / "bad.yaml").string() + ":4: Board B: unknown submodule 'X'");
-  expect_one_line_error(ttemu("topo show /nonexistent.yaml"), "/nonexistent.yaml: cannot open the file");
-  write(dir / "garbage.yaml", "\x01\x02{{{: ]]\n");
-  expect_one_line_error(ttemu("topo validate " + (dir / "garbage.yaml").string()), "garbage.yaml:");
+  expect_one_line_error(cli("topo show /nonexistent.yaml"), "/nonexistent.yaml: cannot open the file");
+  write_file(dir / "garbage.yaml", "\x01\x02{{{: ]]\n");
+  expect_one_line_error(cli("topo validate " + (dir / "garbage.yaml").string()), "garbage.yaml:");
 }
 
 TEST(Cli, PathAsJsonIsTheRouteOfSpec2_2_3_1_1) {
-  Result r = ttemu("topo path " + topo("spec_4mesh_3x3.yaml") + " M0D0 M0D8 --json");
-  ASSERT_EQ(r.status, 0) << r.err;
-  auto doc = nlohmann::json::parse(r.out);
+  RunResult r = cli("topo path " + topo("spec_4mesh_3x3.yaml") + " M0D0 M0D8 --json");
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  auto doc = nlohmann::json::parse(r.stdout_text);
   nlohmann::json expected = {{"plane", 0},
                              {"hops",
                               {{{"from", "M0D0P2"}, {"to", "M0D1P4"}},
@@ -96,40 +49,40 @@ TEST(Cli, PathAsJsonIsTheRouteOfSpec2_2_3_1_1) {
 }
 
 TEST(Cli, PathAsTextListsSenderAndReceiverPerHop) {
-  Result r = ttemu("topo path " + topo("galaxy.yaml") + " M0D0 M0D9 --plane 2");
-  ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("Route from M0D0 to M0D9 on plane 2: 2 hop(s)"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("M0D0P6"), std::string::npos) << "east port of plane 2: " << r.out;
+  RunResult r = cli("topo path " + topo("galaxy.yaml") + " M0D0 M0D9 --plane 2");
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  EXPECT_NE(r.stdout_text.find("Route from M0D0 to M0D9 on plane 2: 2 hop(s)"), std::string::npos) << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("M0D0P6"), std::string::npos) << "east port of plane 2: " << r.stdout_text;
 }
 
 TEST(Cli, UnreachablePairsAndBadArgumentsFailWithAReason) {
-  expect_one_line_error(ttemu("topo path " + topo("tg.yaml") + " M0D0 M1D0 --plane 1"),
+  expect_one_line_error(cli("topo path " + topo("tg.yaml") + " M0D0 M1D0 --plane 1"),
                         "M0D0 cannot reach M1D0 on plane 1: no route at M0D0");
-  expect_one_line_error(ttemu("topo path " + topo("galaxy.yaml") + " M0D0 M0D32"),
+  expect_one_line_error(cli("topo path " + topo("galaxy.yaml") + " M0D0 M0D32"),
                         "device M0D32 is not in");
-  expect_one_line_error(ttemu("topo path " + topo("galaxy.yaml") + " M0D0 chip7"),
+  expect_one_line_error(cli("topo path " + topo("galaxy.yaml") + " M0D0 chip7"),
                         "'chip7' is not a device name like M0D1");
-  expect_one_line_error(ttemu("topo path " + topo("galaxy.yaml") + " M0D0 M0D1 --plane 4"),
+  expect_one_line_error(cli("topo path " + topo("galaxy.yaml") + " M0D0 M0D1 --plane 4"),
                         "plane 4 does not exist");
-  expect_one_line_error(ttemu("topo path " + topo("n300.yaml") + " M0D0 M0D1 --fail M0D0P2"),
+  expect_one_line_error(cli("topo path " + topo("n300.yaml") + " M0D0 M0D1 --fail M0D0P2"),
                         "M0D0 cannot reach M0D1 on plane 0");
-  Result r = ttemu("topo path " + topo("galaxy.yaml"));
+  RunResult r = cli("topo path " + topo("galaxy.yaml"));
   EXPECT_NE(r.status, 0) << "missing arguments";
-  EXPECT_NE(r.err.find("SRC is required"), std::string::npos) << r.err;
+  EXPECT_NE(r.stderr_text.find("SRC is required"), std::string::npos) << r.stderr_text;
 }
 
 TEST(Cli, PathReroutesAroundFailures) {
-  Result r = ttemu("topo path " + topo("galaxy.yaml") + " M0D0 M0D3 --fail M0D1P4 --json");
-  ASSERT_EQ(r.status, 0) << r.err;
-  auto hops = nlohmann::json::parse(r.out)["hops"];
+  RunResult r = cli("topo path " + topo("galaxy.yaml") + " M0D0 M0D3 --fail M0D1P4 --json");
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  auto hops = nlohmann::json::parse(r.stdout_text)["hops"];
   EXPECT_EQ(hops.size(), 5u);
   for (const auto& h : hops) EXPECT_NE(h["from"], "M0D1P4");
 }
 
 TEST(Cli, TablesAsJsonAndText) {
-  Result r = ttemu("topo tables " + topo("spec_4mesh_3x3.yaml") + " --device M0D0 --plane 0 --json");
-  ASSERT_EQ(r.status, 0) << r.err;
-  auto doc = nlohmann::json::parse(r.out);
+  RunResult r = cli("topo tables " + topo("spec_4mesh_3x3.yaml") + " --device M0D0 --plane 0 --json");
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  auto doc = nlohmann::json::parse(r.stdout_text);
   ASSERT_EQ(doc["routers"].size(), 1u);
   auto l0 = doc["routers"][0]["l0"];
   EXPECT_TRUE(l0[0].is_null());
@@ -137,49 +90,49 @@ TEST(Cli, TablesAsJsonAndText) {
   EXPECT_EQ(l0[3], 1) << "same column: south (P1)";
   EXPECT_EQ(doc["routers"][0]["l1"][1], 2) << "toward M1 through the exit node M0D5";
 
-  r = ttemu("topo tables " + topo("spec_4mesh_3x3.yaml") + " --device M0D0");
-  ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("L0 (intra-mesh)"), std::string::npos);
-  EXPECT_NE(r.out.find("L1 (inter-mesh)"), std::string::npos);
+  r = cli("topo tables " + topo("spec_4mesh_3x3.yaml") + " --device M0D0");
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  EXPECT_NE(r.stdout_text.find("L0 (intra-mesh)"), std::string::npos);
+  EXPECT_NE(r.stdout_text.find("L1 (inter-mesh)"), std::string::npos);
 }
 
 TEST(Cli, CheckReportsTheLoopInABrokenTableFile) {
   TempDir dir;
-  Result r = ttemu("topo tables " + topo("mesh_4x4.yaml") + " --json");
-  ASSERT_EQ(r.status, 0) << r.err;
-  auto doc = nlohmann::json::parse(r.out);
+  RunResult r = cli("topo tables " + topo("mesh_4x4.yaml") + " --json");
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  auto doc = nlohmann::json::parse(r.stdout_text);
   // Spec 5.4: D1 -> D5 -> D6 -> D7 -> D11 -> D10 -> D9 -> D5 for D16 (0-based here).
   const std::pair<int, int> loop[] = {{0, 2}, {4, 1}, {5, 1}, {6, 2}, {10, 3}, {9, 3}, {8, 0}};
   for (auto [device, port] : loop) doc["routers"][static_cast<size_t>(device)]["l0"][15] = port;
-  write(dir / "t.json", doc.dump());
-  r = ttemu("topo check " + topo("mesh_4x4.yaml") + " --tables " + (dir / "t.json").string());
+  write_file(dir / "t.json", doc.dump());
+  r = cli("topo check " + topo("mesh_4x4.yaml") + " --tables " + (dir / "t.json").string());
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.out.find("forwarding loop: M0D4 -> M0D5 -> M0D6 -> M0D10 -> M0D9 -> M0D8 -> M0D4"),
-            std::string::npos) << r.out;
-  EXPECT_NE(r.err.find("failed the checks"), std::string::npos) << r.err;
+  EXPECT_NE(r.stdout_text.find("forwarding loop: M0D4 -> M0D5 -> M0D6 -> M0D10 -> M0D9 -> M0D8 -> M0D4"),
+            std::string::npos) << r.stdout_text;
+  EXPECT_NE(r.stderr_text.find("failed the checks"), std::string::npos) << r.stderr_text;
 
-  r = ttemu("topo check " + topo("mesh_4x4.yaml"));
-  EXPECT_EQ(r.status, 0) << r.out << r.err;
-  write(dir / "broken.json", "{\"routers\": [");
-  expect_one_line_error(ttemu("topo check " + topo("mesh_4x4.yaml") + " --tables " + (dir / "broken.json").string()),
+  r = cli("topo check " + topo("mesh_4x4.yaml"));
+  EXPECT_EQ(r.status, 0) << r.stdout_text << r.stderr_text;
+  write_file(dir / "broken.json", "{\"routers\": [");
+  expect_one_line_error(cli("topo check " + topo("mesh_4x4.yaml") + " --tables " + (dir / "broken.json").string()),
                         "not valid JSON");
 }
 
 TEST(Cli, ShowSummarisesTheSystemAndItsRouting) {
-  Result r = ttemu("topo show " + topo("tg.yaml"));
-  ASSERT_EQ(r.status, 0) << r.err;
+  RunResult r = cli("topo show " + topo("tg.yaml"));
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
   for (const char* s : {"5 mesh(es), 36 chip(s)", "exit nodes (*): M0D0 (to mesh 4)",
                         "M0D0P8     <-> M4D0P0", "plane 0: 1260/1260 pairs reachable",
                         "plane 1: 992/1260 pairs reachable (268 have no path on this plane)"}) {
-    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+    EXPECT_NE(r.stdout_text.find(s), std::string::npos) << s << "\n" << r.stdout_text;
   }
 }
 
 TEST(Cli, DrawWritesAnSvgWithTheRoute) {
   TempDir dir;
   std::string out = (dir / "tg.svg").string();
-  Result r = ttemu("topo draw " + topo("tg.yaml") + " --path M0D0 M3D0 -o " + out);
-  ASSERT_EQ(r.status, 0) << r.err;
+  RunResult r = cli("topo draw " + topo("tg.yaml") + " --path M0D0 M3D0 -o " + out);
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
   std::string svg = slurp(out);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
@@ -187,9 +140,9 @@ TEST(Cli, DrawWritesAnSvgWithTheRoute) {
   EXPECT_NE(svg.find("M4D0 (exit node)"), std::string::npos);
   EXPECT_NE(svg.find("hop 1: M0D0P"), std::string::npos) << "the route is drawn hop by hop";
   EXPECT_NE(svg.find("route M0D0 -&gt; M3D0 on plane 0"), std::string::npos);
-  expect_one_line_error(ttemu("topo draw " + topo("tg.yaml") + " --path M0D0 M9D0 -o " + out),
+  expect_one_line_error(cli("topo draw " + topo("tg.yaml") + " --path M0D0 M9D0 -o " + out),
                         "device M9D0 is not in");
-  expect_one_line_error(ttemu("topo draw " + topo("tg.yaml") + " -o /nonexistent/dir/x.svg"),
+  expect_one_line_error(cli("topo draw " + topo("tg.yaml") + " -o /nonexistent/dir/x.svg"),
                         "/nonexistent/dir/x.svg: cannot write the file");
 }
 
@@ -220,7 +173,7 @@ TEST(Cli, EveryNumberOnTheCommandLineIsRangeChecked) {
   };
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);
-    Result r = ttemu(args + job);
+    RunResult r = cli(args + job);
     expect_one_line_error(r, message);
   }
   const std::pair<std::string, std::string> topo_cases[] = {
@@ -231,7 +184,7 @@ TEST(Cli, EveryNumberOnTheCommandLineIsRangeChecked) {
   };
   for (const auto& [args, message] : topo_cases) {
     SCOPED_TRACE(args);
-    expect_one_line_error(ttemu(args), message);
+    expect_one_line_error(cli(args), message);
   }
 }
 
@@ -239,38 +192,40 @@ TEST(Cli, ADirectoryGivenAsAnInputFileIsNamedAsSuch) {
   TempDir dir;
   const std::string d = (dir / "plans").string();
   fs::create_directory(d);
-  expect_one_line_error(ttemu("launch " + d), d + ": is a directory, not a file");
-  expect_one_line_error(ttemu("topo validate " + d), d + ": is a directory, not a file");
-  expect_one_line_error(ttemu("topo check " + topo("n300.yaml") + " --tables " + d), d + ": is a directory, not a file");
-  expect_one_line_error(ttemu("faults apply " + d + " --job 1-00000001"), d + ": is a directory, not a file");
+  expect_one_line_error(cli("launch " + d), d + ": is a directory, not a file");
+  expect_one_line_error(cli("topo validate " + d), d + ": is a directory, not a file");
+  expect_one_line_error(cli("topo check " + topo("n300.yaml") + " --tables " + d), d + ": is a directory, not a file");
+  expect_one_line_error(cli("faults apply " + d + " --job 1-00000001"), d + ": is a directory, not a file");
 }
 
 TEST(Cli, APlanThatIsNotTextIsRefusedBeforeItIsSent) {
   TempDir dir;
-  write(dir / "bin.yaml", "seed: 1\n\xff\xfe\x00\x01\n");
-  Result r = ttemu("faults apply " + (dir / "bin.yaml").string() + " --job 1-00000001");
+  write_file(dir / "bin.yaml", "seed: 1\n\xff\xfe\x00\x01\n");
+  RunResult r = cli("faults apply " + (dir / "bin.yaml").string() + " --job 1-00000001");
   expect_one_line_error(r, (dir / "bin.yaml").string() + ":2: not UTF-8 text (byte 0xff)");
-  EXPECT_EQ(r.err.find("json.exception"), std::string::npos) << r.err;
+  EXPECT_EQ(r.stderr_text.find("json.exception"), std::string::npos) << r.stderr_text;
 }
 
 TEST(Cli, APlanTooLargeForTheControlSocketIsRefusedBeforeItIsSent) {
   TempDir dir;
   std::string big;
   while (big.size() < (2u << 20)) big += "# a comment line that pads the plan out\n";
-  write(dir / "big.yaml", big);
-  expect_one_line_error(ttemu("faults apply " + (dir / "big.yaml").string() + " --job 1-00000001"),
+  write_file(dir / "big.yaml", big);
+  expect_one_line_error(cli("faults apply " + (dir / "big.yaml").string() + " --job 1-00000001"),
                         (dir / "big.yaml").string() + ": too large to send");
 }
 
 TEST(Cli, DeeplyNestedYamlIsRefusedNamingTheFile) {
   TempDir dir;
-  write(dir / "deep.yaml", std::string(5000, '['));
-  expect_one_line_error(ttemu("topo validate " + (dir / "deep.yaml").string()),
+  write_file(dir / "deep.yaml", std::string(5000, '['));
+  expect_one_line_error(cli("topo validate " + (dir / "deep.yaml").string()),
                         (dir / "deep.yaml").string() + ":1: not valid YAML: nested too deep");
 }
 
 }  // namespace
+}  // namespace ttemu::test
 
+namespace ttemu::test {
 namespace {
 
 // `ttemu sim`: the six patterns on the Galaxy from simulated workers through each chip's
@@ -278,15 +233,15 @@ namespace {
 // checked: a write either lands bit-exact or was NACKed or never answered (and says so).
 TEST(Sim, RunsEveryPatternOnTheGalaxyWithFaultsAKillAndACutAndVerifiesEveryByte) {
   TempDir dir;
-  write(dir / "plan.yaml", "defaults: {corrupt: 0.01}\nlinks:\n  - link: M0D9P4\n    drop: 0.02\n");
+  write_file(dir / "plan.yaml", "defaults: {corrupt: 0.01}\nlinks:\n  - link: M0D9P4\n    drop: 0.02\n");
   const std::string args = "sim " + topo("galaxy.yaml") + " --pattern all --json --faults " + (dir / "plan.yaml").string() +
                            " --kill M0D5@3 --cut M0D0P4@2-40 --seed 7";
-  Result r = ttemu(args + " --trace " + (dir / "a.trace").string());
-  ASSERT_EQ(r.status, 0) << r.err;
-  std::istringstream lines(r.out);
+  RunResult r = cli(args + " --trace " + (dir / "a.trace").string());
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  std::istringstream lines(r.stdout_text);
   std::vector<nlohmann::json> runs;
   for (std::string line; std::getline(lines, line);) runs.push_back(nlohmann::json::parse(line));
-  ASSERT_EQ(runs.size(), 6u) << r.out;
+  ASSERT_EQ(runs.size(), 6u) << r.stdout_text;
   uint64_t nacks = 0;
   for (const auto& p : runs) {
     EXPECT_EQ(p["errors"], 0) << p;
@@ -306,20 +261,21 @@ TEST(Sim, RunsEveryPatternOnTheGalaxyWithFaultsAKillAndACutAndVerifiesEveryByte)
   EXPECT_NE(trace.find("kill M0D5"), std::string::npos);
   EXPECT_NE(trace.find("cut wire M0D0P4"), std::string::npos);
   EXPECT_NE(trace.find("restore wire M0D0P4"), std::string::npos);
-  ASSERT_EQ(ttemu(args + " --trace " + (dir / "b.trace").string()).status, 0);
+  ASSERT_EQ(cli(args + " --trace " + (dir / "b.trace").string()).status, 0);
   EXPECT_EQ(trace, slurp(dir / "b.trace")) << "the same seed, the same trace, byte for byte";
-  ASSERT_EQ(ttemu("sim " + topo("galaxy.yaml") + " --pattern all --json --faults " + (dir / "plan.yaml").string() +
+  ASSERT_EQ(cli("sim " + topo("galaxy.yaml") + " --pattern all --json --faults " + (dir / "plan.yaml").string() +
                   " --kill M0D5@3 --cut M0D0P4@2-40 --seed 8 --trace " + (dir / "c.trace").string()).status, 0);
   EXPECT_NE(trace, slurp(dir / "c.trace")) << "another seed, other faults";
 }
 
 TEST(Sim, BadSchedulesAndNamesAreOneLineErrors) {
-  expect_one_line_error(ttemu("sim " + topo("n300.yaml") + " --kill M9D9@1"), "--kill: 'M9D9' is not a chip of");
-  expect_one_line_error(ttemu("sim " + topo("n300.yaml") + " --cut M0D0P2@5-2"), "the restore time must come after the cut");
-  expect_one_line_error(ttemu("sim " + topo("n300.yaml") + " --cut M0D0P9@1"), "--cut: 'M0D0P9' is not a wired port");
-  expect_one_line_error(ttemu("sim " + topo("n300.yaml") + " --kill M0D1"), "expected NAME@MS");
-  expect_one_line_error(ttemu("sim " + topo("n300.yaml") + " --pattern sideways"), "unknown pattern 'sideways'");
-  expect_one_line_error(ttemu("sim " + topo("n300.yaml") + " --trace /nonexistent/dir/t"), "--trace: cannot write");
+  expect_one_line_error(cli("sim " + topo("n300.yaml") + " --kill M9D9@1"), "--kill: 'M9D9' is not a chip of");
+  expect_one_line_error(cli("sim " + topo("n300.yaml") + " --cut M0D0P2@5-2"), "the restore time must come after the cut");
+  expect_one_line_error(cli("sim " + topo("n300.yaml") + " --cut M0D0P9@1"), "--cut: 'M0D0P9' is not a wired port");
+  expect_one_line_error(cli("sim " + topo("n300.yaml") + " --kill M0D1"), "expected NAME@MS");
+  expect_one_line_error(cli("sim " + topo("n300.yaml") + " --pattern sideways"), "unknown pattern 'sideways'");
+  expect_one_line_error(cli("sim " + topo("n300.yaml") + " --trace /nonexistent/dir/t"), "--trace: cannot write");
 }
 
 }  // namespace
+}  // namespace ttemu::test

@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 namespace ttemu::process {
@@ -19,6 +21,55 @@ struct Pipe {
   Pipe() { EXPECT_EQ(::pipe(fd), 0); }
   ~Pipe() { ::close(fd[0]), ::close(fd[1]); }
 };
+
+// A deadline for a loop's run(): if the test has not called off() within `limit`, a thread
+// writes to a pipe the loop watches, and the loop's handler fails the test and stops the loop.
+// A loop blocked waiting for a wake-up that never comes then ends, failed, instead of hanging.
+class Watchdog {
+ public:
+  Watchdog(EventLoop& loop, std::chrono::milliseconds limit) {
+    loop.watch(pipe_.fd[0], EPOLLIN, [this, &loop, limit](uint32_t) {
+      char c;
+      EXPECT_EQ(::read(pipe_.fd[0], &c, 1), 1);
+      ADD_FAILURE() << "the loop was still running after " << limit.count() << " ms";
+      loop.stop();
+    });
+    thread_ = std::thread([this, limit] {
+      std::unique_lock lock(mutex_);
+      if (!cv_.wait_for(lock, limit, [this] { return off_; })) {
+        EXPECT_EQ(::write(pipe_.fd[1], "x", 1), 1);
+      }
+    });
+  }
+  ~Watchdog() { off(); }
+  void off() {
+    {
+      std::lock_guard lock(mutex_);
+      off_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  Pipe pipe_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool off_ = false;
+  std::thread thread_;
+};
+
+// Polls pred() until it holds, yielding the processor in between; false if it does not within
+// `limit` (for state that changes without a notification, such as the loop's "asleep" word).
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= end) return pred();
+    std::this_thread::yield();
+  }
+  return true;
+}
 
 TEST(EventLoop, SharedWorkThatNeverEndsStillLetsDescriptorsAndDeadlinesIn) {
   EventLoop loop;
@@ -43,7 +94,9 @@ TEST(EventLoop, SharedWorkThatNeverEndsStillLetsDescriptorsAndDeadlinesIn) {
       loop.stop();
     }
   });
+  Watchdog watchdog(loop, 10s);
   loop.run();
+  watchdog.off();
   EXPECT_TRUE(read_it);
   EXPECT_TRUE(deadline);
   EXPECT_EQ(asleep.load(), 0u) << "it never slept: there was always work";
@@ -65,14 +118,20 @@ TEST(EventLoop, SaysItSleepsOnlyWhileBlockedAndIsWokenThroughADescriptor) {
   });
   // A producer thread: waits until the loop says it sleeps, publishes, then rings.
   std::thread producer([&] {
-    while (asleep.load() == 0) std::this_thread::sleep_for(1ms);
+    if (!eventually([&] { return asleep.load() != 0; }, 10s)) {
+      ADD_FAILURE() << "the loop never said it sleeps";
+      return;  // the watchdog ends the loop
+    }
     ready = true;
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (asleep.load()) {
       ASSERT_EQ(::write(bell.fd[1], "x", 1), 1);
     }
   });
+  // Woken through the bell, or not at all: the watchdog fails the test after 10 s.
+  Watchdog watchdog(loop, 10s);
   loop.run();
+  watchdog.off();
   producer.join();
   EXPECT_EQ(runs, 1);
   EXPECT_EQ(asleep.load(), 0u) << "awake again after the wake-up";

@@ -6,14 +6,21 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <random>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "emulator/chip/chip_control.hpp"
+#include "emulator/chip/segments.hpp"
+#include "emulator/common/futex.hpp"
 #include "libfabric_tt/tt_fabric.h"
 
 namespace {
@@ -283,44 +290,203 @@ TEST(Stall, AStalledFvcTimesOutWhileAnotherFlows) {
   EXPECT_EQ(d[0], 0) << "nothing committed on the stalled FVC";
 }
 
-// Used by the doorbell test (run with a short TTEMU_BARRIER_TIMEOUT_MS): workers on four cores
-// of M0D0 issue writes with pauses of every length between them, so that the router is now
-// busy, now about to sleep, now asleep when a command arrives; then bursts that fill all 256
-// command slots. A lost wake-up would leave a command untaken and its barrier timing out.
+// --- the doorbell -------------------------------------------------------------------------
+//
+// A worker marks its command ready, then rings the chip's doorbell only if the router has said
+// it sleeps (router_asleep); the router says so, then looks once more before it blocks. A lost
+// wake-up leaves a command untaken while the router sleeps. In a running system three things
+// hide one, turning it into latency: the chip wakes by itself a millisecond after traffic
+// (delayed acknowledgements and credit returns), another worker's traffic wakes it, and the
+// client library's waits re-poll every 100 ms. So the system test runs the chips with no
+// delays, and this test issues its first commands one at a time (no other traffic), some once
+// both chips are asleep with nothing in flight, and waits on the command buffer's futex words
+// itself, saying so as the library does, with no re-poll: a command must be taken, and its
+// waiter woken, within a limit, or the test fails.
+
+namespace chip = ttemu::chip;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+// A chip's control block, mapped as the control plane maps it: the command buffer the workers
+// share with the router, and the link counters.
+class ControlBlock {
+ public:
+  explicit ControlBlock(tt_fabric_device d) {
+    const char* job = std::getenv("TTEMU_JOB");
+    if (!job) throw std::runtime_error("TTEMU_JOB is not set: run this under ttemu launch");
+    const auto id = chip::JobId::parse(job);
+    if (!id) throw std::runtime_error(std::string("TTEMU_JOB is not a job id: ") + job);
+    segment_ = chip::Segment::open(chip::segment_name(*id, {d.mesh, d.device}, chip::SegmentKind::kControl));
+  }
+  chip::ChipControl* operator->() const { return segment_.as<chip::ChipControl>(); }
+
+ private:
+  chip::Segment segment_;
+};
+
+// Sleeps on a futex word until done() holds, counted in `sleepers` first as workers are (the
+// router wakes only sleepers that said so). True only if done() held before `limit` ran out:
+// nothing here re-polls, so a waker that forgets the futex leaves this asleep for the whole
+// limit, and that is a failure, not a delay.
+template <class Done>
+bool woken_within(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers, Done done, milliseconds limit) {
+  const auto deadline = steady_clock::now() + limit;
+  while (!done()) {
+    const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - steady_clock::now());
+    if (left.count() <= 0) return false;
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = word.load(std::memory_order_seq_cst);
+    if (!done()) ttemu::futex_wait(word, seen, left);
+    sleepers.fetch_sub(1, std::memory_order_relaxed);
+  }
+  return steady_clock::now() < deadline;
+}
+
+// Both chips of a two-chip system asleep, with every datagram either has sent received by the
+// other: with no delayed acknowledgements or credits, nothing is then due to wake either one.
+bool quiet(const ControlBlock& a, const ControlBlock& b) {
+  auto sent_received = [](const ControlBlock& c) {
+    uint64_t tx = 0, rx = 0;
+    for (const auto& port : c->ports) {
+      tx += port.counters.datagrams_tx.load();
+      rx += port.counters.datagrams_rx.load();
+    }
+    return std::pair(tx, rx);
+  };
+  if (!a->commands.router_asleep.load() || !b->commands.router_asleep.load()) return false;
+  const auto [a_tx, a_rx] = sent_received(a);
+  const auto [b_tx, b_rx] = sent_received(b);
+  return a_tx == b_rx && b_tx == a_rx && a->commands.router_asleep.load() && b->commands.router_asleep.load();
+}
+
+// Polls pred() until it holds, yielding in between; false if it does not within `limit` (for
+// state in shared memory that changes without a notification).
+template <class Pred>
+bool eventually(Pred pred, milliseconds limit) {
+  const auto end = steady_clock::now() + limit;
+  while (!pred()) {
+    if (steady_clock::now() >= end) return pred();
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+void spin_for(std::chrono::microseconds d) {
+  const auto end = steady_clock::now() + d;
+  while (steady_clock::now() < end) {
+  }
+}
+
+// Used by the doorbell test on an n300 without delayed acknowledgements or credit returns:
+// workers on four cores of M0D0 write to M0D1. First one command at a time, issued at once,
+// after a yield, after a short spin (the router on its way to sleep), or once both chips are
+// asleep with nothing in flight; each must be taken by the router and answered, its waiters
+// woken, within a second. Then all four at once, with pauses of every length and bursts that
+// fill all 256 command slots (non-blocking: a full buffer says try again, and the worker sleeps
+// until the router frees a slot).
 TEST(Doorbell, EveryCommandIsTakenWhetherTheRouterSleepsOrNot) {
-  constexpr int kWorkers = 4, kRounds = 150;
-  std::vector<std::thread> threads;
-  std::atomic<int> failures{0};
+  constexpr int kWorkers = 4;
+  constexpr milliseconds kPrompt{1000};
+  Handle probe;
+  open_on(probe, {0, 0});
+  ASSERT_NE(probe.f, nullptr);
+  ASSERT_EQ(tt_fabric_devices(probe.f, nullptr, 0), 2) << "a two-chip system: every datagram goes between M0D0 and M0D1";
+  const ControlBlock src_ctl({0, 0}), dst_ctl({0, 1});
+  auto& cb = src_ctl->commands;
+  Handle src[kWorkers], dst[kWorkers];
   for (int w = 0; w < kWorkers; ++w) {
-    threads.emplace_back([w, &failures] {
-      Handle src, dst;
-      open_on(src, {0, 0}, static_cast<uint16_t>(kCore + w)), open_on(dst, {0, 1}, static_cast<uint16_t>(kCore + w));
-      if (!src.f || !dst.f) return (void)++failures;
-      const uint64_t src_at = kSrc + static_cast<uint64_t>(w) * 4096, dst_at = kDst + static_cast<uint64_t>(w) * 65536;
-      auto* out = static_cast<uint8_t*>(tt_fabric_memory(src.f, src_at, 64));
-      std::mt19937 rng(static_cast<unsigned>(w + 1));
-      for (int r = 0; r < kRounds; ++r) {
+    open_on(src[w], {0, 0}, static_cast<uint16_t>(kCore + w)), open_on(dst[w], {0, 1}, static_cast<uint16_t>(kCore + w));
+    ASSERT_TRUE(src[w].f && dst[w].f);
+  }
+  auto src_at = [](int w) { return kSrc + static_cast<uint64_t>(w) * 4096; };
+  auto dst_at = [](int w) { return kDst + static_cast<uint64_t>(w) * 65536; };
+
+  // One command at a time: nothing but the doorbell (or the loop's own turn) can get it taken.
+  const char* const kModes[] = {"at once", "after a yield", "after a short spin", "once both chips were asleep and quiet"};
+  std::mt19937 rng(1);
+  for (int r = 0; r < 240; ++r) {
+    const int w = r % kWorkers, mode = (r / kWorkers) % 4;
+    SCOPED_TRACE(testing::Message() << "round " << r << ", worker " << w << ", issued " << kModes[mode]);
+    auto* out = static_cast<uint8_t*>(tt_fabric_memory(src[w].f, src_at(w), 64));
+    std::memset(out, r & 0xFF, 64);
+    if (mode == 1) std::this_thread::yield();
+    if (mode == 2) spin_for(std::chrono::microseconds(rng() % 300));
+    if (mode == 3) {
+      ASSERT_TRUE(eventually([&] { return quiet(src_ctl, dst_ctl); }, milliseconds(2000)))
+          << "the chips did not go quiet: M0D0 asleep " << cb.router_asleep.load() << ", M0D1 asleep "
+          << dst_ctl->commands.router_asleep.load();
+    }
+    ASSERT_EQ(fabric_async_write(src[w].f, 0, src_at(w), {0, 1}, dst_at(w), 64, -1, 1, nullptr), TT_FABRIC_OK);
+    const uint32_t issued = cb.next_ticket.load();
+    ASSERT_TRUE(woken_within(cb.served, cb.served_waiters, [&] { return cb.served.load() == issued; }, kPrompt))
+        << "the command was not taken within " << kPrompt.count() << " ms (a lost wake-up): tickets " << issued
+        << ", served " << cb.served.load() << ", router asleep " << cb.router_asleep.load();
+    auto& ws = cb.workers[kCore + w];
+    ASSERT_TRUE(woken_within(ws.txn[1], ws.sleepers, [&] { return ws.txn[1].load() == 0; }, kPrompt))
+        << "the write was not answered, or its waiter not woken, within " << kPrompt.count() << " ms: "
+        << ws.txn[1].load() << " packet(s) in flight";
+    ASSERT_EQ(fabric_async_write_barrier(src[w].f, 1), TT_FABRIC_OK);
+    ASSERT_EQ(std::memcmp(tt_fabric_memory(dst[w].f, dst_at(w), 64), out, 64), 0);
+  }
+
+  // All four at once.
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWorkers; ++w) {
+    threads.emplace_back([&, w] {
+      auto& ws = cb.workers[kCore + w];
+      auto* out = static_cast<uint8_t*>(tt_fabric_memory(src[w].f, src_at(w), 64));
+      auto* in = static_cast<uint8_t*>(tt_fabric_memory(dst[w].f, dst_at(w), 64 * 512));
+      std::mt19937 pauses(static_cast<unsigned>(w + 1));
+      for (int r = 0; r < 150; ++r) {
         std::memset(out, r & 0xFF, 64);
-        if (fabric_async_write(src.f, 0, src_at, {0, 1}, dst_at, 64, -1, 1, nullptr) != TT_FABRIC_OK ||
-            fabric_async_write_barrier(src.f, 1) != TT_FABRIC_OK ||
-            static_cast<uint8_t*>(tt_fabric_memory(dst.f, dst_at, 64))[63] != (r & 0xFF)) {
-          return (void)++failures;
+        if (fabric_async_write(src[w].f, 0, src_at(w), {0, 1}, dst_at(w), 64, -1, 1, nullptr) != TT_FABRIC_OK ||
+            !woken_within(ws.txn[1], ws.sleepers, [&] { return ws.txn[1].load() == 0; }, kPrompt) ||
+            fabric_async_write_barrier(src[w].f, 1) != TT_FABRIC_OK || std::memcmp(in, out, 64) != 0) {
+          ADD_FAILURE() << "worker " << w << ", round " << r << ": not taken, answered and landed within "
+                        << kPrompt.count() << " ms (" << ws.txn[1].load() << " packet(s) in flight)";
+          return;
         }
-        const unsigned pause = rng() % 4;  // none, a yield, a short and a long sleep
+        // The moment the next command arrives varies (router busy, going to sleep, asleep);
+        // nothing waits on these pauses.
+        const unsigned pause = pauses() % 4;
         if (pause == 1) std::this_thread::yield();
-        if (pause >= 2) std::this_thread::sleep_for(std::chrono::microseconds(pause == 2 ? rng() % 200 : 1000 + rng() % 3000));
+        if (pause == 2) spin_for(std::chrono::microseconds(pauses() % 200));
+        if (pause == 3) std::this_thread::sleep_for(std::chrono::microseconds(1000 + pauses() % 3000));
       }
-      // A burst larger than the command buffer: issuers wait for slots, the router for nothing.
+      // A burst larger than the command buffer: a full buffer says try again, and the worker
+      // sleeps until the router frees a slot.
+      tt_fabric_set_nonblocking(src[w].f, 1);
       for (int i = 0; i < 300; ++i) {
-        if (fabric_async_write(src.f, 0, src_at, {0, 1}, dst_at + 64 * static_cast<uint64_t>(i % 512), 64, -1, 2, nullptr) != TT_FABRIC_OK) {
-          return (void)++failures;
+        int rc;
+        while ((rc = fabric_async_write(src[w].f, 0, src_at(w), {0, 1}, dst_at(w) + 64 * static_cast<uint64_t>(i), 64, -1, 2,
+                                        nullptr)) == TT_FABRIC_EAGAIN) {
+          if (!woken_within(cb.served, cb.served_waiters,
+                            [&] { return cb.next_ticket.load() - cb.served.load() < chip::kCommandSlots; }, kPrompt)) {
+            ADD_FAILURE() << "worker " << w << ": no command slot came free within " << kPrompt.count() << " ms";
+            return;
+          }
+        }
+        if (rc != TT_FABRIC_OK) {
+          ADD_FAILURE() << "worker " << w << ": " << tt_fabric_strerror(rc);
+          return;
         }
       }
-      if (fabric_async_write_barrier(src.f, 2) != TT_FABRIC_OK) ++failures;
+      if (!woken_within(ws.txn[2], ws.sleepers, [&] { return ws.txn[2].load() == 0; }, 5 * kPrompt) ||
+          fabric_async_write_barrier(src[w].f, 2) != TT_FABRIC_OK) {
+        ADD_FAILURE() << "worker " << w << ": the burst was not answered within " << 5 * kPrompt.count() << " ms ("
+                      << ws.txn[2].load() << " packet(s) in flight)";
+        return;
+      }
+      for (int i = 0; i < 300; ++i) {
+        if (std::memcmp(in + 64 * i, out, 64) != 0) {
+          ADD_FAILURE() << "worker " << w << ": write " << i << " of the burst did not land";
+          return;
+        }
+      }
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(tt_fabric_nacks(src[0].f) + tt_fabric_nacks(src[1].f) + tt_fabric_nacks(src[2].f) + tt_fabric_nacks(src[3].f), 0u);
 }
 
 }  // namespace

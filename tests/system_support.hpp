@@ -1,75 +1,27 @@
 // Starting real systems for tests: `ttemu launch` as a child process, its output read through
 // a pipe, every wait bounded by a deadline and driven by events (pipe readable, pidfd
-// readable), never by sleeps.
+// readable), never by sleeps. Running commands to completion, temporary files and the other
+// plain helpers are in tests/test_support.hpp.
 #pragma once
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "tests/test_support.hpp"
+
 namespace ttemu::test {
-
-namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-inline std::string topo(const std::string& name) { return std::string(TTEMU_TOPOLOGIES) + "/" + name; }
-
-struct RunResult {
-  int status;
-  std::string out;  // stdout and stderr together
-};
-
-// Starts args[0] with stdout and stderr into a pipe; returns the pid, and the read end in fd.
-inline pid_t spawn(const std::vector<std::string>& args, int& fd) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  fd = fds[0];
-  return pid;
-}
-
-// Runs a command to completion and returns its exit status and output.
-inline RunResult run(const std::vector<std::string>& args) {
-  int fds[1];
-  pid_t pid = spawn(args, fds[0]);
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
-
-inline RunResult ttemu(std::vector<std::string> args) {
-  args.insert(args.begin(), TTEMU_BINARY);
-  return run(args);
-}
 
 // Waits for a process (not necessarily our child) to exit; false on timeout.
 inline bool wait_gone(int pid, std::chrono::milliseconds timeout) {
@@ -81,6 +33,7 @@ inline bool wait_gone(int pid, std::chrono::milliseconds timeout) {
   return r == 1;
 }
 
+// The shared-memory segments in /dev/shm whose names carry the job id.
 inline std::vector<std::string> segments_of(const std::string& job) {
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator("/dev/shm")) {
@@ -89,7 +42,24 @@ inline std::vector<std::string> segments_of(const std::string& job) {
   return out;
 }
 
-// A launched system: started in the constructor, ready when it returns.
+// What the launcher said at start about itself: its job id from "ready in ... (job J)", and
+// its control socket from "control socket PATH; ..."; empty where the output has no such line.
+inline std::string job_in(const std::string& output) {
+  const auto at = output.find("(job ");
+  if (at == std::string::npos) return "";
+  const auto end = output.find(')', at);
+  return end == std::string::npos ? "" : output.substr(at + 5, end - at - 5);
+}
+
+inline std::string control_socket_in(const std::string& output) {
+  const auto at = output.find("control socket ");
+  if (at == std::string::npos) return "";
+  const auto end = output.find(';', at);
+  return end == std::string::npos ? "" : output.substr(at + 15, end - at - 15);
+}
+
+// A launched system: started in the constructor, ready (every link up, the control socket
+// named) when it returns.
 class System {
  public:
   explicit System(const std::vector<std::string>& launch_args, std::chrono::seconds ready_within = std::chrono::seconds(90)) {
@@ -99,8 +69,12 @@ class System {
     if (!wait_for("ready in", ready_within)) {
       throw std::runtime_error("the system did not become ready:\n" + output_);
     }
-    auto at = output_.find("(job ");
-    job_ = output_.substr(at + 5, output_.find(')', at) - at - 5);
+    // The socket's line follows the ready line.
+    if (!wait_until([this] { return !control_socket_in(output_).empty(); }, std::chrono::seconds(10))) {
+      throw std::runtime_error("the launcher did not name its control socket:\n" + output_);
+    }
+    job_ = job_in(output_);
+    control_socket_ = control_socket_in(output_);
   }
 
   ~System() {
@@ -111,17 +85,25 @@ class System {
     if (out_fd_ >= 0) close(out_fd_);
   }
 
+  System(const System&) = delete;
+  System& operator=(const System&) = delete;
+
   // Reads output until `text` appears or the timeout passes.
   bool wait_for(const std::string& text, std::chrono::milliseconds timeout) {
+    return wait_until([&] { return output_.find(text) != std::string::npos; }, timeout);
+  }
+
+  // Reads output until done() holds or the timeout passes (or the output ends).
+  bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
     auto end = Clock::now() + timeout;
-    while (output_.find(text) == std::string::npos) {
+    while (!done()) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
       if (left <= 0) return false;
       pollfd p{out_fd_, POLLIN, 0};
       if (poll(&p, 1, static_cast<int>(left)) <= 0) return false;
       char buf[4096];
       ssize_t n = read(out_fd_, buf, sizeof buf);
-      if (n <= 0) return output_.find(text) != std::string::npos;
+      if (n <= 0) return done();
       output_.append(buf, static_cast<size_t>(n));
     }
     return true;
@@ -151,13 +133,15 @@ class System {
   }
 
   const std::string& job() const { return job_; }
+  // The control socket as the launcher named it.
+  const std::string& control_socket() const { return control_socket_; }
   const std::string& output() const { return output_; }
   int pid() const { return pid_; }
 
  private:
   int pid_ = 0;
   int out_fd_ = -1;
-  std::string output_, job_;
+  std::string output_, job_, control_socket_;
 };
 
 }  // namespace ttemu::test
