@@ -215,6 +215,18 @@ TEST(Cli, APlanTooLargeForTheControlSocketIsRefusedBeforeItIsSent) {
                         (dir / "big.yaml").string() + ": too large to send");
 }
 
+// What a user wrote is quoted in messages; a newline in it must not break the one line (found
+// by tests/fuzz/fault_plan_fuzz.cpp).
+TEST(Cli, ANewlineInWhatIsQuotedKeepsTheErrorOnOneLine) {
+  TempDir dir;
+  write_file(dir / "plan.yaml", "l cl\n  \n]");
+  expect_one_line_error(cli("sim " + topo("n300.yaml") + " --faults " + (dir / "plan.yaml").string()),
+                        "a fault plan is a mapping");
+  write_file(dir / "key.yaml", "links:\n  - link: M0D0P2\n    \"drop\\nnow\": 0.1\n");
+  expect_one_line_error(cli("sim " + topo("n300.yaml") + " --faults " + (dir / "key.yaml").string()),
+                        "unknown key 'drop\\nnow'");
+}
+
 TEST(Cli, DeeplyNestedYamlIsRefusedNamingTheFile) {
   TempDir dir;
   write_file(dir / "deep.yaml", std::string(5000, '['));

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds one libFuzzer target with clang (libFuzzer + ASan + UBSan) and runs it briefly.
 #   run_fuzz.sh SOURCE_DIR BUILD_DIR SECONDS [TARGET]
-# TARGET: frame (the frame parser and a TT-link end; the default) or control (the launcher's
-# control-socket request handler, launcher/control_requests.cpp, against a stub system).
+# TARGET: frame (the frame parser and a TT-link end; the default), control (the launcher's
+# control-socket request handler, launcher/control_requests.cpp, against a stub system) or
+# fault_plan (the fault plan parser, emulator/link/fault_plan.cpp).
 set -euo pipefail
 src=$1 out=$2 secs=${3:-20} target=${4:-frame}
 case $target in
@@ -14,7 +15,11 @@ case $target in
     sources=("$src/tests/fuzz/control_fuzz.cpp" "$src/launcher/control_requests.cpp")
     libs=(-lfmt) watch=("$src/launcher" "$src/emulator/common")
     flags=(-dict="$src/tests/fuzz/control.dict" -max_len=4096) seeds=("$src/tests/fuzz/control_seeds") ;;
-  *) echo "run_fuzz.sh: unknown target '$target' (frame, control)" >&2; exit 2 ;;
+  fault_plan)
+    sources=("$src/tests/fuzz/fault_plan_fuzz.cpp" "$src/emulator/link/fault_plan.cpp" "$src/emulator/routing/address.cpp")
+    libs=(-lyaml-cpp -lfmt) watch=("$src/emulator/link" "$src/emulator/common" "$src/emulator/routing")
+    flags=(-max_len=2048) seeds=("$src/tests/fuzz/fault_plan_seeds") ;;
+  *) echo "run_fuzz.sh: unknown target '$target' (frame, control, fault_plan)" >&2; exit 2 ;;
 esac
 mkdir -p "$out"
 bin=$out/${target}_fuzz
