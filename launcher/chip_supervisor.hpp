@@ -28,9 +28,9 @@ class ChipSupervisor {
   virtual int running() const = 0;
   // Ends what is still running at once (SIGKILL) and waits for it.
   virtual void kill_all() = 0;
-  // A child process of the launcher ended (it reaps them all, SIGCHLD): whether it was one of
-  // these chips (then `died` has been told).
-  virtual bool child_exited(int pid, int status) = 0;
+  // A child process of the launcher ended (it reaps them all, SIGCHLD); if it was one of these
+  // chips, `died` is told.
+  virtual void child_exited(int pid, int status) = 0;
 };
 
 }  // namespace ttemu::launcher

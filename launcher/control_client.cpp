@@ -1,8 +1,5 @@
 #include "launcher/control_client.hpp"
 
-#include <cstdlib>
-#include <filesystem>
-
 #include <fmt/format.h>
 
 #include "emulator/job/job.hpp"
@@ -12,7 +9,6 @@
 namespace ttemu::launcher {
 
 namespace asio = boost::asio;
-namespace fs = std::filesystem;
 
 std::string find_control_socket(const std::optional<std::string>& named) {
   return job::control_socket_path(job::find_job(named));

@@ -1,9 +1,6 @@
 #include "launcher/launch.hpp"
 
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,7 +17,6 @@
 
 #include "emulator/chip/arch.hpp"
 #include "emulator/chip/chip_control.hpp"
-#include "emulator/chip/segments.hpp"
 #include "emulator/common/asio.hpp"
 #include "emulator/common/error.hpp"
 #include "emulator/control/routing_tables.hpp"
@@ -160,11 +156,6 @@ class Launcher : public ControlTarget {
 
   void send(int node, const msg::ToChip& m) { chips_->send(node, m); }
 
-  template <class... F>
-  struct Overloaded : F... {
-    using F::operator()...;
-  };
-
   void on_chip_message(int node, const msg::FromChip& m) {
     const std::string name = to_string(sys_.chips[static_cast<size_t>(node)].id);
     auto finish = [&](uint64_t id) {
@@ -174,7 +165,7 @@ class Launcher : public ControlTarget {
       pending_.erase(it);
       done(msg::to_json_object(m));
     };
-    std::visit(Overloaded{
+    std::visit(msg::Overloaded{
                    [&](const msg::Bound& b) {
                      bound_ports_[static_cast<size_t>(node)] = b.ports;
                      if (++bound_ == sys_.node_count()) wire_links();

@@ -27,13 +27,14 @@ std::string self_exe() {
   return p.string();
 }
 
-}  // namespace
-
+// "exited with status N", "was killed by signal N (name)".
 std::string describe_exit(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
   return "stopped";
 }
+
+}  // namespace
 
 LocalChips::LocalChips(asio::io_context& io, const control::System& sys, const job::JobId& job,
                        std::string control_socket, Events events)
@@ -106,14 +107,13 @@ int LocalChips::running() const {
   return n;
 }
 
-bool LocalChips::child_exited(int pid, int status) {
+void LocalChips::child_exited(int pid, int status) {
   auto it = node_of_pid_.find(pid);
-  if (it == node_of_pid_.end()) return false;
+  if (it == node_of_pid_.end()) return;
   Proc& c = chips_[static_cast<size_t>(it->second)];
   node_of_pid_.erase(it);
   c.alive = false;
   events_.died(c.node, pid, describe_exit(status));
-  return true;
 }
 
 void LocalChips::kill_all() {

@@ -27,7 +27,7 @@ class LocalChips final : public ChipSupervisor {
   int pid(int node) const override { return chips_.at(static_cast<size_t>(node)).pid; }
   int running() const override;
   void kill_all() override;
-  bool child_exited(int pid, int status) override;
+  void child_exited(int pid, int status) override;
 
  private:
   struct Proc {
@@ -47,8 +47,5 @@ class LocalChips final : public ChipSupervisor {
   std::vector<Proc> chips_;
   std::map<int, int> node_of_pid_;
 };
-
-// "exited with status N", "was killed by signal N (name)".
-std::string describe_exit(int status);
 
 }  // namespace ttemu::launcher

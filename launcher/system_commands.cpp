@@ -76,7 +76,7 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   launch->add_option("--ready-timeout", lo->ready_timeout, "Seconds allowed for every link to come up")
       ->check(number_in(0.001, 86400));
   launch->add_option("--fvcs", lo->data_fvcs, "Data FVCs (a control FVC comes on top)")->check(whole_number(2, 8));
-  launch->add_option("--rb-packets", lo->rb_packets, "Routing buffer depth, packets per input per FVC")->check(whole_number(1, 256));
+  launch->add_option("--rb-packets", lo->rb_packets, "Routing buffer depth, packets per input per lane")->check(whole_number(1, 256));
   launch->add_option("--ack-delay-us", lo->ack_delay_us, "TT-link: a pure ack waits this long for data to ride on")->check(whole_number(0, 10000));
   launch->add_option("--credit-delay-us", lo->credit_delay_us, "Routers: return freed buffer slots after this long, or at half a buffer")->check(whole_number(0, 10000));
   launch->add_option("--spin-us", lo->spin_us, "Chips keep polling this long after traffic before they sleep (0: sleep at once)")->check(whole_number(0, 100000));

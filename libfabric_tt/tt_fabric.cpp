@@ -34,6 +34,7 @@ struct tt_fabric {
   std::unique_ptr<chip::DoorbellRinger> doorbell;
   std::unique_ptr<chip::CommandBufferClient> commands;
   bool nonblocking = false;
+  std::chrono::milliseconds limit{};  // of a barrier or a wait for a slot ($TTEMU_BARRIER_TIMEOUT_MS)
   int tensix_cores = 0;    // of this chip, from the published description
   uint64_t tensix_l1 = 0;
   int planes = 0, data_fvcs = 0;
@@ -145,7 +146,7 @@ int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
   if (r.command == routing::Command::kWrite && !in_range(r.src_addr, r.size, f->l1.size(), f->dram.size())) {
     return fail(status, TT_FABRIC_EADDR);
   }
-  const bool answers = r.command == routing::Command::kReadRequest || r.command == routing::Command::kAtomicReadInc;
+  const bool answers = routing::answered_with_data(r.command);
   if (answers && !in_range(r.return_addr, span, f->l1.size(), f->dram.size())) return fail(status, TT_FABRIC_EADDR);
 
   // A status inside chip memory is the router's to fill (it knows the FVC it picks).
@@ -161,7 +162,7 @@ int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
                                      .dst_mesh = r.dst.mesh, .dst_device = r.dst.device, .size = r.size, .arg = r.arg,
                                      .src_addr = r.src_addr, .dst_addr = r.dst_addr, .return_addr = r.return_addr,
                                      .status_addr = status_addr};
-  const bool sent = f->nonblocking ? f->commands->try_submit(request) : f->commands->submit(request, barrier_limit());
+  const bool sent = f->nonblocking ? f->commands->try_submit(request) : f->commands->submit(request, f->limit);
   if (!sent) return fail(status, f->nonblocking ? TT_FABRIC_EAGAIN : TT_FABRIC_ETIMEDOUT);
   return TT_FABRIC_OK;
 }
@@ -171,7 +172,7 @@ int barrier(tt_fabric* f, uint8_t txn) {
   if (txn >= chip::kTxnIds) return TT_FABRIC_ETXN;
   auto& ws = f->block->commands.workers[f->core];
   auto& counter = ws.txn[txn];
-  const auto deadline = std::chrono::steady_clock::now() + barrier_limit();
+  const auto deadline = std::chrono::steady_clock::now() + f->limit;
   for (int spin = 0;; ++spin) {
     uint32_t v = counter.load(std::memory_order_acquire);
     if (v == 0) return TT_FABRIC_OK;
@@ -222,6 +223,7 @@ tt_fabric* tt_fabric_open(const char* job, uint16_t mesh, uint16_t device, uint1
       throw Error(fmt::format("device M{}D{}: its control block is not one this library knows", mesh, device));
     }
     f->doorbell = std::make_unique<chip::DoorbellRinger>(f->job, f->self);
+    f->limit = barrier_limit();
     auto* ringer = f->doorbell.get();
     f->commands = std::make_unique<chip::CommandBufferClient>(*f->block, core, [ringer] { ringer->ring(); });
     // A worker is a Tensix core: its own L1 and its own transaction counters.

@@ -37,7 +37,7 @@ enum {
   TT_FABRIC_ETXN = -4,      /* transaction id outside 0-15 */
   TT_FABRIC_EFVC = -5,      /* no such FVC (use -1 for automatic) */
   TT_FABRIC_EPLANE = -6,    /* no such routing plane */
-  TT_FABRIC_ETIMEDOUT = -7, /* a barrier waited longer than its limit */
+  TT_FABRIC_ETIMEDOUT = -7, /* a barrier, or a blocking call waiting for a slot, passed its limit */
   TT_FABRIC_EARG = -8,      /* a handle that is not open (NULL, closed) or another impossible argument */
   TT_FABRIC_EAGAIN = -9,    /* non-blocking worker: the command buffer is full, nothing was sent; try again */
 };
@@ -100,7 +100,7 @@ int fabric_async_write_multicast(tt_fabric* f, uint8_t routing_plane, tt_fabric_
                                  uint8_t transaction_id, uint32_t mcast_flags,
                                  tt_fabric_status* status);
 /* Returns once every write with this transaction id has been committed at its destination, or
- * dropped by the fabric and NACKed (tt_fabric_nacks counts those). */
+ * dropped by the fabric (TTL, timeout, link down) and NACKed (tt_fabric_nacks counts those). */
 int fabric_async_write_barrier(tt_fabric* f, uint8_t transaction_id);
 int fabric_async_read(tt_fabric* f, uint8_t routing_plane, tt_fabric_device src, uint64_t src_addr,
                       uint64_t return_addr, uint32_t size, int fvc, uint8_t transaction_id,

@@ -15,14 +15,6 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-std::string control_socket_of(const System& sys) {
-  const std::string& out = sys.output();
-  auto at = out.find("control socket ");
-  if (at == std::string::npos) throw std::runtime_error("no control socket in:\n" + out);
-  at += 15;
-  return out.substr(at, out.find(';', at) - at);
-}
-
 // Sends `bytes` on a fresh connection to the control socket and returns the first reply line
 // (with its '\n'), or what came before the launcher closed the connection ("" for nothing).
 // Writing and reading interleave, so a launcher that answers before it has read everything
@@ -86,35 +78,13 @@ std::string error_of(const std::string& reply) {
 // The launcher still runs and answers.
 void expect_alive(System& sys) {
   ASSERT_EQ(::kill(sys.pid(), 0), 0) << "the launcher is gone:\n" << sys.output();
-  json s = parse_reply(talk(control_socket_of(sys), "{\"cmd\":\"status\"}\n"));
+  json s = parse_reply(talk(sys.control_socket(), "{\"cmd\":\"status\"}\n"));
   EXPECT_EQ(s.value("job", ""), sys.job());
 }
 
-// A temporary file (or directory) for a test, removed afterwards.
-class TempPath {
- public:
-  explicit TempPath(const std::string& text, bool directory = false) {
-    std::string pattern = (fs::temp_directory_path() / "ttemu-robust-XXXXXX").string();
-    if (directory) {
-      if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp");
-    } else {
-      int fd = mkstemp(pattern.data());
-      if (fd < 0) throw std::runtime_error("mkstemp");
-      ::close(fd);
-      std::ofstream(pattern, std::ios::binary) << text;
-    }
-    path_ = pattern;
-  }
-  ~TempPath() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 TEST(Robustness, GarbageOnTheControlSocketIsAnsweredAndTheSystemKeepsRunning) {
   System sys({topo("n300.yaml")});
-  const std::string sock = control_socket_of(sys);
+  const std::string sock = sys.control_socket();
   const std::pair<std::string, std::string> cases[] = {
       {"\xff\xfe\n", "not valid JSON"},
       {"{\"cmd\": \"\xff\"}\n", "not valid JSON"},
@@ -144,7 +114,7 @@ TEST(Robustness, GarbageOnTheControlSocketIsAnsweredAndTheSystemKeepsRunning) {
 
 TEST(Robustness, ARequestLineLongerThanOneMebibyteIsRefused) {
   System sys({topo("n300.yaml")});
-  const std::string sock = control_socket_of(sys);
+  const std::string sock = sys.control_socket();
   std::string huge = "{\"cmd\": \"status\", \"pad\": \"" + std::string(2u << 20, 'x') + "\"}\n";
   std::string e = error_of(talk(sock, huge));
   EXPECT_NE(e.find("request longer than 1048576 bytes"), std::string::npos) << e;
@@ -159,7 +129,7 @@ TEST(Robustness, ARequestLineLongerThanOneMebibyteIsRefused) {
 
 TEST(Robustness, ARefusedLinkTestLeavesThePortFree) {
   System sys({topo("n300.yaml")});
-  const std::string sock = control_socket_of(sys);
+  const std::string sock = sys.control_socket();
   // Each is refused; none may keep M0D0P3 reserved.
   const std::pair<std::string, std::string> refused[] = {
       {R"({"cmd": "stream", "link": "M0D0P3", "size": 9000})", "size 9000 is out of range (16-8192)"},
@@ -193,7 +163,7 @@ TEST(Robustness, ARefusedLinkTestLeavesThePortFree) {
 
 TEST(Robustness, EveryRequestFieldIsTypeAndRangeChecked) {
   System sys({topo("n300.yaml")});  // 2 data FVCs: FVCs 0-2 with the control FVC
-  const std::string sock = control_socket_of(sys);
+  const std::string sock = sys.control_socket();
   const std::pair<std::string, std::string> cases[] = {
       {R"({"cmd": "stall", "chip": "M0D0", "fvc": 4294967296})", "fvc 4294967296 is out of range (0-2)"},
       {R"({"cmd": "stall", "chip": "M0D0", "fvc": 18446744073709551615})", "fvc 18446744073709551615 is out of range (0-2)"},
@@ -262,26 +232,26 @@ TEST(Robustness, LaunchOptionsAreRangeCheckedBeforeAnythingStarts) {
 }
 
 TEST(Robustness, AFaultPlanThatIsADirectoryOrNotTextIsNamed) {
-  TempPath dir("", true);
-  RunResult r = ttemu({"launch", topo("n300.yaml"), "--faults", dir.path(), "--", "true"});
+  TempDir dir;
+  RunResult r = ttemu({"launch", topo("n300.yaml"), "--faults", dir.path().string(), "--", "true"});
   EXPECT_EQ(r.status, 1) << r.out;
-  EXPECT_NE(r.out.find("ttemu: error: " + dir.path() + ": is a directory, not a file"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ttemu: error: " + dir.path().string() + ": is a directory, not a file"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("ready in"), std::string::npos) << r.out;
 
-  TempPath seed("seed: -1\n");
+  TempFile seed("seed: -1\n");
   r = ttemu({"launch", topo("n300.yaml"), "--faults", seed.path(), "--", "true"});
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find(seed.path() + ":1: seed -1 is out of range (0-9000000000000000)"), std::string::npos) << r.out;
 
   // Sent to a running system: refused with its file and line, and the system runs on.
   System sys({topo("n300.yaml")});
-  TempPath binary(std::string("links:\n  - link: M0D0P2\n    drop: 0.5\n") + "\xff\xfe\x01\x02");
+  TempFile binary(std::string("links:\n  - link: M0D0P2\n    drop: 0.5\n") + "\xff\xfe\x01\x02");
   RunResult a = sys.ttemu({"faults", "apply", binary.path()});
   EXPECT_EQ(a.status, 1) << a.out;
   EXPECT_NE(a.out.find("ttemu: error: " + binary.path() + ":4: not UTF-8 text (byte 0xff)"), std::string::npos) << a.out;
   EXPECT_EQ(a.out.find("json.exception"), std::string::npos) << a.out;
   std::string deep_text(5000, '[');
-  TempPath deep(deep_text);
+  TempFile deep(deep_text);
   a = sys.ttemu({"faults", "apply", deep.path()});
   EXPECT_EQ(a.status, 1) << a.out;
   EXPECT_NE(a.out.find(deep.path() + ":1: not valid YAML: nested too deep"), std::string::npos) << a.out;

@@ -174,7 +174,7 @@ TEST(TtLink, FramesDelayedPastASequenceWrapAreRefusedAndCountedAsStale) {
   ASSERT_TRUE(p.stream(200000, 16)) << "received " << p.received_;
   EXPECT_EQ(p.received_, 200000u);
   EXPECT_EQ(p.corrupt_, 0u) << "exactly once, in order, bit-exact";
-  EXPECT_GT(p.cb_.stale + p.ca_.stale, 0u) << "late copies crossed a wrap " << (p.now_.count()/1000) << "us dup=" << p.cb_.duplicates << " ooo=" << p.cb_.out_of_order << " crc=" << p.cb_.crc_errors;
+  EXPECT_GT(p.cb_.stale + p.ca_.stale, 0u) << "late copies crossed a wrap";
   EXPECT_EQ(p.ca_.down_transitions + p.cb_.down_transitions, 0u);
 }
 

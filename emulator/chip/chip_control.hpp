@@ -29,10 +29,10 @@ struct PortStatus {
   std::atomic<uint64_t> stream_errors{0};   // stream payloads that arrived wrong
 };
 
-// The router command buffer of the pull model (spec 2.2.2.4): a worker takes a ticket (atomic
-// read-and-increment), waits until its slot is free, writes its command there and marks it
-// ready; the router takes slots in ticket order and pulls the payload straight from the
-// worker's L1 or DRAM. A worker rings the chip's doorbell (doorbell.hpp) only when the router
+// The router command buffer of the pull model (spec 2.2.2.4): a worker takes a ticket only
+// when its slot is free (command_buffer.hpp), writes its command there and marks it ready; the
+// router takes commands in ticket order within each FVC and pulls the payload straight from
+// the worker's L1 or DRAM, and frees slots in ticket order. A worker rings the chip's doorbell (doorbell.hpp) only when the router
 // has said it sleeps; waiting workers sleep on futex words here. Idle, nobody spins.
 inline constexpr uint32_t kCommandSlots = 256;
 inline constexpr int kMaxWorkers = 128;  // cores that may issue, per chip
@@ -87,7 +87,7 @@ inline constexpr uint32_t kCompletionSlots = 256;  // per worker
 
 struct WorkerState {
   std::atomic<uint32_t> txn[kTxnIds];  // packets in flight per transaction id (futex words)
-  std::atomic<uint32_t> nacks{0};      // packets the fabric dropped (TTL, timeout)
+  std::atomic<uint32_t> nacks{0};      // packets NACKed: dropped by the fabric (TTL, timeout, link down) or refused
   std::atomic<uint32_t> acks{0};
   std::atomic<uint32_t> sleepers{0};   // threads asleep on a txn word: the router wakes them
   // Completions: the router writes at cq_head, the worker reads from cq_tail. When the worker
@@ -99,7 +99,7 @@ struct WorkerState {
 
 struct CommandBuffer {
   std::atomic<uint32_t> next_ticket{0};     // workers take tickets here
-  std::atomic<uint32_t> served{0};          // tickets the router has taken (futex word)
+  std::atomic<uint32_t> served{0};          // tickets whose slots the router has freed, in order (futex word)
   std::atomic<uint32_t> served_waiters{0};  // workers asleep on `served` (all slots taken)
   std::atomic<uint32_t> router_asleep{0};   // 1: ring the doorbell after marking a slot ready
   FabricCommand slots[kCommandSlots];

@@ -4,12 +4,11 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "emulator/common/error.hpp"
+#include "emulator/common/input_text.hpp"
 
 namespace ttemu::job {
 
@@ -90,11 +89,10 @@ void publish(const SystemDescription& d) {
 
 SystemDescription read_description(const JobId& job) {
   const std::string path = description_path(job);
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: job {} has published no system description (is it still starting?)", path, job.text()));
-  std::stringstream text;
-  text << in.rdbuf();
-  const json j = json::parse(text.str(), nullptr, false);
+  if (::access(path.c_str(), F_OK) != 0) {
+    throw Error(fmt::format("{}: job {} has published no system description (is it still starting?)", path, job.text()));
+  }
+  const json j = json::parse(read_text_file(path), nullptr, false);
   if (j.is_discarded()) throw Error(fmt::format("{}: not valid JSON", path));
   return description_from_json(j, path);
 }

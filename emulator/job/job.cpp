@@ -26,6 +26,8 @@ namespace {
 
 std::string user_prefix() { return fmt::format("ttemu.{}.", getuid()); }
 
+bool process_alive(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
 }  // namespace
 
 std::string JobId::text() const { return fmt::format("{}-{:08x}", pid, nonce); }
@@ -60,8 +62,6 @@ std::string runtime_dir() {
 std::string control_socket_path(const JobId& job) { return fmt::format("{}/{}.sock", runtime_dir(), job.text()); }
 std::string description_path(const JobId& job) { return fmt::format("{}/{}.json", runtime_dir(), job.text()); }
 std::string segment_prefix(const JobId& job) { return user_prefix() + job.text() + "."; }
-
-bool process_alive(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
 bool job_alive(const JobId& job) {
   if (!process_alive(job.pid)) return false;

@@ -31,7 +31,6 @@ std::string description_path(const JobId& job);
 // The first part of every shared-memory segment name of the job: "ttemu.<uid>.<job>.".
 std::string segment_prefix(const JobId& job);
 
-bool process_alive(int pid);
 // Whether the launcher of a job still runs: its pid is alive and is a ttemu process (or, under
 // another name, its control socket answers).
 bool job_alive(const JobId& job);

@@ -200,11 +200,12 @@ void ChipNode::pump(Time now) {
   } while (links_changed_);  // the router drops at once what waited for a link that went down
 }
 
-void ChipNode::on_writable(uint8_t number) {
+void ChipNode::on_writable(uint8_t number, Time now) {
+  now_ = now;
   Port& p = port(number);
   flush(p);
-  service(p, now_);
-  settle(now_);
+  service(p, now);
+  settle(now);
 }
 
 void ChipNode::settle(Time now) {
@@ -347,9 +348,7 @@ void ChipNode::report(Port& p) {
   if (state != p.reported) {
     p.reported = state;
     observer_.link_state(p.number, state);
-    const bool down = state == link::LinkState::kDown;
-    if (down != fabric_.router().port_down(p.number)) {
-      fabric_.set_link_down(p.number, down);
+    if (fabric_.set_link_down(p.number, state == link::LinkState::kDown)) {
       links_changed_ = true;  // pumped before the node's call returns
     }
   }

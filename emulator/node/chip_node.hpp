@@ -1,6 +1,6 @@
 // One chip's data path, as a state machine without I/O: everything a chip does per packet and
-// per frame. It owns the command intake (the router's side of the command buffer, tickets and
-// the doorbell protocol's flags), the fabric node (router and center), one TT-link per wired
+// per frame. It owns the command intake (the router's side of the command buffer; the doorbell
+// and the "asleep" flag belong to its driver's loop), the fabric node (router and center), one TT-link per wired
 // port, the links' test traffic (checked streams, pings) and the link-state bookkeeping that
 // tells the router which ports are down. It is given the chip's memory, its control block
 // (command buffer, counters), a transport for its links' datagrams and the time.
@@ -88,7 +88,7 @@ class ChipNode {
   void on_timer(Time now);
   // Workers' commands into the router, the router's traffic onto the links, answers back.
   void pump(Time now);
-  void on_writable(uint8_t port);
+  void on_writable(uint8_t port, Time now);
   // A ready command waits in the command buffer that the router has not found blocked.
   bool has_work() const { return intake_.has_work(); }
   std::optional<Time> next_deadline() const;

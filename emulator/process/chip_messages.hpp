@@ -129,6 +129,12 @@ struct ChipError {
 
 using FromChip = std::variant<Bound, LinkState, StreamDone, PingDone, Event, ChipError>;
 
+// One handler per message type, for std::visit: std::visit(Overloaded{[](const Config&) {...}, ...}, m).
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+
 // One JSON line (with its newline). The JSON object alone, for replies that pass fields on.
 std::string encode(const ToChip& m);
 std::string encode(const FromChip& m);

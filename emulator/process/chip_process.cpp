@@ -164,22 +164,17 @@ class Chip final : public node::NodeObserver {
     reschedule();
   }
 
-  template <class... F>
-  struct Overloaded : F... {
-    using F::operator()...;
-  };
-
   void on_control(const msg::ToChip& m) {
-    std::visit(Overloaded{
+    std::visit(msg::Overloaded{
                    [&](const msg::Config& c) { configure(c); },
                    [&](const msg::Peers& p) { connect(p); },
                    [&](const msg::Faults& f) {
                      seed_ = f.seed;
-                     install_faults(port_of(f.port), f.faults);
+                     install_faults(f.port, f.faults);
                    },
-                   [&](const msg::Stream& t) { node().start_stream(port_of(t.port), t.id, t.frames, t.size, now()); },
-                   [&](const msg::Ping& p) { node().start_ping(port_of(p.port), p.id, p.count, p.size, now()); },
-                   [&](const msg::PeerDown& d) { node().peer_down(port_of(d.port), now()); },
+                   [&](const msg::Stream& t) { node().start_stream(t.port, t.id, t.frames, t.size, now()); },
+                   [&](const msg::Ping& p) { node().start_ping(p.port, p.id, p.count, p.size, now()); },
+                   [&](const msg::PeerDown& d) { node().peer_down(d.port, now()); },
                    [&](const msg::Stall& st) { node().stall(st.fvc, st.stalled, now()); },
                    [&](const msg::Stop&) { stop(); },
                },
@@ -189,13 +184,6 @@ class Chip final : public node::NodeObserver {
   node::ChipNode& node() {
     if (!node_) throw Error("the chip is not configured yet");
     return *node_;
-  }
-
-  uint8_t port_of(uint8_t number) {
-    if (number >= routing::kMaxPorts || !node().wired(number)) {
-      throw Error("port " + std::to_string(number) + " is not wired");
-    }
-    return number;
   }
 
   void configure(const msg::Config& m) {
@@ -271,7 +259,7 @@ class Chip final : public node::NodeObserver {
       e->socket->set_peer(wire::make_address(peer->second.addr, peer->second.udp));
       auto* raw = e.get();
       loop_.watch(e->socket->fd(), EPOLLIN, [this, raw](uint32_t events) {
-        if (events & EPOLLOUT) node_->on_writable(raw->port);
+        if (events & EPOLLOUT) node_->on_writable(raw->port, now());
         if (events & (EPOLLIN | EPOLLERR)) on_readable(*raw);
       });
     }

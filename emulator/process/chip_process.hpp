@@ -1,8 +1,9 @@
 // The life of one chip process: it maps its shared-memory segments, takes its configuration
 // from the launcher over a private control socket (JSON lines), binds one UDP socket per wired
 // ethernet port, builds its ChipNode (emulator/node/chip_node.hpp) over them, and drives it
-// from an epoll loop until told to stop or orphaned. Idle, it sleeps in epoll: no timers run
-// unless a link has frames in flight or is coming up.
+// from an epoll loop until told to stop or orphaned. Idle, it sleeps in epoll: no deadline is
+// set unless a link has frames in flight, is coming up or probing, a packet waits in a routing
+// buffer, or credits or acknowledgements are due.
 //
 // Its control messages, both ways, are the types of chip_messages.hpp.
 #pragma once

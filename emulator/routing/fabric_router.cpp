@@ -129,7 +129,7 @@ void FabricRouter::nack(const PacketHeader& h) {
   // Only requests are NACKed. An answer (ack, NACK, read response) goes back to the chip that
   // answered, whose workers never asked: its loss is reported as an event, and the requester's
   // barrier times out.
-  if (h.command == Command::kNack || h.command == Command::kWriteAck || h.command == Command::kReadResponse) return;
+  if (is_answer(h.command)) return;
   Packet n;
   n.header = answer_to(self_, h, Command::kNack, control_fvc());
   n.header.arg = h.fvc;

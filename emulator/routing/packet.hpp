@@ -87,8 +87,10 @@ inline bool is_answer(Command c) {
 }
 // The FVC a request's answer travels on: acks and NACKs on the control FVC, read responses on
 // the request's own FVC (in its answer lanes).
+// Requests answered with data (a read response to return_addr).
+inline bool answered_with_data(Command c) { return c == Command::kReadRequest || c == Command::kAtomicReadInc; }
 inline uint8_t answer_fvc(const PacketHeader& h, uint8_t control_fvc) {
-  return h.command == Command::kReadRequest || h.command == Command::kAtomicReadInc ? h.fvc : control_fvc;
+  return answered_with_data(h.command) ? h.fvc : control_fvc;
 }
 inline uint32_t packets_for(Command c, uint32_t size) {
   return moves_data(c) ? (size + kMaxPacketPayload - 1) / kMaxPacketPayload : 1;

@@ -71,10 +71,10 @@ void FabricNode::on_link_payload(uint8_t port, uint32_t dest_addr, std::span<con
   }
 }
 
-void FabricNode::set_link_down(uint8_t port, bool down) {
-  if (router_.port_down(port) == down) return;
+bool FabricNode::set_link_down(uint8_t port, bool down) {
+  if (router_.port_down(port) == down) return false;
   router_.set_port_down(port, down);
-  if (!down) return;
+  if (!down) return true;
   // Credits owed to the far end stay queued (they go when the link is back); packets go back.
   auto& q = backlog(port);
   const auto lanes = static_cast<uint32_t>(router_.lanes());
@@ -90,6 +90,7 @@ void FabricNode::set_link_down(uint8_t port, bool down) {
     }
   }
   q.swap(keep);
+  return true;
 }
 
 bool FabricNode::poll(routing::Time now, Output& out) {

@@ -36,14 +36,14 @@ class FabricNode {
   // The TT-link on `port` went down or came back up. While it is down the router drops what
   // it would send there (link_down, with a NACK to the source); packets already handed to
   // that port but not yet taken by the link are dropped the same way. Frames the link had
-  // accepted stay with it and are delivered if it comes back.
-  void set_link_down(uint8_t port, bool down);
+  // accepted stay with it and are delivered if it comes back. Returns whether anything changed.
+  bool set_link_down(uint8_t port, bool down);
   // A local worker's packet; false if its FVC's buffer is full.
   bool inject(routing::Packet packet, routing::Time now) { return router_.inject(std::move(packet), now); }
 
   struct Output {
     std::vector<routing::Packet> for_workers;   // acks, NACKs, read responses
-    std::vector<routing::RouterEvent> events;   // TTL expiry, timeouts, no route
+    std::vector<routing::RouterEvent> events;   // TTL expiry, timeouts, no route, link down
     std::vector<routing::PacketHeader> committed;  // packets this center handled
     void clear() { for_workers.clear(), events.clear(), committed.clear(); }
   };

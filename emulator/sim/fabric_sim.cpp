@@ -29,10 +29,9 @@ struct FabricSim::Node final : node::NodeObserver, wire::Transport {
   FabricSim* sim = nullptr;
   ChipId id;
   std::vector<uint8_t> l1, dram;
-  std::unique_ptr<chip::ChipControl> control = std::make_unique<chip::ChipControl>();
+  std::unique_ptr<chip::ChipControl> control;  // made by build()
   std::unique_ptr<node::ChipNode> chip;
   std::vector<Packet> inbox;
-  bool touched = false;  // datagrams arrived in this step
   bool dead = false;
   uint32_t incarnation = 0;  // restarts so far: new nonces each time
   std::map<uint16_t, std::unique_ptr<chip::CommandBufferClient>> workers;
@@ -111,10 +110,7 @@ void FabricSim::build(Node& n, int v) {
     const PortId self{n.id, pc.number};
     auto named = cfg_.link_faults.find(self);
     const link::DirectionFaults& f = named != cfg_.link_faults.end() ? named->second : cfg_.faults;
-    if (f.any()) {
-      n.chip->set_faults(pc.number, std::make_unique<link::FaultInjector>(
-                                        f, cfg_.seed * 7919 + link_number_.at(self) + (uint64_t{n.incarnation} << 32)));
-    }
+    if (f.any()) n.chip->set_faults(pc.number, injector(f, self, uint64_t{n.incarnation} << 32));
   }
 }
 
@@ -149,13 +145,17 @@ void FabricSim::cut(PortId end, bool cut, Direction direction) {
   }
 }
 
+// Each link end's faults draw from their own stream of the seed; `salt` tells a restarted chip's
+// or a changed plan's stream from the first.
+std::unique_ptr<link::FaultInjector> FabricSim::injector(const link::DirectionFaults& f, PortId end, uint64_t salt) const {
+  return std::make_unique<link::FaultInjector>(f, cfg_.seed * 7919 + link_number_.at(end) + salt);
+}
+
 void FabricSim::set_faults(PortId end, const link::DirectionFaults& faults) {
   End& e = *ends_.at(end);
   Node& n = node(end.chip);
   ++e.fault_stream;
-  n.chip->set_faults(end.port, faults.any() ? std::make_unique<link::FaultInjector>(
-                                                  faults, cfg_.seed * 7919 + link_number_.at(end) + (e.fault_stream << 40))
-                                            : nullptr);
+  n.chip->set_faults(end.port, faults.any() ? injector(faults, end, e.fault_stream << 40) : nullptr);
   log(fmt::format("faults on {} changed", to_string(end)));
 }
 
@@ -244,7 +244,6 @@ bool FabricSim::step(link::Time limit) {
     while (!e->wire.empty() && e->wire.front().first <= now_) {
       if (!to.dead) {
         to.chip->on_datagram(e->peer->self.port, e->wire.front().second, now_);
-        to.touched = true;
       }
       e->wire.pop_front();
     }
@@ -252,7 +251,7 @@ bool FabricSim::step(link::Time limit) {
   for (auto& n : nodes_) {
     if (n->dead) continue;
     if (n->chip->has_work()) n->chip->pump(now_);
-    if (n->touched) n->chip->end_of_batch(now_), n->touched = false;
+    n->chip->end_of_batch(now_);  // nothing to do unless datagrams arrived
     const auto due = n->chip->next_deadline();
     if (due && *due <= now_) n->chip->on_timer(now_);
   }

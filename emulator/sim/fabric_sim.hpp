@@ -86,6 +86,7 @@ class FabricSim {
   bool step(link::Time limit);
   Node& node(routing::ChipId chip) const;
   void build(Node& n, int index);
+  std::unique_ptr<link::FaultInjector> injector(const link::DirectionFaults& f, routing::PortId end, uint64_t salt) const;
   void log(const std::string& line);
 
   const control::System& sys_;

@@ -47,18 +47,6 @@ bool Address::operator==(const Address& o) const {
   return false;
 }
 
-std::string Address::to_string() const {
-  char text[INET6_ADDRSTRLEN] = "?";
-  if (storage.ss_family == AF_INET) {
-    const auto& a = reinterpret_cast<const sockaddr_in&>(storage);
-    ::inet_ntop(AF_INET, &a.sin_addr, text, sizeof text);
-    return fmt::format("{}:{}", text, ntohs(a.sin_port));
-  }
-  const auto& a = reinterpret_cast<const sockaddr_in6&>(storage);
-  ::inet_ntop(AF_INET6, &a.sin6_addr, text, sizeof text);
-  return fmt::format("[{}]:{}", text, ntohs(a.sin6_port));
-}
-
 UdpSocket::UdpSocket(const std::string& address, size_t batch)
     : buffers_(batch, std::vector<uint8_t>(kMaxUdpPayload)) {
   Address local = make_address(address, 0);

@@ -18,7 +18,6 @@ struct Address {
   sockaddr_storage storage{};
   socklen_t length = 0;
   const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
-  std::string to_string() const;
   bool operator==(const Address& other) const;
 };
 // A numeric IPv4 or IPv6 address and a port; throws Error naming the text otherwise.

@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
     const link::FaultPlan plan = link::parse_fault_plan(text, "plan.yaml", wiring);
-    if (plan.seed && *plan.seed > 9'000'000'000'000'000ull) std::abort();
+    if (plan.seed && *plan.seed > link::kMaxSeed) std::abort();
     for (const auto& [port, f] : plan.tx) {
       if (!wiring.peer(port)) std::abort();  // faults only on wired ports
       for (double p : {f.corrupt, f.drop}) {

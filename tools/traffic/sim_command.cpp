@@ -18,6 +18,7 @@
 #include "emulator/sim/fabric_sim.hpp"
 #include "launcher/cli_checks.hpp"
 #include "launcher/launch.hpp"
+#include "tools/traffic/pattern_report.hpp"
 
 namespace ttemu::tools {
 
@@ -98,17 +99,6 @@ routing::PortId port_named(const control::System& sys, const std::string& name, 
   return *id;
 }
 
-struct Percentiles {
-  double min = 0, avg = 0, p50 = 0, p99 = 0;
-};
-
-Percentiles percentiles(std::vector<double> v) {
-  if (v.empty()) return {};
-  std::sort(v.begin(), v.end());
-  double sum = 0;
-  for (double x : v) sum += x;
-  return {v.front(), sum / static_cast<double>(v.size()), v[v.size() / 2], v[v.size() * 99 / 100]};
-}
 
 // One pattern on the simulated system. Each (source, destination) pair writes from its own
 // core of the source chip (core = destination index), so its completions tell how each of its
@@ -225,21 +215,15 @@ class PatternRun {
       if (moved > 0) ++links_used;
       if (seconds > 0) max_link = std::max(max_link, moved / seconds / 1e9);
     }
-    double hop_sum = 0;
-    size_t hop_pairs = 0;
-    for (auto [s, d] : pairs) {
-      auto walk = control::walk_route(sys_, tables_, 0, s, d);
-      if (walk.arrived()) hop_sum += static_cast<double>(walk.hops.size()), ++hop_pairs;
-    }
-    const double mean_hops = hop_pairs ? hop_sum / static_cast<double>(hop_pairs) : 0.0;
+    const double hops = mean_hops(sys_, tables_, 0, pairs);
     const Percentiles lat = percentiles(rtt);
     const double bytes = static_cast<double>(pairs.size()) * static_cast<double>(block);
     return {{"pattern", pattern}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
             {"gb_per_s", seconds > 0 ? bytes / seconds / 1e9 : 0.0}, {"verified", verified}, {"errors", errors},
             {"nacks", nacks}, {"unanswered", unanswered}, {"unverified", unverified}, {"not_sent", not_sent},
-            {"latency_us", {{"min", lat.min}, {"avg", lat.avg}, {"p50", lat.p50}, {"p99", lat.p99}}},
-            {"link_directions_used", links_used}, {"max_link_gb_per_s", max_link}, {"mean_hops", mean_hops},
-            {"per_hop_us", mean_hops > 0 ? lat.p50 / (2 * mean_hops) : 0.0},
+            {"latency_us", lat.to_json()},
+            {"link_directions_used", links_used}, {"max_link_gb_per_s", max_link}, {"mean_hops", hops},
+            {"per_hop_us", hops > 0 ? lat.p50 / (2 * hops) : 0.0},
             {"sim_time_s", std::chrono::duration<double>(sim_.now()).count()}};
   }
 
@@ -351,7 +335,7 @@ void add_sim_command(CLI::App& app, int& exit_status) {
   c->add_option("--src", o->src, "Source for unicast / one_to_all (default: the first chip)");
   c->add_option("--dst", o->dst, "Destination for unicast / all_to_one (default: the last chip)");
   c->add_option("--seed", o->seed, "Seed of everything random: faults, random_pairing (0-9e15; default the plan's, else 1)")
-      ->check(whole_number<uint64_t>(0, 9'000'000'000'000'000))
+      ->check(whole_number<uint64_t>(0, link::kMaxSeed))
       ->each([o](const std::string&) { o->seed_given = true; });
   c->add_option("--faults", o->faults, "Fault plan (docs/fault-plan.md); down windows count from the start");
   c->add_option("--kill", o->kills, "Kill a chip at a simulated time: CHIP@MS (repeatable)");

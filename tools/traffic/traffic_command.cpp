@@ -20,6 +20,7 @@
 #include "launcher/cli_checks.hpp"
 #include "launcher/control_client.hpp"
 #include "launcher/launch.hpp"
+#include "tools/traffic/pattern_report.hpp"
 #include "libfabric_tt/tt_fabric.h"
 
 namespace ttemu::tools {
@@ -82,7 +83,25 @@ class LinkBytes {
   std::vector<routing::PortId> ends_;
 };
 
-json run_pattern(const std::string& pattern, const TrafficOptions& o, const job::SystemDescription& desc) {
+// What every pattern of one run shares: the system as published, its link counters, and its
+// routing tables (for route lengths; absent when the system file cannot be read any more).
+struct RunContext {
+  explicit RunContext(job::SystemDescription d) : desc(std::move(d)), links(desc) {
+    try {
+      sys = control::load_system(desc.system_path);
+      tables = control::compute_tables(*sys);
+    } catch (const std::exception&) {
+      sys.reset();
+    }
+  }
+  job::SystemDescription desc;
+  LinkBytes links;
+  std::optional<control::System> sys;
+  control::TableSet tables;
+};
+
+json run_pattern(const std::string& pattern, const TrafficOptions& o, const RunContext& run) {
+  const job::SystemDescription& desc = run.desc;
   std::vector<Chip> chips;
   for (const auto& c : desc.chips) chips.push_back({c.name, c.mesh, c.device, c.row, c.col, c.l1_bytes});
   auto index_of = [&](const std::string& name, int fallback) {
@@ -129,8 +148,7 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const job:
   }
   uint32_t nacks_before = 0;
   for (auto& [s, w] : workers) nacks_before += tt_fabric_nacks(w);
-  const LinkBytes links(desc);
-  const auto before = links.sample();
+  const auto before = run.links.sample();
   const auto start = Clock::now();
   int rc = TT_FABRIC_OK;
   for (uint32_t k = 0; k < o.count && rc == TT_FABRIC_OK; ++k) {
@@ -150,7 +168,7 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const job:
     close_all();
     throw Error(fmt::format("pattern {}: {}", pattern, tt_fabric_strerror(rc)));
   }
-  const auto after = links.sample();
+  const auto after = run.links.sample();
   // Verify every byte at every destination, straight from its memory.
   uint64_t verified = 0, errors = 0;
   const job::JobId id = desc.job;
@@ -166,21 +184,9 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const job:
       (ok ? verified : errors) += o.size;
     }
   }
-  // Hops per pair, from the system's routing tables (as the routers use them).
-  double hop_sum = 0;
-  size_t hop_pairs = 0;
-  {
-    try {
-      auto sys = control::load_system(desc.system_path);
-      auto tables = control::compute_tables(sys);
-      for (auto [s, d] : pairs) {
-        auto w = control::walk_route(sys, tables, o.plane, *sys.node({chips[static_cast<size_t>(s)].mesh, chips[static_cast<size_t>(s)].device}),
-                                     *sys.node({chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device}));
-        if (w.arrived()) hop_sum += static_cast<double>(w.hops.size()), ++hop_pairs;
-      }
-    } catch (const std::exception&) {
-    }
-  }
+  // Hops per pair, from the system's computed routing tables (the description lists chips in
+  // node order).
+  const double hops = run.sys ? mean_hops(*run.sys, run.tables, o.plane, pairs) : 0.0;
   // Latency: single small writes, each waited for (write and its acknowledgement).
   std::vector<double> rtt;
   const size_t samples = static_cast<size_t>(std::max(1, o.samples));
@@ -201,9 +207,7 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const job:
   for (auto& [s, w] : workers) nacks += tt_fabric_nacks(w);
   nacks -= nacks_before;
   close_all();
-  std::sort(rtt.begin(), rtt.end());
-  double sum = 0;
-  for (double x : rtt) sum += x;
+  const Percentiles lat = percentiles(rtt);
   // Per-link load from the link counters.
   double max_link = 0;
   int links_used = 0;
@@ -215,12 +219,10 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const job:
   const double bytes = static_cast<double>(pairs.size()) * static_cast<double>(block);
   return {{"pattern", pattern}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
           {"gb_per_s", bytes / seconds / 1e9}, {"verified", verified}, {"errors", errors}, {"nacks", nacks},
-          {"latency_us", {{"min", rtt.front()}, {"avg", sum / static_cast<double>(rtt.size())},
-                          {"p50", rtt[rtt.size() / 2]}, {"p99", rtt[rtt.size() * 99 / 100]}}},
-          {"link_directions_used", links_used}, {"max_link_gb_per_s", max_link},
-          {"mean_hops", hop_pairs ? hop_sum / static_cast<double>(hop_pairs) : 0.0},
+          {"latency_us", lat.to_json()}, {"link_directions_used", links_used}, {"max_link_gb_per_s", max_link},
+          {"mean_hops", hops},
           // The write and its acknowledgement each cross every hop.
-          {"per_hop_us", hop_pairs && hop_sum > 0 ? rtt[rtt.size() / 2] / (2 * hop_sum / static_cast<double>(hop_pairs)) : 0.0}};
+          {"per_hop_us", hops > 0 ? lat.p50 / (2 * hops) : 0.0}};
 }
 
 }  // namespace
@@ -257,10 +259,10 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
       exit_status = run_launch(lo);
       return;
     }
-    const job::SystemDescription desc = job::read_description(running);
+    const RunContext run(job::read_description(running));
     bool bad = false;
     for (const auto& p : patterns) {
-      json r = run_pattern(p, *o, desc);
+      json r = run_pattern(p, *o, run);
       bad = bad || r["errors"].get<uint64_t>() > 0;
       if (o->json) {
         fmt::print("{}\n", r.dump());
