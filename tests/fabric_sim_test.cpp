@@ -27,7 +27,7 @@ Packet write(ChipId dst, uint64_t addr, std::vector<uint8_t> data, uint8_t fvc =
   p.header.size = static_cast<uint32_t>(data.size());
   p.header.fvc = fvc;
   p.header.plane = plane;
-  p.payload = std::move(data);
+  p.set_payload(data);
   return p;
 }
 

@@ -87,12 +87,13 @@ class Pair {
   }
 
   void pump() {
-    std::vector<std::vector<uint8_t>> out;
+    std::vector<wire::Datagram> out;
     a_.poll_transmit(now_, out);
-    for (auto& d : out) send_on(ab_, std::move(d));
-    out.clear();
+    for (auto& d : out) send_on(ab_, d.to_bytes());
+    a_.recycle(out);
     b_.poll_transmit(now_, out);
-    for (auto& d : out) send_on(ba_, std::move(d));
+    for (auto& d : out) send_on(ba_, d.to_bytes());
+    b_.recycle(out);
   }
 
   // Moves the clock to the next event and handles it; false if nothing is scheduled.
@@ -206,6 +207,40 @@ TEST(TtLink, SequenceNumbersWrapWithoutLoss) {
   EXPECT_EQ(p.corrupt_, 0u);
 }
 
+// A payload handed over as a buffer (a forwarded packet) is not copied again: the datagram
+// refers to it in the window; once acknowledged, the buffer goes back to the pool only after
+// the datagrams that may refer to it have been handed back.
+TEST(TtLink, APayloadGivenAsABufferGoesToTheWireFromTheWindowWithoutACopy) {
+  Pair p(3);
+  BufferPool pool;
+  p.a_.set_buffer_pool(pool);
+  ASSERT_TRUE(p.wait_up());
+  std::vector<uint8_t> buf(kFrameRoom);  // room for the frame header, then the payload
+  const auto payload = pattern(0, 4096);
+  buf.insert(buf.end(), payload.begin(), payload.end());
+  const uint8_t* where = buf.data();
+  ASSERT_TRUE(p.a_.send_framed(0x1000, std::move(buf)));
+  std::vector<wire::Datagram> out;
+  p.a_.poll_transmit(p.now_, out);
+  ASSERT_EQ(out.size(), 1u);
+  bool borrowed = false;
+  out[0].for_each_piece([&](std::span<const uint8_t> s) { borrowed = borrowed || s.data() == where; });
+  EXPECT_TRUE(borrowed) << "the datagram refers to the payload in the window";
+  // B takes it and acknowledges; A hears the ack while its datagram is still out.
+  p.b_.on_datagram(out[0].to_bytes(), p.now_);
+  std::vector<wire::Datagram> back;
+  p.b_.poll_transmit(p.now_, back);
+  for (auto& d : back) p.a_.on_datagram(d.to_bytes(), p.now_);
+  p.b_.recycle(back);
+  EXPECT_EQ(p.received_, 1u);
+  EXPECT_EQ(p.corrupt_, 0u);
+  EXPECT_TRUE(p.a_.drained());
+  EXPECT_EQ(pool.spare(), 0u) << "an acknowledged payload stays while a datagram may refer to it";
+  p.a_.recycle(out);
+  ASSERT_EQ(pool.spare(), 1u);
+  EXPECT_EQ(pool.take().data(), where) << "the same buffer, back for the next packet";
+}
+
 class ErrorRate : public ::testing::TestWithParam<double> {};
 
 TEST_P(ErrorRate, CorruptedFramesAreRetransmittedUntilTheStreamIsExact) {
@@ -291,14 +326,14 @@ TEST(TtLink, HelloFromAnotherJobChipOrPortIsRefused) {
   TtLink wrong_job(cfg, {kJob + 1, 0, 1, 12}, {kJob + 1, 0, 0, 4}, 2, c2);
   a.start(Time{0});
   wrong_job.start(Time{0});
-  std::vector<std::vector<uint8_t>> out;
+  std::vector<wire::Datagram> out;
   for (int round = 0; round < 5; ++round) {
-    out.clear();
     wrong_job.poll_transmit(Time{round}, out);
-    for (auto& d : out) a.on_datagram(d, Time{round});
-    out.clear();
+    for (auto& d : out) a.on_datagram(d.to_bytes(), Time{round});
+    wrong_job.recycle(out);
     a.poll_transmit(Time{round}, out);
-    for (auto& d : out) wrong_job.on_datagram(d, Time{round});
+    for (auto& d : out) wrong_job.on_datagram(d.to_bytes(), Time{round});
+    a.recycle(out);
   }
   EXPECT_FALSE(a.up());
   EXPECT_FALSE(wrong_job.up());

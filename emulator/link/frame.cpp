@@ -22,18 +22,36 @@ uint32_t frame_crc(uint32_t body_crc, const SeqExtension& ext) {
   return crc32_gzip_refl(body_crc, reinterpret_cast<const uint8_t*>(bytes), sizeof bytes);
 }
 
-void append_frame(std::vector<uint8_t>& out, const FrameHeader& header,
-                  std::span<const uint8_t> payload, const SeqExtension& ext) {
-  const size_t at = out.size();
+void append_frame(wire::Datagram& out, const FrameHeader& header, std::span<const uint8_t> payload,
+                  const SeqExtension& ext, bool borrow) {
   FrameHeader h = header;
   h.length = static_cast<uint16_t>(payload.size());
-  // Appends without zero-filling first: this runs once per frame per transmission.
   const auto* hb = reinterpret_cast<const uint8_t*>(&h);
-  out.insert(out.end(), hb, hb + kHeaderBytes);
-  out.insert(out.end(), payload.begin(), payload.end());
-  uint32_t crc = frame_crc(crc32({out.data() + at, kHeaderBytes + payload.size()}), ext);
-  const auto* cb = reinterpret_cast<const uint8_t*>(&crc);
-  out.insert(out.end(), cb, cb + kCrcBytes);
+  // The CRC runs over the header, then continues over the payload where it lies.
+  uint32_t body = crc32({hb, kHeaderBytes});
+  if (!payload.empty()) body = crc32_gzip_refl(body, payload.data(), payload.size());
+  const uint32_t crc = frame_crc(body, ext);
+  out.append_copy({hb, kHeaderBytes});
+  if (borrow) out.append_borrowed(payload);
+  else out.append_copy(payload);
+  out.append_copy({reinterpret_cast<const uint8_t*>(&crc), kCrcBytes});
+}
+
+void append_framed(wire::Datagram& out, const FrameHeader& header, std::span<uint8_t> framed,
+                   const SeqExtension& ext) {
+  FrameHeader h = header;
+  h.length = static_cast<uint16_t>(framed.size() - kFrameRoom);
+  std::memcpy(framed.data(), &h, kHeaderBytes);
+  const uint32_t crc = frame_crc(crc32(framed), ext);
+  out.append_borrowed(framed);
+  out.append_copy({reinterpret_cast<const uint8_t*>(&crc), kCrcBytes});
+}
+
+void append_frame(std::vector<uint8_t>& out, const FrameHeader& header,
+                  std::span<const uint8_t> payload, const SeqExtension& ext) {
+  wire::Datagram d;
+  append_frame(d, header, payload, ext, false);
+  d.for_each_piece([&](std::span<const uint8_t> s) { out.insert(out.end(), s.begin(), s.end()); });
 }
 
 bool decode_frame(std::span<const uint8_t> bytes, size_t& offset, ParsedFrame& frame,

@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+#include "emulator/wire/datagram.hpp"
+
 namespace ttemu::link {
 
 enum class FrameType : uint8_t {
@@ -68,7 +70,19 @@ struct SeqExtension {
 // hellos, carry the plain CRC of their bytes).
 uint32_t frame_crc(uint32_t body_crc, const SeqExtension& ext);
 
-// Appends one encoded frame (header, payload, CRC) to out.
+// Appends one encoded frame (header, payload, CRC) to a datagram being packed. With `borrow`
+// the payload is referred to, not copied: it must stay put until the datagram is sent.
+void append_frame(wire::Datagram& out, const FrameHeader& header, std::span<const uint8_t> payload,
+                  const SeqExtension& ext, bool borrow);
+// Room a payload buffer keeps in front of its payload for the frame header, so the frame goes
+// on the wire where it lies (TtLink::send of a buffer).
+inline constexpr size_t kFrameRoom = kHeaderBytes;
+// Appends one frame whose payload lies in `framed` after kFrameRoom bytes of room: the header
+// is written into the room, the CRC computed in one pass, and header and payload are borrowed
+// as one piece (they must stay put until the datagram is sent).
+void append_framed(wire::Datagram& out, const FrameHeader& header, std::span<uint8_t> framed,
+                   const SeqExtension& ext);
+// The same frame appended to plain bytes (tests and tools that forge frames).
 void append_frame(std::vector<uint8_t>& out, const FrameHeader& header,
                   std::span<const uint8_t> payload, const SeqExtension& ext = {});
 

@@ -75,16 +75,28 @@ bool TtLink::send(uint32_t dest_addr, std::span<const uint8_t> payload) {
     add(c_.window_stalls);
     return false;
   }
-  Outgoing o{next_, dest_addr, {}, Time{}, 0};
-  if (!spare_.empty()) {
-    o.payload = std::move(spare_.back());
-    spare_.pop_back();
+  std::vector<uint8_t> copy = pool_->take();
+  copy.resize(kFrameRoom);
+  copy.insert(copy.end(), payload.begin(), payload.end());
+  return accept(dest_addr, std::move(copy));
+}
+
+bool TtLink::send_framed(uint32_t dest_addr, std::vector<uint8_t>&& framed) {
+  if (framed.size() < kFrameRoom || framed.size() - kFrameRoom > kMaxPayload) {
+    throw std::invalid_argument("TT-link payload buffer without frame room, or larger than kMaxPayload");
   }
-  o.payload.assign(payload.begin(), payload.end());
-  unacked_.push_back(std::move(o));
-  ++next_;
+  if (send_room() == 0) {
+    add(c_.window_stalls);
+    return false;
+  }
+  return accept(dest_addr, std::move(framed));
+}
+
+bool TtLink::accept(uint32_t dest_addr, std::vector<uint8_t>&& framed) {
   add(c_.frames_tx);
-  add(c_.bytes_tx, payload.size());
+  add(c_.bytes_tx, framed.size() - kFrameRoom);
+  unacked_.push_back(Outgoing{next_, dest_addr, std::move(framed), Time{}, 0});
+  ++next_;
   return true;
 }
 
@@ -186,7 +198,7 @@ void TtLink::on_ack(uint64_t ack, bool nack, Time now) {
       }
     }
     while (base_ != ack) {
-      spare_.push_back(std::move(unacked_.front().payload));
+      retired_.push_back(std::move(unacked_.front().framed));
       unacked_.pop_front();
       ++base_;
     }
@@ -270,28 +282,38 @@ void TtLink::arm_rto(Time now) {
 }
 
 void TtLink::emit(const FrameHeader& header, std::span<const uint8_t> payload,
-                  const SeqExtension& ext, Time now) {
+                  const SeqExtension& ext, Time now, std::span<uint8_t> framed) {
   const size_t size = kFrameOverhead + payload.size();
-  if (!packing_.empty() && packing_.size() + size > cfg_.max_datagram) flush_datagram(now);
-  const size_t at = packing_.size();
-  append_frame(packing_, header, payload, ext);
-  if (!faults_) return;
-  auto verdict = faults_->on_frame(size, now - started_);
-  if (verdict.drop) {
-    packing_.resize(at);
-    add(c_.injected_drop);
-  } else if (verdict.corrupt) {
-    faults_->corrupt({packing_.data() + at, size});
-    add(c_.injected_corrupt);
+  if (!packing_.empty() && (packing_.size() + size > cfg_.max_datagram ||
+                            packing_.pieces() + 3 > wire::Datagram::kMaxPieces)) {
+    flush_datagram(now);
   }
+  FaultInjector::Verdict verdict;
+  if (faults_) verdict = faults_->on_frame(size, now - started_);
+  if (verdict.drop) {
+    add(c_.injected_drop);
+    return;
+  }
+  if (verdict.corrupt) {
+    // Corrupt a copy: the window's payload must stay intact for the retransmission.
+    const auto mark = packing_.mark();
+    append_frame(packing_, header, payload, ext, false);
+    faults_->corrupt(packing_.owned_since(mark));
+    add(c_.injected_corrupt);
+    return;
+  }
+  if (!framed.empty()) append_framed(packing_, header, framed, ext);
+  else append_frame(packing_, header, payload, ext, false);
 }
 
 void TtLink::flush_datagram(Time now) {
   if (packing_.empty()) return;
   if (faults_ && faults_->delay().count() > 0) {
+    packing_.own();  // held back: it must not borrow from the window meanwhile
     delayed_.emplace_back(now + faults_->delay(), std::move(packing_));
   } else {
     out_->push_back(std::move(packing_));
+    ++lent_;
     add(c_.datagrams_tx);
   }
   packing_ = {};
@@ -300,21 +322,26 @@ void TtLink::flush_datagram(Time now) {
     spare_datagrams_.pop_back();
   }
   packing_.clear();
-  packing_.reserve(cfg_.max_datagram);
 }
 
-void TtLink::recycle(std::vector<std::vector<uint8_t>>& sent) {
+void TtLink::recycle(std::vector<wire::Datagram>& sent) {
+  lent_ -= std::min(lent_, sent.size());
   for (auto& d : sent) {
-    if (spare_datagrams_.size() >= 64 || d.capacity() < cfg_.max_datagram) break;
+    if (spare_datagrams_.size() >= 64) break;
     spare_datagrams_.push_back(std::move(d));
   }
   sent.clear();
+  if (lent_ > 0) return;
+  // Nothing handed out borrows from acknowledged payloads any more.
+  for (auto& b : retired_) pool_->give(std::move(b));
+  retired_.clear();
 }
 
-void TtLink::poll_transmit(Time now, std::vector<std::vector<uint8_t>>& out) {
+void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
   out_ = &out;
   while (!delayed_.empty() && delayed_.front().first <= now) {
     out.push_back(std::move(delayed_.front().second));
+    ++lent_;
     delayed_.pop_front();
     add(c_.datagrams_tx);
   }
@@ -343,9 +370,15 @@ void TtLink::poll_transmit(Time now, std::vector<std::vector<uint8_t>>& out) {
       h.type = FrameType::kData;
       h.flags = !sent && nack_pending_ ? kFlagNack : 0;
       h.session = session_;
+      // The frame goes on the wire from the window, its header written into the buffer's
+      // room; a retransmission while an earlier datagram may still hold the frame is copied
+      // instead (rewriting the header would change that datagram).
+      const bool in_place = o.transmissions == 0 || lent_ == 0;
       if (o.transmissions++ > 0) add(c_.retransmits);
       o.sent = now;
-      emit(h, o.payload, {o.seq >> 16, expected_ >> 16}, now);
+      const std::span<uint8_t> framed(o.framed);
+      emit(h, framed.subspan(kFrameRoom), {o.seq >> 16, expected_ >> 16}, now,
+           in_place ? framed : std::span<uint8_t>());
       ++cursor_;
       sent = true;
     }

@@ -20,9 +20,11 @@
 #include <span>
 #include <vector>
 
+#include "emulator/common/buffer_pool.hpp"
 #include "emulator/link/fault_injector.hpp"
 #include "emulator/link/frame.hpp"
 #include "emulator/link/link_counters.hpp"
+#include "emulator/wire/datagram.hpp"
 
 namespace ttemu::link {
 
@@ -61,6 +63,9 @@ class TtLink {
          uint32_t nonce, LinkCounters& counters);
 
   void set_delivery(Delivery d) { deliver_ = std::move(d); }
+  // Where payload buffers come from and go back to once acknowledged (the chip node's, shared
+  // with its router); by default the link's own.
+  void set_buffer_pool(BufferPool& pool) { pool_ = &pool; }
   // Faults on what this end transmits (the wire toward the peer); nullptr for none.
   void set_faults(std::unique_ptr<FaultInjector> f) { faults_ = std::move(f); }
   void start(Time now);
@@ -69,8 +74,12 @@ class TtLink {
   bool up() const { return state_ == LinkState::kUp; }
   // Frames send() accepts now (window room); 0 while the link is not up.
   size_t send_room() const;
-  // Queues one payload for dest_addr; false (and a window stall counted) when there is no room.
+  // Queues one payload for dest_addr, copied into the retransmission window; false (and a
+  // window stall counted) when there is no room.
   bool send(uint32_t dest_addr, std::span<const uint8_t> payload);
+  // The same, taking the buffer itself into the window (no copy): kFrameRoom bytes of room,
+  // then the payload. Left untouched on false.
+  bool send_framed(uint32_t dest_addr, std::vector<uint8_t>&& framed);
   // True when a gap was seen and the go-back request should leave without waiting for the
   // rest of a receive batch.
   bool nack_pending() const { return nack_pending_; }
@@ -83,10 +92,13 @@ class TtLink {
   // as it would after its retries, even if nothing was in flight to notice with.
   void peer_lost(Time now);
   std::optional<Time> next_deadline() const;
-  // Appends the datagrams to put on the wire now (frames packed up to max_datagram).
-  void poll_transmit(Time now, std::vector<std::vector<uint8_t>>& out);
-  // Hands back sent datagrams so their buffers are reused (no allocation per datagram).
-  void recycle(std::vector<std::vector<uint8_t>>& sent);
+  // Appends the datagrams to put on the wire now (frames packed up to max_datagram). Their
+  // data frames borrow their payloads from the window (no copy): the caller hands them back
+  // with recycle() once the wire has taken them, and until then acknowledged payloads are kept.
+  void poll_transmit(Time now, std::vector<wire::Datagram>& out);
+  // Takes back datagrams the wire has taken (their storage is reused); every datagram from
+  // poll_transmit comes back here.
+  void recycle(std::vector<wire::Datagram>& sent);
 
   const LinkCounters& counters() const { return c_; }
 
@@ -94,7 +106,7 @@ class TtLink {
   struct Outgoing {
     uint64_t seq;
     uint32_t dest_addr;
-    std::vector<uint8_t> payload;
+    std::vector<uint8_t> framed;  // kFrameRoom bytes of room, then the payload
     Time sent{};
     int transmissions = 0;
   };
@@ -104,8 +116,10 @@ class TtLink {
   void on_ack(uint64_t ack, bool nack, Time now);
   void come_up(Time now);
   void go_down(Time now);
+  // Packs one frame, its payload copied; or, given `framed` (a window buffer), in place.
   void emit(const FrameHeader& header, std::span<const uint8_t> payload, const SeqExtension& ext,
-            Time now);
+            Time now, std::span<uint8_t> framed = {});
+  bool accept(uint32_t dest_addr, std::vector<uint8_t>&& framed);
   void flush_datagram(Time now);
   void arm_rto(Time now);
   void add(std::atomic<uint64_t>& c, uint64_t n = 1) { c_.add(c, n); }
@@ -123,7 +137,11 @@ class TtLink {
   // rest into their CRC (SeqExtension).
   // Sender: frames base_..next_-1 are unacknowledged; cursor_ is the next to (re)transmit.
   std::deque<Outgoing> unacked_;
-  std::vector<std::vector<uint8_t>> spare_;  // recycled payload buffers
+  BufferPool own_pool_{256};
+  BufferPool* pool_ = &own_pool_;
+  // Acknowledged payloads that datagrams not yet handed back may still borrow.
+  std::vector<std::vector<uint8_t>> retired_;
+  size_t lent_ = 0;  // datagrams handed out by poll_transmit and not yet back
   uint64_t base_ = 0, next_ = 0, cursor_ = 0;
   std::optional<Time> rto_deadline_;
   Duration rto_, srtt_{0}, rttvar_{0};
@@ -142,10 +160,10 @@ class TtLink {
   Duration hello_backoff_;
 
   // Datagram being packed, and datagrams held back by an injected delay.
-  std::vector<uint8_t> packing_;
-  std::vector<std::vector<uint8_t>> spare_datagrams_;
-  std::vector<std::vector<uint8_t>>* out_ = nullptr;
-  std::deque<std::pair<Time, std::vector<uint8_t>>> delayed_;
+  wire::Datagram packing_;
+  std::vector<wire::Datagram> spare_datagrams_;
+  std::vector<wire::Datagram>* out_ = nullptr;
+  std::deque<std::pair<Time, wire::Datagram>> delayed_;  // own their bytes
 };
 
 }  // namespace ttemu::link

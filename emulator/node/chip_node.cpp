@@ -55,7 +55,7 @@ struct ChipNode::Port {
   chip::PortStatus* status = nullptr;
   std::unique_ptr<link::TtLink> link;
   std::span<uint8_t> rb;  // where checked streams land
-  std::vector<std::vector<uint8_t>> outbox;  // datagrams the transport has not taken yet
+  std::vector<wire::Datagram> outbox;  // datagrams the transport has not taken yet
   size_t outbox_sent = 0;
   bool touched = false;  // received on in the current batch
   link::LinkState reported = link::LinkState::kHandshake;
@@ -98,7 +98,7 @@ ChipNode::ChipNode(ChipNodeConfig config, session::Center::Memory memory, chip::
       ctl_(control),
       transport_(transport),
       observer_(observer),
-      fabric_(cfg_.self, cfg_.router, cfg_.tables, wired_ports(cfg_), memory),
+      fabric_(cfg_.self, cfg_.router, cfg_.tables, wired_ports(cfg_), memory, buffers_),
       intake_(cfg_.self, control, memory),
       by_number_(routing::kMaxPorts, nullptr) {
   std::sort(cfg_.ports.begin(), cfg_.ports.end(), [](const auto& a, const auto& b) { return a.number < b.number; });
@@ -110,6 +110,7 @@ ChipNode::ChipNode(ChipNodeConfig config, session::Center::Memory memory, chip::
     p->rb = pc.receive_buffer;
     const link::LinkIdentity self{cfg_.job, cfg_.self.mesh, cfg_.self.device, pc.number};
     p->link = std::make_unique<link::TtLink>(cfg_.link, self, pc.peer, pc.nonce, p->status->counters);
+    p->link->set_buffer_pool(buffers_);
     Port* raw = p.get();
     p->link->set_delivery([this, raw](uint32_t dest, std::span<const uint8_t> payload) { on_delivery(*raw, dest, payload); });
     by_number_[pc.number] = raw;
@@ -190,9 +191,10 @@ void ChipNode::pump(Time now) {
     }
     ctl_.packets_delivered.fetch_add(out_.committed.size(), std::memory_order_relaxed);
     for (const auto& h : out_.committed) observer_.committed(h);
-    for (const auto& w : out_.for_workers) {
+    for (auto& w : out_.for_workers) {
       intake_.answer(w);
       observer_.answer(w);
+      buffers_.give(std::move(w.bytes));
     }
     for (auto& p : ports_) {
       if (!fabric_.backlog(p->number).empty()) service(*p, now);
@@ -307,8 +309,9 @@ void ChipNode::on_delivery(Port& p, uint32_t dest, std::span<const uint8_t> payl
 }
 
 void ChipNode::service(Port& p, Time now) {
-  fabric_.pass_backlog(p.number, [&](uint32_t addr, std::span<const uint8_t> bytes) {
-    return p.link->send_room() > 0 && p.link->send(addr, bytes);
+  // Packets move into the link's window without a copy (their buffers go with them).
+  fabric_.pass_backlog(p.number, [&](uint32_t addr, std::vector<uint8_t>& bytes) {
+    return p.link->send_room() > 0 && p.link->send_framed(addr, std::move(bytes));
   });
   while (!p.echoes.empty() && p.link->send_room() > 0) {
     p.link->send(chip::kEchoReplyAddr, p.echoes.front());

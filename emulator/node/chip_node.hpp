@@ -124,6 +124,7 @@ class ChipNode {
   chip::ChipControl& ctl_;
   wire::Transport& transport_;
   NodeObserver& observer_;
+  BufferPool buffers_;  // packet buffers: the router's, the links' windows (before both)
   session::FabricNode fabric_;
   CommandIntake intake_;
   std::vector<std::unique_ptr<Port>> ports_;  // ascending port numbers

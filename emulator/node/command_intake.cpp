@@ -116,8 +116,9 @@ bool CommandIntake::issue(const FabricCommand& c, Progress& pr, session::FabricN
     h.src_core = c.core;
     if (c.command == Command::kWrite) {
       auto src = mem_(c.src_addr + pr.offset, chunk);  // the pull: straight from worker memory
-      p.payload.assign(src.begin(), src.end());
-      h.size = static_cast<uint32_t>(p.payload.size());
+      p.bytes = node.buffers().take();
+      p.set_payload(src);  // the one copy on injection
+      h.size = static_cast<uint32_t>(src.size());
     } else if (c.command == Command::kReadRequest) {
       h.size = chunk;
     }

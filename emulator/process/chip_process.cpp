@@ -56,7 +56,7 @@ class UdpTransport final : public wire::Transport {
   Endpoint& at(uint8_t port) { return *by_port_.at(port); }
   std::vector<std::unique_ptr<Endpoint>>& endpoints() { return endpoints_; }
 
-  size_t send(uint8_t port, std::span<const std::vector<uint8_t>> datagrams) override {
+  size_t send(uint8_t port, std::span<const wire::Datagram> datagrams) override {
     Endpoint& e = at(port);
     const size_t sent = e.socket->send(datagrams);
     // The socket's send buffer is full: wait until it drains (level-triggered, so only while

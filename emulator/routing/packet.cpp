@@ -17,19 +17,34 @@ const char* to_string(Command c) {
   return "?";
 }
 
-void Packet::encode_into(std::vector<uint8_t>& out) const {
-  out.resize(sizeof(PacketHeader) + payload.size());
-  std::memcpy(out.data(), &header, sizeof(PacketHeader));
-  if (!payload.empty()) std::memcpy(out.data() + sizeof(PacketHeader), payload.data(), payload.size());
+void Packet::set_payload(std::span<const uint8_t> p) {
+  bytes.resize(kPayloadAt);
+  bytes.insert(bytes.end(), p.begin(), p.end());  // no zero fill first
 }
 
-bool Packet::decode(std::span<const uint8_t> bytes, Packet& out) {
-  if (bytes.size() < sizeof(PacketHeader)) return false;
-  std::memcpy(&out.header, bytes.data(), sizeof(PacketHeader));
-  const size_t body = bytes.size() - sizeof(PacketHeader);
+std::span<uint8_t> Packet::resize_payload(size_t n) {
+  bytes.resize(kPayloadAt + n);
+  return payload();
+}
+
+void Packet::seal() {
+  if (bytes.size() < kPayloadAt) bytes.resize(kPayloadAt);
+  std::memcpy(bytes.data() + kLinkRoom, &header, sizeof header);
+}
+
+bool Packet::peek(std::span<const uint8_t> b, PacketHeader& out) {
+  if (b.size() < sizeof(PacketHeader)) return false;
+  std::memcpy(&out, b.data(), sizeof(PacketHeader));
+  return true;
+}
+
+bool Packet::decode(std::span<const uint8_t> b, Packet& out) {
+  if (!peek(b, out.header)) return false;
+  const size_t body = b.size() - sizeof(PacketHeader);
   const bool carries = out.header.command != Command::kReadRequest;
   if (carries ? body != out.header.size : body != 0) return false;
-  out.payload.assign(bytes.begin() + sizeof(PacketHeader), bytes.end());
+  out.bytes.resize(kLinkRoom);
+  out.bytes.insert(out.bytes.end(), b.begin(), b.end());  // the one copy of a forwarding hop
   return true;
 }
 

@@ -3,6 +3,8 @@
 // docs/packet-format.md.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -50,13 +52,36 @@ struct PacketHeader {
 };
 static_assert(sizeof(PacketHeader) == 48, "the fabric header is 48 bytes");
 
+// A packet and its bytes. `bytes` holds room for the link's frame header, room for the packet
+// header, then the payload: the layout of a TT-link frame, so that a link puts it on the wire
+// where it lies (as a kernel's socket buffer keeps headroom for the headers below). Routers
+// move the buffer from owner to owner (routing buffer, link window) and rewrite only the
+// header room (seal), so a forwarding hop copies the payload once: when it arrives (decode).
 struct Packet {
-  PacketHeader header;
-  std::vector<uint8_t> payload;
+  static constexpr size_t kLinkRoom = 16;  // a TT-link frame header (link/frame.hpp checks)
+  static constexpr size_t kPayloadAt = kLinkRoom + sizeof(PacketHeader);
 
-  void encode_into(std::vector<uint8_t>& out) const;  // header then payload; reuses out's storage
-  // False if bytes are not a well-formed packet (short, or size disagreeing with the payload).
+  PacketHeader header;
+  std::vector<uint8_t> bytes;  // link room, header room, payload (or empty: no payload)
+
+  size_t payload_size() const { return bytes.size() > kPayloadAt ? bytes.size() - kPayloadAt : 0; }
+  std::span<const uint8_t> payload() const { return std::span(bytes).subspan(std::min(bytes.size(), kPayloadAt)); }
+  std::span<uint8_t> payload() { return std::span(bytes).subspan(std::min(bytes.size(), kPayloadAt)); }
+  // The packet as a link carries it (header and payload), after seal().
+  std::span<const uint8_t> on_link() const { return std::span(bytes).subspan(std::min(bytes.size(), kLinkRoom)); }
+  // The payload becomes a copy of p (reusing the buffer's storage).
+  void set_payload(std::span<const uint8_t> p);
+  // The payload becomes n bytes to be written in place.
+  std::span<uint8_t> resize_payload(size_t n);
+  // Writes the header into its room: `bytes` is then a link payload with its link room.
+  void seal();
+
+  // Copies a packet as a link carried it into out, after link room (reusing out.bytes'
+  // storage). False if the bytes are not a well-formed packet (short, or a size disagreeing
+  // with the payload).
   static bool decode(std::span<const uint8_t> bytes, Packet& out);
+  // Reads only the header of a packet as a link carries it; false if too short.
+  static bool peek(std::span<const uint8_t> bytes, PacketHeader& out);
 };
 
 // The header of an answer (ack, NACK, read response) from chip `self` to the source of h: it

@@ -9,6 +9,7 @@ using routing::Command;
 Packet Center::reply_to(const routing::PacketHeader& h, Command c, uint8_t fvc) const {
   Packet r;
   r.header = routing::answer_to(self_, h, c, fvc);
+  r.bytes = buffers_.take();
   return r;
 }
 
@@ -34,10 +35,11 @@ void Center::on_packet(Packet& p, Result& out) {
   const auto respond_on = routing::answer_fvc(h, control);
   switch (h.command) {
     case Command::kWrite: {
-      auto dst = mem_(h.dst_addr, p.payload.size());
+      const auto payload = p.payload();
+      auto dst = mem_(h.dst_addr, payload.size());
       // Outside this chip's memory: nothing is written and the source hears of it.
-      const bool ok = dst.size() == p.payload.size();
-      if (ok) std::memcpy(dst.data(), p.payload.data(), p.payload.size());
+      const bool ok = dst.size() == payload.size();
+      if (ok) std::memcpy(dst.data(), payload.data(), payload.size());  // the commit
       if (ok) ack(h, out);
       else out.replies.push_back(reply_to(h, Command::kNack, control));
       break;
@@ -50,7 +52,7 @@ void Center::on_packet(Packet& p, Result& out) {
         r.header.command = Command::kNack;
         r.header.fvc = control;
       } else {
-        r.payload.assign(src.begin(), src.end());
+        r.set_payload(src);
         r.header.size = h.size;
       }
       out.replies.push_back(std::move(r));
@@ -75,15 +77,15 @@ void Center::on_packet(Packet& p, Result& out) {
         Packet r = reply_to(h, Command::kReadResponse, respond_on);
         r.header.dst_addr = h.return_addr;
         r.header.size = 4;
-        r.payload.resize(4);
-        std::memcpy(r.payload.data(), &old, 4);
+        std::memcpy(r.resize_payload(4).data(), &old, 4);
         out.replies.push_back(std::move(r));
       }
       break;
     }
     case Command::kReadResponse: {
-      auto dst = mem_(h.dst_addr, p.payload.size());
-      if (dst.size() == p.payload.size()) std::memcpy(dst.data(), p.payload.data(), p.payload.size());
+      const auto payload = p.payload();
+      auto dst = mem_(h.dst_addr, payload.size());
+      if (dst.size() == payload.size()) std::memcpy(dst.data(), payload.data(), payload.size());
       out.for_workers.push_back(std::move(p));
       break;
     }

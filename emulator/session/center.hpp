@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "emulator/common/buffer_pool.hpp"
 #include "emulator/routing/packet.hpp"
 
 namespace ttemu::session {
@@ -36,7 +37,9 @@ class Center {
   // range is outside L1/DRAM.
   using Memory = std::function<std::span<uint8_t>(uint64_t addr, size_t size)>;
 
-  Center(ChipId self, int data_fvcs, Memory memory) : self_(self), data_fvcs_(data_fvcs), mem_(std::move(memory)) {}
+  // Answers take their buffers from `buffers`.
+  Center(ChipId self, int data_fvcs, Memory memory, BufferPool& buffers)
+      : self_(self), data_fvcs_(data_fvcs), mem_(std::move(memory)), buffers_(buffers) {}
 
   struct Result {
     std::vector<Packet> replies;   // to inject into the router
@@ -54,6 +57,7 @@ class Center {
   ChipId self_;
   int data_fvcs_;
   Memory mem_;
+  BufferPool& buffers_;
 };
 
 }  // namespace ttemu::session

@@ -15,28 +15,16 @@ using routing::Packet;
 
 FabricNode::FabricNode(routing::ChipId self, const routing::RouterConfig& config,
                        std::vector<routing::RouterTable> tables, const std::vector<uint8_t>& ports,
-                       Center::Memory memory)
+                       Center::Memory memory, BufferPool& buffers)
     : router_(self, config, std::move(tables), ports),
-      center_(self, config.data_fvcs, std::move(memory)),
+      center_(self, config.data_fvcs, std::move(memory), buffers),
       config_(config),
       credits_owed_(router_.wired_ports() * static_cast<size_t>(router_.lanes()),
-                    static_cast<uint32_t>(std::max(1, config.rb_packets / 2)), config.credit_delay) {
+                    static_cast<uint32_t>(std::max(1, config.rb_packets / 2)), config.credit_delay),
+      buffers_(buffers) {
   backlog_.resize(router_.wired_ports());
   replies_.resize(static_cast<size_t>(router_.fvcs()));
   reply_count_.resize(replies_.size());
-}
-
-std::vector<uint8_t> FabricNode::take() {
-  if (spare_.empty()) return {};
-  std::vector<uint8_t> v = std::move(spare_.back());
-  spare_.pop_back();
-  return v;
-}
-
-void FabricNode::recycle(std::vector<uint8_t>&& bytes) {
-  if (spare_.size() >= 256 || bytes.capacity() == 0) return;
-  bytes.clear();
-  spare_.push_back(std::move(bytes));
 }
 
 size_t FabricNode::rank(uint8_t port) const {
@@ -55,18 +43,14 @@ void FabricNode::on_link_payload(uint8_t port, uint32_t dest_addr, std::span<con
   } else if (dest_addr >= kLinkPacketAddr && dest_addr < kLinkPacketAddr + lanes) {
     const auto lane = static_cast<uint8_t>(dest_addr - kLinkPacketAddr);
     Packet p;
-    p.payload = take();
+    p.bytes = buffers_.take();
     if (Packet::decode(payload, p) && p.header.fvc == transport::fvc_of_lane(lane) &&
         routing::is_answer(p.header.command) == transport::answer_lane(lane)) {
       router_.on_arrival(port, lane, std::move(p), now);
     } else {
       // Not a packet we can forward; its buffer slot was never used: give the credit back.
-      recycle(std::move(p.payload));
-      std::vector<uint8_t> body = take();
-      body.resize(4);
-      const uint32_t one = 1;
-      std::memcpy(body.data(), &one, 4);
-      backlog(port).push_back({kLinkCreditAddr + lane, std::move(body)});
+      buffers_.give(std::move(p.bytes));
+      owe_credit(rank(port), lane, 1);
     }
   }
 }
@@ -80,11 +64,11 @@ bool FabricNode::set_link_down(uint8_t port, bool down) {
   const auto lanes = static_cast<uint32_t>(router_.lanes());
   std::deque<LinkPayload> keep;
   for (auto& entry : q) {
-    routing::Packet p;
+    routing::PacketHeader h;
     if (entry.dest_addr >= kLinkPacketAddr && entry.dest_addr < kLinkPacketAddr + lanes &&
-        Packet::decode(entry.bytes, p)) {
-      router_.bounce(port, static_cast<uint8_t>(entry.dest_addr - kLinkPacketAddr), p.header);
-      recycle(std::move(entry.bytes));
+        Packet::peek(std::span(entry.bytes).subspan(Packet::kLinkRoom), h)) {
+      router_.bounce(port, static_cast<uint8_t>(entry.dest_addr - kLinkPacketAddr), h);
+      buffers_.give(std::move(entry.bytes));
     } else {
       keep.push_back(std::move(entry));
     }
@@ -117,10 +101,8 @@ bool FabricNode::poll(routing::Time now, Output& out) {
     router_.poll(now, actions_);
     for (auto& ev : actions_.events) out.events.push_back(ev);
     for (auto& s : actions_.sends) {
-      std::vector<uint8_t> bytes = take();
-      s.packet.encode_into(bytes);
-      recycle(std::move(s.packet.payload));
-      backlog(s.port).push_back({kLinkPacketAddr + s.lane, std::move(bytes)});
+      s.packet.seal();  // the header into its room; the payload stays where it arrived
+      backlog(s.port).push_back({kLinkPacketAddr + s.lane, std::move(s.packet.bytes)});
     }
     for (auto& c : actions_.credits) {
       credits_owed_.owe(rank(c.port) * static_cast<size_t>(router_.lanes()) + c.lane, c.n, now);
@@ -130,7 +112,7 @@ bool FabricNode::poll(routing::Time now, Output& out) {
     for (auto& p : actions_.delivered) {
       out.committed.push_back(p.header);
       center_.on_packet(p, center_out_);
-      recycle(std::move(p.payload));
+      buffers_.give(std::move(p.bytes));
     }
     for (auto& reply : center_out_.replies) {
       ++reply_count_.at(reply.header.fvc);
@@ -149,12 +131,14 @@ bool FabricNode::poll(routing::Time now, Output& out) {
 
 void FabricNode::flush_credits(routing::Time now) {
   const auto lanes = static_cast<size_t>(router_.lanes());
-  credits_owed_.flush(now, [&](size_t slot, uint32_t n) {
-    std::vector<uint8_t> body = take();
-    body.resize(4);
-    std::memcpy(body.data(), &n, 4);
-    backlog_[slot / lanes].push_back({kLinkCreditAddr + static_cast<uint32_t>(slot % lanes), std::move(body)});
-  });
+  credits_owed_.flush(now, [&](size_t slot, uint32_t n) { owe_credit(slot / lanes, static_cast<uint32_t>(slot % lanes), n); });
+}
+
+void FabricNode::owe_credit(size_t rank, uint32_t lane, uint32_t n) {
+  std::vector<uint8_t> body = buffers_.take();
+  body.resize(Packet::kLinkRoom + 4);
+  std::memcpy(body.data() + Packet::kLinkRoom, &n, 4);
+  backlog_[rank].push_back({kLinkCreditAddr + lane, std::move(body)});
 }
 
 std::optional<routing::Time> FabricNode::next_deadline() const {

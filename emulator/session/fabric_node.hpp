@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "emulator/common/buffer_pool.hpp"
 #include "emulator/routing/fabric_router.hpp"
 #include "emulator/session/center.hpp"
 #include "emulator/transport/credit_returns.hpp"
@@ -17,6 +18,8 @@
 
 namespace ttemu::session {
 
+// A payload for a TT-link: Packet::kLinkRoom bytes of room for the frame header, then the
+// payload (the layout TtLink::send takes without a copy).
 struct LinkPayload {
   uint32_t dest_addr;
   std::vector<uint8_t> bytes;
@@ -26,10 +29,13 @@ class FabricNode {
  public:
   FabricNode(routing::ChipId self, const routing::RouterConfig& config,
              std::vector<routing::RouterTable> tables, const std::vector<uint8_t>& ports,
-             Center::Memory memory);
+             Center::Memory memory, BufferPool& buffers);
 
   routing::ChipId self() const { return router_.self(); }
   routing::FabricRouter& router() { return router_; }
+  // The chip's packet buffers: a packet's buffer travels from here through the router to a
+  // link's window and back.
+  BufferPool& buffers() { return buffers_; }
 
   // A TT-link on `port` delivered a payload (a packet or credits for the router).
   void on_link_payload(uint8_t port, uint32_t dest_addr, std::span<const uint8_t> payload, routing::Time now);
@@ -52,22 +58,22 @@ class FabricNode {
   bool poll(routing::Time now, Output& out);
   std::deque<LinkPayload>& backlog(uint8_t port) { return backlog_[rank(port)]; }
   // Hands the payloads waiting for `port` to send(dest_addr, bytes) in order, while it takes
-  // them (returns true). Their buffers serve the next packets: the per-hop path allocates nothing.
+  // them (returns true): send may move the buffer away (into a link's window, no copy); what
+  // it leaves goes back to the pool.
   template <class Send>
   void pass_backlog(uint8_t port, Send&& send) {
     auto& q = backlog(port);
-    while (!q.empty() && send(q.front().dest_addr, std::span<const uint8_t>(q.front().bytes))) {
-      recycle(std::move(q.front().bytes));
+    while (!q.empty() && send(q.front().dest_addr, q.front().bytes)) {
+      buffers_.give(std::move(q.front().bytes));
       q.pop_front();
     }
   }
-  void recycle(std::vector<uint8_t>&& bytes);
   std::optional<routing::Time> next_deadline() const;
   bool idle() const;
 
  private:
   size_t rank(uint8_t port) const;  // the router's index of a wired port; throws for others
-  std::vector<uint8_t> take();      // a spare buffer, empty
+  void owe_credit(size_t rank, uint32_t lane, uint32_t n);  // queues a credit payload
 
   routing::FabricRouter router_;
   Center center_;
@@ -82,7 +88,7 @@ class FabricNode {
   Center::Result center_out_;
   routing::RouterConfig config_;
   transport::CreditReturns credits_owed_;  // by port index * lanes + lane
-  std::vector<std::vector<uint8_t>> spare_;
+  BufferPool& buffers_;
   void flush_credits(routing::Time now);
 };
 

@@ -36,10 +36,14 @@ struct FabricSim::Node final : node::NodeObserver, wire::Transport {
   uint32_t incarnation = 0;  // restarts so far: new nonces each time
   std::map<uint16_t, std::unique_ptr<chip::CommandBufferClient>> workers;
 
-  size_t send(uint8_t port, std::span<const std::vector<uint8_t>> datagrams) override {
+  size_t send(uint8_t port, std::span<const wire::Datagram> datagrams) override {
     End& e = *sim->ends_.at(PortId{id, port});
     if (!e.cut) {
-      for (const auto& d : datagrams) e.wire.emplace_back(sim->now_ + sim->cfg_.wire_latency, d);
+      for (const auto& d : datagrams) {
+        // The wire keeps its own copy, as a socket's buffer does.
+        auto& [when, bytes] = e.wire.emplace_back(sim->now_ + sim->cfg_.wire_latency, std::vector<uint8_t>{});
+        d.copy_to(bytes);
+      }
     }
     return datagrams.size();
   }

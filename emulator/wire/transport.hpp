@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+#include "emulator/wire/datagram.hpp"
+
 namespace ttemu::wire {
 
 class Transport {
@@ -20,7 +22,9 @@ class Transport {
   // without blocking; returns how many it took. When it takes fewer than all it must, once
   // more can go, make the node's owner call ChipNode::on_writable(port). A call with none
   // says nothing is left to send for that port.
-  virtual size_t send(uint8_t port, std::span<const std::vector<uint8_t>> datagrams) = 0;
+  // A datagram's borrowed pieces are valid only during the call: a transport that keeps a
+  // datagram past it (a simulated wire, an asynchronous ring) copies it (Datagram::copy_to).
+  virtual size_t send(uint8_t port, std::span<const Datagram> datagrams) = 0;
 };
 
 }  // namespace ttemu::wire

@@ -85,7 +85,7 @@ UdpSocket::~UdpSocket() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::span<const Datagram> UdpSocket::receive() {
+std::span<const Received> UdpSocket::receive() {
   received_.clear();
   int got = ::recvmmsg(fd_, msgs_.data(), static_cast<unsigned>(msgs_.size()), MSG_DONTWAIT, nullptr);
   for (size_t i = 0; got > 0 && i < static_cast<size_t>(got); ++i) {
@@ -97,22 +97,26 @@ std::span<const Datagram> UdpSocket::receive() {
   return received_;
 }
 
-size_t UdpSocket::send(std::span<const std::vector<uint8_t>> datagrams) {
+size_t UdpSocket::send(std::span<const Datagram> datagrams) {
   size_t sent = 0;
   while (sent < datagrams.size()) {
     const size_t n = std::min<size_t>(datagrams.size() - sent, 64);
-    mmsghdr msgs[64];
-    iovec iov[64];
+    send_iov_.clear();
+    send_msgs_.assign(n, mmsghdr{});
+    size_t first[65];
     for (size_t i = 0; i < n; ++i) {
-      const auto& d = datagrams[sent + i];
-      iov[i] = {const_cast<uint8_t*>(d.data()), d.size()};
-      msgs[i] = {};
-      msgs[i].msg_hdr.msg_iov = &iov[i];
-      msgs[i].msg_hdr.msg_iovlen = 1;
-      msgs[i].msg_hdr.msg_name = &peer_.storage;
-      msgs[i].msg_hdr.msg_namelen = peer_.length;
+      first[i] = send_iov_.size();
+      datagrams[sent + i].gather(send_iov_);
     }
-    int out = ::sendmmsg(fd_, msgs, static_cast<unsigned>(n), MSG_DONTWAIT);
+    first[n] = send_iov_.size();
+    for (size_t i = 0; i < n; ++i) {  // after gathering: send_iov_ no longer moves
+      auto& h = send_msgs_[i].msg_hdr;
+      h.msg_iov = send_iov_.data() + first[i];
+      h.msg_iovlen = first[i + 1] - first[i];
+      h.msg_name = &peer_.storage;
+      h.msg_namelen = peer_.length;
+    }
+    int out = ::sendmmsg(fd_, send_msgs_.data(), static_cast<unsigned>(n), MSG_DONTWAIT);
     if (out <= 0) {
       if (out < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS) {
         // The wire refused the datagram (e.g. the peer's port is gone): like a loss, ARQ copes.

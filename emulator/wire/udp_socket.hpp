@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "emulator/wire/datagram.hpp"
+
 namespace ttemu::wire {
 
 // A socket address of either family, with the name of where it came from for messages.
@@ -25,7 +27,7 @@ Address make_address(const std::string& ip, uint16_t port);
 
 inline constexpr size_t kMaxUdpPayload = 65507;  // IPv4's limit; receive buffers hold this
 
-struct Datagram {
+struct Received {
   std::span<const uint8_t> bytes;
   const Address* from;
 };
@@ -43,19 +45,22 @@ class UdpSocket {
   void set_peer(const Address& peer) { peer_ = peer; }
   bool accepts(const Address& from) const { return from == peer_; }
   // Receives up to the batch size without blocking; the spans stay valid until the next call.
-  std::span<const Datagram> receive();
-  // Sends datagrams to the peer without blocking; returns how many went out (fewer when the
-  // socket buffer is full: wait until writable and call again with the rest).
-  size_t send(std::span<const std::vector<uint8_t>> datagrams);
+  std::span<const Received> receive();
+  // Sends datagrams to the peer without blocking, each gathered from its pieces (no copy in
+  // user space); returns how many went out (fewer when the socket buffer is full: wait until
+  // writable and call again with the rest).
+  size_t send(std::span<const Datagram> datagrams);
 
  private:
   int fd_ = -1;
   uint16_t port_ = 0;
   Address peer_;
   std::vector<std::vector<uint8_t>> buffers_;
-  std::vector<Datagram> received_;
+  std::vector<Received> received_;
   std::vector<mmsghdr> msgs_;
   std::vector<iovec> iov_;
+  std::vector<iovec> send_iov_;
+  std::vector<mmsghdr> send_msgs_;
   std::vector<Address> from_;
 };
 

@@ -26,8 +26,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   link.start(Time{0});
   link.on_datagram(d, Time{1});
   link.on_timer(Time{1'000'000'000});
-  std::vector<std::vector<uint8_t>> out;
+  std::vector<ttemu::wire::Datagram> out;
   link.poll_transmit(Time{2}, out);
+  link.recycle(out);
   // Without a completed handshake no data frame may reach the routing layer.
   if (delivered) std::abort();
   return 0;

@@ -40,10 +40,14 @@ struct Chip final : node::NodeObserver, wire::Transport {
   Chip* peer = nullptr;
   link::Time now{};
   bool sent = false;  // datagrams went to the peer since its last turn
+  std::vector<uint8_t> wire;
   size_t answers = 0;
 
-  size_t send(uint8_t, std::span<const std::vector<uint8_t>> datagrams) override {
-    for (const auto& d : datagrams) peer->node->on_datagram(peer->port, d, now);
+  size_t send(uint8_t, std::span<const wire::Datagram> datagrams) override {
+    for (const auto& d : datagrams) {
+      d.copy_to(wire);  // the wire's copy, as the kernel's from a socket's buffer
+      peer->node->on_datagram(peer->port, wire, now);
+    }
     sent = sent || !datagrams.empty();
     return datagrams.size();
   }
@@ -117,7 +121,7 @@ int main(int argc, char** argv) {
   for (long r = 0; r < rounds; ++r) {
     const size_t before = a.answers;
     p.header.packet_id = static_cast<uint64_t>(r);
-    p.payload = payload;
+    p.set_payload(payload);
     const link::Time t = now();  // one clock read per wake-up, as in a chip
     a.now = b.now = t;
     a.node->inject(p, t);

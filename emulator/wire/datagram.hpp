@@ -1,0 +1,125 @@
+// One datagram to send, as a gather list (scatter-gather I/O): pieces it owns (frame headers,
+// CRCs, acknowledgements, hellos) and pieces it borrows (frame payloads that stay in a TT-link's
+// retransmission window). A transport hands the pieces to the kernel as one iovec array, so a
+// payload goes from the window to the socket without a copy in user space.
+//
+// Borrowed bytes must stay put until the transport has taken the datagram (the TT-link keeps
+// acknowledged payloads until its sent datagrams are handed back, TtLink::recycle).
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+namespace ttemu::wire {
+
+class Datagram {
+ public:
+  // Linux takes at most this many pieces per datagram (UIO_MAXIOV).
+  static constexpr size_t kMaxPieces = 1024;
+
+  struct Mark {
+    size_t pieces, owned, size;
+  };
+
+  void clear() {
+    pieces_.clear();
+    owned_.clear();
+    size_ = 0;
+  }
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  size_t pieces() const { return pieces_.size(); }
+
+  // Room for n bytes the datagram owns, to be written now (the span is valid until the next
+  // append). Owned bytes that follow owned bytes extend the same piece.
+  std::span<uint8_t> append_owned(size_t n) {
+    const size_t at = owned_.size();
+    owned_.resize(at + n);
+    extend_owned(at, n);
+    return {owned_.data() + at, n};
+  }
+  void append_copy(std::span<const uint8_t> bytes) {
+    if (bytes.empty()) return;
+    const size_t at = owned_.size();
+    owned_.insert(owned_.end(), bytes.begin(), bytes.end());  // no zero fill first
+    extend_owned(at, bytes.size());
+  }
+  // Bytes the datagram refers to without copying.
+  void append_borrowed(std::span<const uint8_t> bytes) {
+    if (bytes.empty()) return;
+    pieces_.push_back({bytes.data(), 0, bytes.size()});
+    size_ += bytes.size();
+  }
+
+  // Where the datagram stands now, to take back everything appended after (rewind).
+  Mark mark() const { return {pieces_.size(), owned_.size(), size_}; }
+  void rewind(const Mark& m) {
+    pieces_.resize(m.pieces);
+    owned_.resize(m.owned);
+    size_ = m.size;
+    if (!pieces_.empty() && pieces_.back().borrowed == nullptr) {
+      pieces_.back().length = owned_.size() - pieces_.back().offset;
+    }
+  }
+  // The owned bytes appended since `m` when nothing borrowed was appended since (a frame built
+  // whole, to be corrupted on purpose).
+  std::span<uint8_t> owned_since(const Mark& m) { return {owned_.data() + m.owned, owned_.size() - m.owned}; }
+
+  // Calls f(span) for each piece in order.
+  template <class F>
+  void for_each_piece(F&& f) const {
+    for (const auto& p : pieces_) f(std::span<const uint8_t>(p.borrowed ? p.borrowed : owned_.data() + p.offset, p.length));
+  }
+  // The pieces as iovecs, appended to out (valid while the datagram is unchanged).
+  void gather(std::vector<iovec>& out) const {
+    for_each_piece([&](std::span<const uint8_t> s) { out.push_back({const_cast<uint8_t*>(s.data()), s.size()}); });
+  }
+  // The datagram's bytes in one piece it owns (for holding it back, or a wire that keeps it).
+  void copy_to(std::vector<uint8_t>& out) const {
+    out.resize(size_);
+    uint8_t* at = out.data();
+    for_each_piece([&](std::span<const uint8_t> s) {
+      std::memcpy(at, s.data(), s.size());
+      at += s.size();
+    });
+  }
+  std::vector<uint8_t> to_bytes() const {
+    std::vector<uint8_t> v;
+    copy_to(v);
+    return v;
+  }
+  // Makes every piece owned: the datagram no longer refers to anything outside itself.
+  void own() {
+    if (pieces_.size() == 1 && pieces_.front().borrowed == nullptr) return;
+    std::vector<uint8_t> bytes;
+    copy_to(bytes);
+    clear();
+    append_copy(bytes);
+  }
+
+ private:
+  void extend_owned(size_t at, size_t n) {
+    if (!pieces_.empty() && pieces_.back().borrowed == nullptr) {
+      pieces_.back().length += n;
+    } else {
+      pieces_.push_back({nullptr, at, n});
+    }
+    size_ += n;
+  }
+
+  struct Piece {
+    const uint8_t* borrowed;  // nullptr: owned_[offset, offset + length)
+    size_t offset;
+    size_t length;
+  };
+  std::vector<Piece> pieces_;
+  std::vector<uint8_t> owned_;
+  size_t size_ = 0;
+};
+
+}  // namespace ttemu::wire
