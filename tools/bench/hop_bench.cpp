@@ -2,7 +2,7 @@
 // very node a chip process runs: router, center, TT-links) joined by a wire that hands each
 // datagram over at once, in one process. A small write goes from M0D0 to M0D1 and its
 // acknowledgement comes back, through exactly the per-packet code of a chip process (routing,
-// credits, packet encoding, TT-link framing and CRC, commit), minus the command buffer and
+// credits, packet buffers, TT-link framing and CRC, commit), minus the command buffer and
 // the system calls. Half a round trip is one hop's work; a chip process adds a wake-up, a
 // receive and a send to it (ttemu_bench_fabric measures those).
 //
@@ -28,8 +28,8 @@ using Clock = std::chrono::steady_clock;
 link::Time now() { return std::chrono::duration_cast<link::Time>(Clock::now().time_since_epoch()); }
 
 // A chip: its node and its memory. Its transport hands each datagram to the peer's node at
-// once, read in place as from a socket's buffer (no copy); the peer handles the batch when
-// it takes its turn (cross). Without faults no gap is ever seen, so a receive never answers
+// once, gathered into one buffer as the kernel copies it into a socket's; the peer handles
+// the batch when it takes its turn (cross). Without faults no gap is ever seen, so a receive never answers
 // inside the sender's call.
 struct Chip final : node::NodeObserver, wire::Transport {
   routing::ChipId id;
