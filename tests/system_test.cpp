@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "emulator/job/job.hpp"
 #include "emulator/link/frame.hpp"
 #include "tests/system_support.hpp"
 
@@ -609,6 +610,16 @@ TEST(Fabric, TrafficStartsASystemItselfWhenNoneRuns) {
   ASSERT_FALSE(held.job.empty()) << r.out;
   ASSERT_FALSE(held.socket.empty()) << r.out;
   expect_nothing_left(held);
+}
+
+// With two systems running and none named, traffic must not guess, nor start a third.
+TEST(Fabric, TrafficRefusesToGuessBetweenTwoRunningSystems) {
+  System first({topo("n150.yaml")});
+  System second({topo("n150.yaml")});
+  RunResult r = ttemu({"traffic", "--pattern", "unicast", "--count", "1"});
+  expect_one_line_error(r, "2 systems are running; name one with --job");
+  EXPECT_EQ(r.stderr_text.find("ready in"), std::string::npos) << "no third system was started";
+  EXPECT_EQ(job::live_jobs().size(), 2u);
 }
 
 }  // namespace

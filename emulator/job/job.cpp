@@ -88,6 +88,16 @@ bool job_alive(const JobId& job) {
   return answers;
 }
 
+std::vector<JobId> live_jobs() {
+  std::vector<JobId> live;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(runtime_dir(), ec)) {
+    auto id = JobId::parse(e.path().stem().string());
+    if (e.path().extension() == ".sock" && id && job_alive(*id)) live.push_back(*id);
+  }
+  return live;
+}
+
 JobId find_job(const std::optional<std::string>& named) {
   // A client started by `ttemu launch ... -- CMD` talks to its own system.
   std::optional<std::string> text = named;
@@ -100,12 +110,7 @@ JobId find_job(const std::optional<std::string>& named) {
     if (!fs::exists(control_socket_path(*id))) throw Error(fmt::format("no running job {}", *text));
     return *id;
   }
-  std::vector<JobId> live;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(runtime_dir(), ec)) {
-    auto id = JobId::parse(e.path().stem().string());
-    if (e.path().extension() == ".sock" && id && job_alive(*id)) live.push_back(*id);
-  }
+  const std::vector<JobId> live = live_jobs();
   if (live.empty()) throw Error("no running system: start one with 'ttemu launch'");
   if (live.size() > 1) {
     std::string names;

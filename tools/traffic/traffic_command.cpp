@@ -246,12 +246,10 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
   t->add_flag("--json", o->json, "One JSON object per pattern");
   t->callback([o, &exit_status] {
     const std::vector<std::string> patterns = control::expand_patterns(o->patterns);
-    job::JobId running;
-    try {
-      running = job::find_job(o->job.empty() ? std::nullopt : std::optional<std::string>(o->job));
-    } catch (const Error&) {
-      if (!o->job.empty() || std::getenv("TTEMU_JOB")) throw;
+    const bool named = !o->job.empty() || std::getenv("TTEMU_JOB");
+    if (!named && job::live_jobs().empty()) {
       // Nothing running: start a system for this run, with this very command as its client.
+      // (With several running, find_job below refuses to guess.)
       LaunchOptions lo;
       lo.file = o->system.empty() ? default_system_file() : o->system;
       lo.command = command_line();
@@ -259,6 +257,7 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
       exit_status = run_launch(lo);
       return;
     }
+    const job::JobId running = job::find_job(o->job.empty() ? std::nullopt : std::optional<std::string>(o->job));
     const RunContext run(job::read_description(running));
     bool bad = false;
     for (const auto& p : patterns) {
