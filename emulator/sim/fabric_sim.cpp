@@ -34,6 +34,13 @@ struct FabricSim::Node final : node::NodeObserver, wire::Transport {
   std::vector<Packet> inbox;
   bool dead = false;
   uint32_t incarnation = 0;  // restarts so far: new nonces each time
+  // The doorbell protocol of a chip process's event loop: after each step the chip says it
+  // sleeps (router_asleep), looks at its command buffer once more, and from then on sees
+  // workers' commands only when a datagram, a deadline or its doorbell wakes it.
+  bool rung = false;    // a worker rang the doorbell since the chip's last wake-up
+  bool poked = false;   // a packet was injected past the command buffer (directed tests)
+  uint64_t rings = 0;
+  bool asleep() const { return control->commands.router_asleep.load(std::memory_order_seq_cst) != 0; }
   std::map<uint16_t, std::unique_ptr<chip::CommandBufferClient>> workers;
 
   size_t send(uint8_t port, std::span<const wire::Datagram> datagrams) override {
@@ -132,6 +139,7 @@ bool FabricSim::inject(ChipId at, Packet packet) {
                                    to_string(at), to_string(packet.header.dst()), packet.header.packet_id,
                                    packet.header.fvc);
   if (!n.chip->inject(std::move(packet), now_)) return false;
+  n.poked = true;
   ++next_packet_id_;
   log(summary);
   return true;
@@ -171,11 +179,20 @@ FabricSim::Node& FabricSim::node(ChipId chip) const {
 
 bool FabricSim::alive(ChipId chip) const { return !node(chip).dead; }
 
+uint64_t FabricSim::doorbell_rings(ChipId chip) const { return node(chip).rings; }
+
 chip::CommandBufferClient& FabricSim::worker(ChipId chip, uint16_t core) {
   Node& n = node(chip);
   auto& w = n.workers[core];
-  // The doorbell: the simulated chip looks at its command buffer on every step anyway.
-  if (!w) w = std::make_unique<chip::CommandBufferClient>(*n.control, core, nullptr);
+  // The doorbell, rung by the command buffer code only when the chip has said it sleeps.
+  Node* raw = &n;
+  if (!w) {
+    w = std::make_unique<chip::CommandBufferClient>(*n.control, core, [this, raw] {
+      raw->rung = true;
+      ++raw->rings;
+      log(fmt::format("doorbell {}", to_string(raw->id)));
+    });
+  }
   return *w;
 }
 
@@ -213,12 +230,6 @@ const std::vector<Packet>& FabricSim::worker_inbox(ChipId at) const { return nod
 
 const link::LinkCounters& FabricSim::counters(PortId end) const { return node(end.chip).chip->counters(end.port); }
 
-void FabricSim::pump_all() {
-  for (auto& n : nodes_) {
-    if (!n->dead) n->chip->pump(now_);
-  }
-}
-
 bool FabricSim::step(link::Time limit) {
   std::optional<link::Time> t;
   for (auto& [port, e] : ends_) {
@@ -227,7 +238,8 @@ bool FabricSim::step(link::Time limit) {
   for (auto& n : nodes_) {
     if (n->dead) continue;
     t = earlier(t, n->chip->next_deadline());
-    if (n->chip->has_work()) t = now_;  // workers' commands wait: the chip wakes now
+    // Rung, poked, or awake with commands waiting: the chip runs now.
+    if (n->rung || n->poked || (!n->asleep() && n->chip->has_work())) t = now_;
   }
   if (!actions_.empty()) t = earlier(t, actions_.begin()->first);
   if (!t) return false;
@@ -247,6 +259,7 @@ bool FabricSim::step(link::Time limit) {
     Node& to = node(e->peer->self.chip);
     while (!e->wire.empty() && e->wire.front().first <= now_) {
       if (!to.dead) {
+        to.control->commands.router_asleep.store(0, std::memory_order_relaxed);  // woken
         to.chip->on_datagram(e->peer->self.port, e->wire.front().second, now_);
       }
       e->wire.pop_front();
@@ -254,17 +267,22 @@ bool FabricSim::step(link::Time limit) {
   }
   for (auto& n : nodes_) {
     if (n->dead) continue;
-    if (n->chip->has_work()) n->chip->pump(now_);
-    n->chip->end_of_batch(now_);  // nothing to do unless datagrams arrived
     const auto due = n->chip->next_deadline();
-    if (due && *due <= now_) n->chip->on_timer(now_);
+    const bool timer = due && *due <= now_;
+    if (n->rung || n->poked || timer) n->control->commands.router_asleep.store(0, std::memory_order_relaxed);
+    if (!n->asleep() && (n->chip->has_work() || n->poked)) n->chip->pump(now_);
+    n->rung = n->poked = false;
+    n->chip->end_of_batch(now_);  // nothing to do unless datagrams arrived
+    if (timer) n->chip->on_timer(now_);
+    // Back to sleep as the event loop goes: say so, then look once more (no lost wake-up).
+    n->control->commands.router_asleep.store(1, std::memory_order_seq_cst);
+    if (n->chip->has_work()) n->control->commands.router_asleep.store(0, std::memory_order_relaxed);
   }
   return true;
 }
 
 bool FabricSim::run(link::Duration limit) {
   const link::Time end = now_ + limit;
-  pump_all();
   while (step(end)) {
   }
   bool idle = actions_.empty();

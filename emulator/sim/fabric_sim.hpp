@@ -48,6 +48,9 @@ class FabricSim {
   // the chip takes its commands during run(), as a chip process does when it wakes. Valid
   // until the chip is restarted.
   chip::CommandBufferClient& worker(routing::ChipId chip, uint16_t core);
+  // Times a worker rang the chip's doorbell (it rings only when the chip has said it sleeps;
+  // a sleeping chip sees commands only when rung, woken by a datagram or by a deadline).
+  uint64_t doorbell_rings(routing::ChipId chip) const;
   // Runs until nothing moves and nothing waits, or the simulated limit passes (then the clock
   // stands at the limit). True if idle.
   bool run(link::Duration limit = std::chrono::seconds(10));
@@ -82,7 +85,6 @@ class FabricSim {
  private:
   struct Node;
   struct End;
-  void pump_all();
   bool step(link::Time limit);
   Node& node(routing::ChipId chip) const;
   void build(Node& n, int index);
