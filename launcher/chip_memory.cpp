@@ -24,9 +24,8 @@ ChipMemory::ChipMemory(const job::JobId& job, const control::System& sys, const 
       names_.push_back(chip::segment_name(job, chip.id, chip::SegmentKind::kL1));
       chip::Segment l1 = chip::Segment::create(names_.back(), arch.l1_total());
       // The control plane writes each router's table into its ethernet core's L1.
-      for (int port = 0; port < routing::kMaxPorts; ++port) {
-        const int link = sys.link_at(v, static_cast<uint8_t>(port));
-        if (link < 0) continue;
+      for (uint8_t port : sys.wired_ports(v)) {
+        const int link = sys.link_at(v, port);
         if (port >= arch.eth_cores) {
           throw Error(fmt::format("{} port P{}: a {} chip has {} ethernet cores", routing::to_string(chip.id), port,
                                   arch.name, arch.eth_cores));

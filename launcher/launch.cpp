@@ -75,9 +75,7 @@ class Launcher : public ControlTarget {
     });
     watch_children();
     for (int v = 0; v < sys_.node_count(); ++v) {
-      for (int port = 0; port < routing::kMaxPorts; ++port) {
-        if (sys_.link_at(v, static_cast<uint8_t>(port)) >= 0) link_state_[{v, port}] = "handshake";
-      }
+      for (uint8_t port : sys_.wired_ports(v)) link_state_[{v, port}] = "handshake";
     }
     bound_ports_.resize(sys_.chips.size());
     chips_ = std::make_unique<LocalChips>(
@@ -130,10 +128,8 @@ class Launcher : public ControlTarget {
   msg::Config config_for(int v) {
     msg::Config m;
     const auto& chip = sys_.chips[static_cast<size_t>(v)];
-    for (int port = 0; port < routing::kMaxPorts; ++port) {
-      int l = sys_.link_at(v, static_cast<uint8_t>(port));
-      if (l < 0) continue;
-      routing::PortId self{chip.id, static_cast<uint8_t>(port)};
+    for (uint8_t port : sys_.wired_ports(v)) {
+      routing::PortId self{chip.id, port};
       routing::PortId peer = *sys_.peer(self);
       msg::LinkSetup entry{self.port, peer.chip.mesh, peer.chip.device, peer.port, {}};
       if (auto it = plan_.tx.find(self); it != plan_.tx.end()) entry.faults = link::to_json(it->second);
@@ -239,9 +235,8 @@ class Launcher : public ControlTarget {
   // notice when they next had something to send. They are told, and go down now.
   void tell_peers_of_death(int node) {
     const auto& dead = sys_.chips[static_cast<size_t>(node)];
-    for (int port = 0; port < routing::kMaxPorts; ++port) {
-      if (sys_.link_at(node, static_cast<uint8_t>(port)) < 0) continue;
-      auto peer = sys_.peer({dead.id, static_cast<uint8_t>(port)});  // a wired port has one
+    for (uint8_t port : sys_.wired_ports(node)) {
+      auto peer = sys_.peer({dead.id, port});  // a wired port has one
       send(*sys_.node(peer->chip), msg::PeerDown{peer->port});
     }
   }
@@ -331,13 +326,12 @@ class Launcher : public ControlTarget {
     int changed = 0;
     for (int v = 0; v < sys_.node_count(); ++v) {
       const auto& chip = sys_.chips[static_cast<size_t>(v)];
-      for (int port = 0; port < routing::kMaxPorts; ++port) {
-        if (sys_.link_at(v, static_cast<uint8_t>(port)) < 0) continue;
-        routing::PortId self{chip.id, static_cast<uint8_t>(port)};
+      for (uint8_t port : sys_.wired_ports(v)) {
+        routing::PortId self{chip.id, port};
         auto it = plan.tx.find(self);
         link::DirectionFaults f = it == plan.tx.end() ? link::DirectionFaults{} : it->second;
         changed += f.any();
-        send(v, msg::Faults{static_cast<uint8_t>(port), link::to_json(f), plan.seed ? *plan.seed : seed_});
+        send(v, msg::Faults{port, link::to_json(f), plan.seed ? *plan.seed : seed_});
       }
     }
     plan_ = plan;
@@ -349,8 +343,8 @@ class Launcher : public ControlTarget {
     auto node = port ? sys_.node(port->chip) : std::nullopt;
     if (!node || sys_.link_at(*node, port->port) < 0) {
       std::string wired;  // what the user could have meant: the chip's wired ports
-      for (int p = 0; node && p < routing::kMaxPorts; ++p) {
-        if (sys_.link_at(*node, static_cast<uint8_t>(p)) >= 0) wired += fmt::format("{}P{}", wired.empty() ? "" : ", ", p);
+      for (uint8_t p : node ? sys_.wired_ports(*node) : std::vector<uint8_t>{}) {
+        wired += fmt::format("{}P{}", wired.empty() ? "" : ", ", p);
       }
       throw Error(fmt::format("'{}' is not a wired port of {}{}", printable(t.link), o_.file,
                               wired.empty() ? "" : fmt::format(" ({} has {})", to_string(port->chip), wired)));

@@ -61,10 +61,7 @@ TEST(FabricNode, AForwardedPacketLeavesInTheBufferItArrivedIn) {
   const auto sys = test::load("mesh_4x4.yaml");
   const auto tables = control::compute_tables(sys);
   const int v = test::node(sys, "M0D1");
-  std::vector<uint8_t> ports;
-  for (int p = 0; p < routing::kMaxPorts; ++p) {
-    if (sys.link_at(v, static_cast<uint8_t>(p)) >= 0) ports.push_back(static_cast<uint8_t>(p));
-  }
+  const std::vector<uint8_t> ports = sys.wired_ports(v);
   std::vector<routing::RouterTable> planes;
   for (int p = 0; p < tables.planes(); ++p) planes.push_back(tables.at(p, v));
   BufferPool pool;

@@ -61,6 +61,14 @@ int System::link_at(int node, uint8_t port) const {
   return chips.at(static_cast<size_t>(node)).link_of_port[port];
 }
 
+std::vector<uint8_t> System::wired_ports(int node) const {
+  std::vector<uint8_t> ports;
+  for (int p = 0; p < routing::kMaxPorts; ++p) {
+    if (link_at(node, static_cast<uint8_t>(p)) >= 0) ports.push_back(static_cast<uint8_t>(p));
+  }
+  return ports;
+}
+
 std::optional<PortId> System::peer(PortId port) const {
   auto n = node(port.chip);
   if (!n) return std::nullopt;

@@ -95,6 +95,8 @@ class System {
   const ChipSpec& spec_of(int node) const;
   // The link on a port, or -1 when the port is not wired.
   int link_at(int node, uint8_t port) const;
+  // The node's ports that have a link, ascending.
+  std::vector<uint8_t> wired_ports(int node) const;
   // The far end of a port's link, or nullopt.
   std::optional<PortId> peer(PortId port) const;
   // Exit nodes: chips with at least one inter-mesh link.

@@ -106,12 +106,11 @@ void FabricSim::build(Node& n, int v) {
   nc.link = cfg_.link;
   nc.router = cfg_.router;
   for (int p = 0; p < tables_.planes(); ++p) nc.tables.push_back(tables_.at(p, v));
-  for (int port = 0; port < routing::kMaxPorts; ++port) {
-    const PortId self{n.id, static_cast<uint8_t>(port)};
-    auto peer = sys_.link_at(v, static_cast<uint8_t>(port)) >= 0 ? sys_.peer(self) : std::nullopt;
-    if (!peer) continue;
+  for (uint8_t port : sys_.wired_ports(v)) {
+    const PortId self{n.id, port};
+    const PortId peer = *sys_.peer(self);
     const auto nonce = static_cast<uint32_t>(0x1000 + link_number_.at(self) + (uint64_t{n.incarnation} << 20));
-    nc.ports.push_back({self.port, {cfg_.seed, peer->chip.mesh, peer->chip.device, peer->port}, nonce, {}});
+    nc.ports.push_back({self.port, {cfg_.seed, peer.chip.mesh, peer.chip.device, peer.port}, nonce, {}});
   }
   Node* raw = &n;
   n.chip = std::make_unique<node::ChipNode>(
