@@ -11,10 +11,13 @@
 #include <mutex>
 #include <thread>
 
+#include "tests/eventually.hpp"
+
 namespace ttemu::process {
 namespace {
 
 using namespace std::chrono_literals;
+using test::eventually;
 
 struct Pipe {
   int fd[2] = {-1, -1};
@@ -58,18 +61,6 @@ class Watchdog {
   bool off_ = false;
   std::thread thread_;
 };
-
-// Polls pred() until it holds, yielding the processor in between; false if it does not within
-// `limit` (for state that changes without a notification, such as the loop's "asleep" word).
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= end) return pred();
-    std::this_thread::yield();
-  }
-  return true;
-}
 
 TEST(EventLoop, SharedWorkThatNeverEndsStillLetsDescriptorsAndDeadlinesIn) {
   EventLoop loop;

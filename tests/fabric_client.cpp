@@ -22,6 +22,7 @@
 #include "emulator/chip/segments.hpp"
 #include "emulator/common/futex.hpp"
 #include "libfabric_tt/tt_fabric.h"
+#include "tests/eventually.hpp"
 
 namespace {
 
@@ -306,6 +307,7 @@ TEST(Stall, AStalledFvcTimesOutWhileAnotherFlows) {
 namespace chip = ttemu::chip;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
+using ttemu::test::eventually;
 
 // A chip's control block, mapped as the control plane maps it: the command buffer the workers
 // share with the router, and the link counters.
@@ -361,15 +363,6 @@ bool quiet(const ControlBlock& a, const ControlBlock& b) {
 
 // Polls pred() until it holds, yielding in between; false if it does not within `limit` (for
 // state in shared memory that changes without a notification).
-template <class Pred>
-bool eventually(Pred pred, milliseconds limit) {
-  const auto end = steady_clock::now() + limit;
-  while (!pred()) {
-    if (steady_clock::now() >= end) return pred();
-    std::this_thread::yield();
-  }
-  return true;
-}
 
 void spin_for(std::chrono::microseconds d) {
   const auto end = steady_clock::now() + d;
