@@ -176,8 +176,8 @@ class Launcher : public ControlTarget {
                    [&](const msg::PingDone& d) { finish(d.id); },
                    [&](const msg::Event& e) {
                      // 5.4 / 5.5: the control plane is told which router dropped what.
-                     fmt::print(stderr, "ttemu: {} at {}: {} packet {} from {} to {} (ttl {})\n", e.kind, e.at,
-                                e.command, e.packet_id, e.src, e.dst, e.ttl);
+                     fmt::print(stderr, "ttemu: {} at {}: {} packet {} from {} to {} on FVC {} (ttl {})\n", e.kind,
+                                e.at, e.command, e.packet_id, e.src, e.dst, e.fvc, e.ttl);
                      events_.push_back(msg::to_json_object(m));
                      if (events_.size() > 1000) events_.erase(events_.begin());
                    },

@@ -525,7 +525,7 @@ TEST(Fabric, ARoutingLoopIsDroppedWhereTtlRunsOutAndTheSenderIsTold) {
   RunResult r = client_on({topo("mesh_4x4.yaml"), "--tables", tables.path()}, "Loop.*");
   expect_client_passed(r, {"Loop.AWriteIntoARoutingLoopIsNackedNotLanded"});
   // TTL 64 from M0D0: one hop to the loop, then around it; it runs out at M0D10 (the spec's D11).
-  EXPECT_NE(r.out.find("ttl_expired at M0D10: write packet 1 from M0D0 to M0D15 (ttl 0)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ttl_expired at M0D10: write packet 1 from M0D0 to M0D15 on FVC 0 (ttl 0)"), std::string::npos) << r.out;
 }
 
 // A lost wake-up must fail the test, not merely delay a command. So nothing but the doorbell

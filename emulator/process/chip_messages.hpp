@@ -119,6 +119,7 @@ struct Event {
   static constexpr const char* kType = "event";
   std::string kind, at, src, dst, command;
   uint64_t packet_id = 0;
+  int fvc = 0;
   int ttl = 0;
 };
 

@@ -293,7 +293,7 @@ class Chip final : public node::NodeObserver {
   void router_event(const routing::RouterEvent& ev) override {
     send_control(msg::Event{ev.name(), routing::to_string(ev.at), routing::to_string(ev.packet.src()),
                             routing::to_string(ev.packet.dst()), routing::to_string(ev.packet.command),
-                            ev.packet.packet_id, ev.packet.ttl});
+                            ev.packet.packet_id, ev.packet.fvc, ev.packet.ttl});
   }
 
   void stream_done(uint8_t port, uint64_t id, uint64_t frames, uint64_t bytes, double seconds) override {

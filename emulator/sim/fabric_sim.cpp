@@ -58,8 +58,8 @@ struct FabricSim::Node final : node::NodeObserver, wire::Transport {
     sim->log(fmt::format("link {} {}", to_string(PortId{id, port}), link::to_string(state)));
   }
   void router_event(const routing::RouterEvent& ev) override {
-    sim->log(fmt::format("{} at {} id {} {} -> {} ttl {}", ev.name(), to_string(ev.at), ev.packet.packet_id,
-                         to_string(ev.packet.src()), to_string(ev.packet.dst()), ev.packet.ttl));
+    sim->log(fmt::format("{} at {} id {} {} -> {} fvc {} ttl {}", ev.name(), to_string(ev.at), ev.packet.packet_id,
+                         to_string(ev.packet.src()), to_string(ev.packet.dst()), ev.packet.fvc, ev.packet.ttl));
     sim->events_.push_back(ev);
   }
   void committed(const routing::PacketHeader& h) override {
