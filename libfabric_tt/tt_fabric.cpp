@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "emulator/chip/address_space.hpp"
 #include "emulator/chip/chip_control.hpp"
 #include "emulator/chip/command_buffer.hpp"
 #include "emulator/chip/doorbell.hpp"
@@ -21,7 +22,6 @@
 #include "emulator/common/error.hpp"
 #include "emulator/common/futex.hpp"
 #include "emulator/job/description.hpp"
-#include "emulator/session/center.hpp"
 
 using namespace ttemu;
 
@@ -46,7 +46,7 @@ struct tt_fabric {
 };
 
 static_assert(sizeof(tt_fabric_status) == sizeof(chip::FabricStatus));
-static_assert(TT_FABRIC_DRAM == session::kDramBit);
+static_assert(TT_FABRIC_DRAM == chip::kDramBit);
 static_assert(int{TT_FABRIC_EDEVICE} == int{chip::kStatusBadDevice} && int{TT_FABRIC_EPLANE} == int{chip::kStatusBadPlane});
 static_assert(TT_FABRIC_ACKED == static_cast<int>(routing::Command::kWriteAck) && TT_FABRIC_NACKED == static_cast<int>(routing::Command::kNack) &&
               TT_FABRIC_READ_DONE == static_cast<int>(routing::Command::kReadResponse));
@@ -241,7 +241,7 @@ void tt_fabric_close(tt_fabric* handle) { remove_handle(handle); }
 void* tt_fabric_memory(tt_fabric* handle, uint64_t addr, size_t size) {
   tt_fabric* f = lookup(handle);
   if (!f) return nullptr;
-  return session::locate(addr, size, {f->l1.as<uint8_t>(), f->l1.size()}, {f->dram.as<uint8_t>(), f->dram.size()}).data();
+  return chip::locate(addr, size, {f->l1.as<uint8_t>(), f->l1.size()}, {f->dram.as<uint8_t>(), f->dram.size()}).data();
 }
 
 uint64_t tt_fabric_core_l1(tt_fabric* handle) {

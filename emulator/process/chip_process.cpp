@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emulator/chip/arch.hpp"
+#include "emulator/chip/address_space.hpp"
 #include "emulator/chip/chip_control.hpp"
 #include "emulator/chip/doorbell.hpp"
 #include "emulator/common/error.hpp"
@@ -223,7 +224,7 @@ class Chip final : public node::NodeObserver {
     ctl_->l1_bytes = l1_seg_.size();
     ctl_->dram_bytes = dram_seg_.size();
     auto memory = [this](uint64_t addr, size_t size) {
-      return session::locate(addr, size, {l1_seg_.as<uint8_t>(), l1_seg_.size()}, {dram_seg_.as<uint8_t>(), dram_seg_.size()});
+      return chip::locate(addr, size, {l1_seg_.as<uint8_t>(), l1_seg_.size()}, {dram_seg_.as<uint8_t>(), dram_seg_.size()});
     };
     node_ = std::make_unique<node::ChipNode>(std::move(nc), memory, *ctl_, transport_, *this);
     for (const auto& l : m.links) {

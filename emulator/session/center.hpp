@@ -19,18 +19,6 @@ namespace ttemu::session {
 using routing::ChipId;
 using routing::Packet;
 
-// Addresses: bit 63 set selects DRAM, else L1; the rest is the offset.
-inline constexpr uint64_t kDramBit = 1ull << 63;
-
-// The bytes [addr, addr+size) of a chip whose memory is l1 and dram; an empty span (no data)
-// when the range is outside it.
-inline std::span<uint8_t> locate(uint64_t addr, size_t size, std::span<uint8_t> l1, std::span<uint8_t> dram) {
-  const std::span<uint8_t> mem = addr & kDramBit ? dram : l1;
-  const uint64_t off = addr & ~kDramBit;
-  if (off > mem.size() || size > mem.size() - off) return {};
-  return mem.subspan(off, size);
-}
-
 class Center {
  public:
   // Returns the bytes at [addr, addr+size) of this chip's memory, or an empty span when the

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "emulator/chip/address_space.hpp"
 #include "emulator/common/deadline.hpp"
 
 namespace ttemu::sim {
@@ -114,7 +115,7 @@ void FabricSim::build(Node& n, int v) {
   }
   Node* raw = &n;
   n.chip = std::make_unique<node::ChipNode>(
-      std::move(nc), [raw](uint64_t addr, size_t size) { return session::locate(addr, size, raw->l1, raw->dram); },
+      std::move(nc), [raw](uint64_t addr, size_t size) { return chip::locate(addr, size, raw->l1, raw->dram); },
       *n.control, n, n);
   for (const auto& pc : n.chip->ports()) {
     const PortId self{n.id, pc.number};
@@ -220,7 +221,7 @@ void FabricSim::at(link::Time t, std::function<void()> action) { actions_.emplac
 
 std::span<uint8_t> FabricSim::memory(ChipId at, uint64_t addr, size_t size) {
   Node& n = node(at);
-  auto bytes = session::locate(addr, size, n.l1, n.dram);
+  auto bytes = chip::locate(addr, size, n.l1, n.dram);
   if (bytes.data() == nullptr) throw std::out_of_range("FabricSim::memory outside the chip");
   return bytes;
 }
