@@ -9,6 +9,7 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -26,54 +27,56 @@ class Datagram {
     size_t pieces, owned, size;
   };
 
+  // Empties the datagram; its storage stays for the next one (no allocation per datagram).
   void clear() {
-    pieces_.clear();
-    owned_.clear();
+    npieces_ = 0;
+    nowned_ = 0;
     size_ = 0;
   }
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
-  size_t pieces() const { return pieces_.size(); }
+  size_t pieces() const { return npieces_; }
 
   // Room for n bytes the datagram owns, to be written now (the span is valid until the next
   // append). Owned bytes that follow owned bytes extend the same piece.
   std::span<uint8_t> append_owned(size_t n) {
-    const size_t at = owned_.size();
-    owned_.resize(at + n);
+    const size_t at = nowned_;
+    if (at + n > owned_.size()) owned_.resize(std::max({owned_.size() * 2, at + n, size_t{256}}));
+    nowned_ = at + n;
     extend_owned(at, n);
     return {owned_.data() + at, n};
   }
   void append_copy(std::span<const uint8_t> bytes) {
-    if (bytes.empty()) return;
-    const size_t at = owned_.size();
-    owned_.insert(owned_.end(), bytes.begin(), bytes.end());  // no zero fill first
-    extend_owned(at, bytes.size());
+    if (!bytes.empty()) std::memcpy(append_owned(bytes.size()).data(), bytes.data(), bytes.size());
   }
   // Bytes the datagram refers to without copying.
   void append_borrowed(std::span<const uint8_t> bytes) {
     if (bytes.empty()) return;
-    pieces_.push_back({bytes.data(), 0, bytes.size()});
+    add_piece({bytes.data(), 0, bytes.size()});
     size_ += bytes.size();
   }
 
   // Where the datagram stands now, to take back everything appended after (rewind).
-  Mark mark() const { return {pieces_.size(), owned_.size(), size_}; }
+  Mark mark() const { return {npieces_, nowned_, size_}; }
   void rewind(const Mark& m) {
-    pieces_.resize(m.pieces);
-    owned_.resize(m.owned);
+    npieces_ = m.pieces;
+    nowned_ = m.owned;
     size_ = m.size;
-    if (!pieces_.empty() && pieces_.back().borrowed == nullptr) {
-      pieces_.back().length = owned_.size() - pieces_.back().offset;
+    if (npieces_ > 0 && pieces_[npieces_ - 1].borrowed == nullptr) {
+      pieces_[npieces_ - 1].length = nowned_ - pieces_[npieces_ - 1].offset;
     }
   }
   // The owned bytes appended since `m` when nothing borrowed was appended since (a frame built
   // whole, to be corrupted on purpose).
-  std::span<uint8_t> owned_since(const Mark& m) { return {owned_.data() + m.owned, owned_.size() - m.owned}; }
+  std::span<uint8_t> owned_since(const Mark& m) { return {owned_.data() + m.owned, nowned_ - m.owned}; }
 
   // Calls f(span) for each piece in order.
   template <class F>
   void for_each_piece(F&& f) const {
-    for (const auto& p : pieces_) f(std::span<const uint8_t>(p.borrowed ? p.borrowed : owned_.data() + p.offset, p.length));
+    for (size_t i = 0; i < npieces_; ++i) {
+      const Piece& p = pieces_[i];
+      f(std::span<const uint8_t>(p.borrowed ? p.borrowed : owned_.data() + p.offset, p.length));
+    }
   }
   // The pieces as iovecs, appended to out (valid while the datagram is unchanged).
   void gather(std::vector<iovec>& out) const {
@@ -95,7 +98,7 @@ class Datagram {
   }
   // Makes every piece owned: the datagram no longer refers to anything outside itself.
   void own() {
-    if (pieces_.size() == 1 && pieces_.front().borrowed == nullptr) return;
+    if (npieces_ == 1 && pieces_[0].borrowed == nullptr) return;
     std::vector<uint8_t> bytes;
     copy_to(bytes);
     clear();
@@ -103,23 +106,29 @@ class Datagram {
   }
 
  private:
-  void extend_owned(size_t at, size_t n) {
-    if (!pieces_.empty() && pieces_.back().borrowed == nullptr) {
-      pieces_.back().length += n;
-    } else {
-      pieces_.push_back({nullptr, at, n});
-    }
-    size_ += n;
-  }
-
   struct Piece {
     const uint8_t* borrowed;  // nullptr: owned_[offset, offset + length)
     size_t offset;
     size_t length;
   };
+
+  void add_piece(const Piece& p) {
+    if (npieces_ == pieces_.size()) pieces_.resize(std::max<size_t>(16, pieces_.size() * 2));
+    pieces_[npieces_++] = p;
+  }
+  void extend_owned(size_t at, size_t n) {
+    if (npieces_ > 0 && pieces_[npieces_ - 1].borrowed == nullptr) {
+      pieces_[npieces_ - 1].length += n;
+    } else {
+      add_piece({nullptr, at, n});
+    }
+    size_ += n;
+  }
+
+  // Storage grows and is kept; only the first npieces_ / nowned_ are in use.
   std::vector<Piece> pieces_;
   std::vector<uint8_t> owned_;
-  size_t size_ = 0;
+  size_t npieces_ = 0, nowned_ = 0, size_ = 0;
 };
 
 }  // namespace ttemu::wire
