@@ -4,11 +4,12 @@
 
 #include "emulator/chip/arch.hpp"
 #include "emulator/common/error.hpp"
+#include "emulator/process/shm_transport.hpp"
 
 namespace ttemu::launcher {
 
 ChipMemory::ChipMemory(const job::JobId& job, const control::System& sys, const control::TableSet& tables,
-                       std::optional<size_t> dram_bytes) {
+                       std::optional<size_t> dram_bytes, bool shm_links) {
   try {
     for (int v = 0; v < sys.node_count(); ++v) {
       const auto& chip = sys.chips[static_cast<size_t>(v)];
@@ -36,6 +37,12 @@ ChipMemory::ChipMemory(const job::JobId& job, const control::System& sys, const 
         rc->table = tables.at(rc->plane, v).pack();
         rc->magic = chip::kRouterMagic;
       }
+    }
+    for (const auto& l : sys.links) {
+      if (!shm_links) break;
+      names_.push_back(chip::link_segment_name(job, std::min(l.a, l.b)));
+      chip::Segment seg = chip::Segment::create(names_.back(), process::shm_link_bytes());
+      process::create_shm_link(seg.data());
     }
   } catch (...) {
     remove();

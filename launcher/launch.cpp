@@ -50,6 +50,7 @@ class Launcher : public ControlTarget {
   ~Launcher() override { teardown_now(); }
 
   int run() {
+    o_.transport = resolve_transport(o_.transport);
     sys_ = control::load_system(o_.file);
     tables_ = control::compute_tables(sys_);
     if (!o_.tables.empty()) {
@@ -63,7 +64,8 @@ class Launcher : public ControlTarget {
     job_ = job::JobId::create();
     started_ = Clock::now();
     memory_ = std::make_unique<ChipMemory>(job_, sys_, tables_,
-                                           o_.dram_mib ? std::optional<size_t>(*o_.dram_mib << 20) : std::nullopt);
+                                           o_.dram_mib ? std::optional<size_t>(*o_.dram_mib << 20) : std::nullopt,
+                                           o_.transport == "shm");
     publish_description();
     server_ = std::make_unique<ControlServer>(io_, job::control_socket_path(job_), *this);
     socket_path_ = server_->path();
@@ -147,6 +149,7 @@ class Launcher : public ControlTarget {
     m.ack_delay_us = o_.ack_delay_us;
     m.credit_delay_us = o_.credit_delay_us;
     m.spin_us = o_.spin_us;
+    m.transport = o_.transport;
     return m;
   }
 
@@ -316,7 +319,7 @@ class Launcher : public ControlTarget {
     }
     return {{"job", job_.text()}, {"system", o_.file}, {"system_path", std::filesystem::absolute(o_.file).string()},
             {"ready", ready_}, {"seed", seed_},
-            {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"events", events_},
+            {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"transport", o_.transport}, {"events", events_},
             {"uptime_s", std::chrono::duration<double>(Clock::now() - started_).count()},
             {"chips", chips}, {"links", links}};
   }
@@ -477,6 +480,18 @@ std::string default_system_file() {
     if (std::ifstream(candidate)) return candidate;
   }
   return "topologies/galaxy.yaml";
+}
+
+std::string resolve_transport(const std::string& option) {
+  std::string t = option;
+  const char* env = std::getenv("TTEMU_TRANSPORT");
+  if (t.empty() && env && *env) t = env;
+  if (t.empty()) t = "udp";
+  if (t != "udp" && t != "shm") {
+    throw Error(fmt::format("{}'{}' is not a transport (udp or shm)", option.empty() ? "TTEMU_TRANSPORT: " : "",
+                            printable(t)));
+  }
+  return t;
 }
 
 int run_launch(const LaunchOptions& options) {

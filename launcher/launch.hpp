@@ -32,7 +32,12 @@ struct LaunchOptions {
   int ack_delay_us = 1000;            // TT-link pure acknowledgements wait this long for data
   int credit_delay_us = 1000;         // freed buffer slots are returned after this long
   int spin_us = 0;                    // chips poll this long after traffic before sleeping
+  std::string transport;              // udp | shm; empty: $TTEMU_TRANSPORT, else udp
 };
+
+// The transport a launch uses: the option, else $TTEMU_TRANSPORT, else udp; throws Error
+// naming a value that is neither.
+std::string resolve_transport(const std::string& option);
 
 // Returns the exit status: the client's when a command runs, else 0 after a clean stop.
 int run_launch(const LaunchOptions& options);

@@ -58,6 +58,13 @@ inline std::string control_socket_in(const std::string& output) {
   return end == std::string::npos ? "" : output.substr(at + 15, end - at - 15);
 }
 
+// The transport the systems of this run use: $TTEMU_TRANSPORT, as the launcher reads it (CTest
+// runs the system tests once per transport).
+inline std::string transport_under_test() {
+  const char* t = std::getenv("TTEMU_TRANSPORT");
+  return t && *t ? t : "udp";
+}
+
 // A launched system: started in the constructor, ready (every link up, the control socket
 // named) when it returns.
 class System {

@@ -20,7 +20,7 @@ namespace ttemu::chip {
 
 inline constexpr uint64_t kControlMagic = 0x4c5254434d455454ull;  // "TTEMCTRL"
 inline constexpr uint64_t kRouterMagic = 0x52544f524d455454ull;   // "TTEMROTR"
-inline constexpr uint32_t kControlVersion = 4;  // bumped whenever the layout below changes
+inline constexpr uint32_t kControlVersion = 5;  // bumped whenever the layout below changes
 
 struct PortStatus {
   link::LinkCounters counters;

@@ -16,6 +16,10 @@ std::string segment_name(const JobId& job, routing::ChipId chip, SegmentKind kin
   return fmt::format("{}{}.{}", job::segment_prefix(job), routing::to_string(chip), suffix);
 }
 
+std::string link_segment_name(const JobId& job, routing::PortId lower_end) {
+  return fmt::format("{}{}.link", job::segment_prefix(job), routing::to_string(lower_end));
+}
+
 Segment::Segment(std::string name, std::unique_ptr<bip::mapped_region> region)
     : name_(std::move(name)), region_(std::move(region)) {}
 Segment::Segment() = default;

@@ -28,7 +28,8 @@ namespace ttemu::link {
   X(up_transitions, "times the link came up")                                          \
   X(down_transitions, "times the link was declared down")                              \
   X(injected_corrupt, "frames corrupted by fault injection")                           \
-  X(injected_drop, "frames dropped by fault injection")
+  X(injected_drop, "frames dropped by fault injection")                                \
+  X(wire_drops, "datagrams the transport could not take (a full shared-memory ring)")
 
 struct LinkCounters {
 #define TTEMU_DECLARE(name, help) std::atomic<uint64_t> name{0};

@@ -24,6 +24,7 @@
 #include "emulator/node/chip_node.hpp"
 #include "emulator/process/chip_messages.hpp"
 #include "emulator/process/event_loop.hpp"
+#include "emulator/process/shm_transport.hpp"
 #include "emulator/wire/udp_socket.hpp"
 
 namespace ttemu::process {
@@ -78,7 +79,7 @@ class UdpTransport final : public wire::Transport {
 
 class Chip final : public node::NodeObserver {
  public:
-  Chip(const ChipOptions& o) : o_(o), transport_(loop_) { ppid_ = getppid(); }
+  Chip(const ChipOptions& o) : o_(o), udp_(loop_) { ppid_ = getppid(); }
 
   int run() {
     ctl_seg_ = Segment::open(segment_name(o_.job, o_.chip, SegmentKind::kControl));
@@ -116,14 +117,15 @@ class Chip final : public node::NodeObserver {
   Time now() const { return loop_.time(); }
 
   void cleanup() {
-    for (auto& e : transport_.endpoints()) loop_.forget(e->socket->fd());
+    for (auto& e : udp_.endpoints()) loop_.forget(e->socket->fd());
     node_.reset();
-    transport_.endpoints().clear();
+    udp_.endpoints().clear();
     ::close(signal_fd_);
     // The launcher removes every segment at teardown; a chip removes its own too, so that
     // nothing is left if the launcher is gone (killed, crashed).
     unlink_chip_segments(o_.job, o_.chip);
     if (getppid() != ppid_ || control_eof_) {  // the launcher is gone: what it published goes too
+      if (shm_) shm_->unlink_segments();
       ::unlink(o_.control_socket.c_str());
       job::unpublish(o_.job);
     }
@@ -204,6 +206,12 @@ class Chip final : public node::NodeObserver {
     nc.tables.resize(static_cast<size_t>(planes));
     std::random_device rd;
     msg::Bound bound;
+    if (m.transport == "shm") {
+      shm_ = std::make_unique<ShmTransport>(o_.job, o_.chip, *ctl_);
+    } else if (m.transport != "udp") {
+      throw Error(fmt::format("unknown transport '{}'", m.transport));
+    }
+    wire::Transport& transport = shm_ ? static_cast<wire::Transport&>(*shm_) : udp_;
     for (const auto& l : m.links) {
       node::PortConfig pc;
       pc.number = l.port;
@@ -216,9 +224,14 @@ class Chip final : public node::NodeObserver {
       if (rcfg->magic == kRouterMagic && rcfg->plane < planes) {
         nc.tables[rcfg->plane] = routing::RouterTable::unpack(rcfg->table);
       }
-      auto& e = transport_.add(pc.number, m.bind);
-      ctl_->ports[pc.number].udp_port.store(e.socket->local_port());
-      bound.ports[std::to_string(pc.number)] = e.socket->local_port();
+      if (shm_) {
+        shm_->add(pc.number, {{l.peer_mesh, l.peer_device}, l.peer_port});
+        bound.ports[std::to_string(pc.number)] = 0;  // no socket: the launcher wires nothing
+      } else {
+        auto& e = udp_.add(pc.number, m.bind);
+        ctl_->ports[pc.number].udp_port.store(e.socket->local_port());
+        bound.ports[std::to_string(pc.number)] = e.socket->local_port();
+      }
       nc.ports.push_back(pc);
     }
     ctl_->l1_bytes = l1_seg_.size();
@@ -226,7 +239,7 @@ class Chip final : public node::NodeObserver {
     auto memory = [this](uint64_t addr, size_t size) {
       return chip::locate(addr, size, {l1_seg_.as<uint8_t>(), l1_seg_.size()}, {dram_seg_.as<uint8_t>(), dram_seg_.size()});
     };
-    node_ = std::make_unique<node::ChipNode>(std::move(nc), memory, *ctl_, transport_, *this);
+    node_ = std::make_unique<node::ChipNode>(std::move(nc), memory, *ctl_, transport, *this);
     for (const auto& l : m.links) {
       if (!l.faults.is_null()) install_faults(l.port, l.faults);
     }
@@ -238,10 +251,19 @@ class Chip final : public node::NodeObserver {
       node_->pump(now());
       reschedule();
     });
-    loop_.on_shared_work(&ctl_->commands.router_asleep, [this] { return node_->has_work(); }, [this] {
-      node_->pump(now());
-      reschedule();
-    });
+    // Shared memory brings workers' commands and, with --transport shm, datagrams: looked for
+    // on every turn, and once more after the loop says it sleeps (router_asleep), which is
+    // what workers and neighbours read before ringing the doorbell.
+    loop_.on_shared_work(
+        &ctl_->commands.router_asleep, [this] { return node_->has_work() || (shm_ && shm_->has_incoming()); },
+        [this] {
+          const Time t = now();
+          if (shm_ && shm_->receive([&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); }) > 0) {
+            node_->end_of_batch(t);
+          }
+          if (node_->has_work()) node_->pump(t);
+          reschedule();
+        });
     ctl_->running.store(1);
     send_control(bound);
   }
@@ -254,7 +276,8 @@ class Chip final : public node::NodeObserver {
   }
 
   void connect(const msg::Peers& m) {
-    for (auto& e : transport_.endpoints()) {
+    if (shm_) shm_->connect();
+    for (auto& e : udp_.endpoints()) {
       const auto peer = m.peers.find(std::to_string(e->port));
       if (peer == m.peers.end()) throw Error(fmt::format("peers: no address for port {}", e->port));
       e->socket->set_peer(wire::make_address(peer->second.addr, peer->second.udp));
@@ -311,7 +334,8 @@ class Chip final : public node::NodeObserver {
 
   ChipOptions o_;
   EventLoop loop_;
-  UdpTransport transport_;
+  UdpTransport udp_;                  // --transport udp: a socket per port
+  std::unique_ptr<ShmTransport> shm_;  // --transport shm: rings in shared memory
   int signal_fd_ = -1;
   std::string inbuf_;
   Segment ctl_seg_, l1_seg_, dram_seg_;

@@ -1,0 +1,106 @@
+#include "emulator/process/shm_transport.hpp"
+
+#include <atomic>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "emulator/common/error.hpp"
+
+namespace ttemu::process {
+
+namespace {
+
+// Each ring starts on its own 4 KiB page.
+size_t ring_stride() { return (wire::ShmRing::bytes_for(kShmRingCapacity) + 4095) & ~size_t{4095}; }
+
+}  // namespace
+
+size_t shm_link_bytes() { return 2 * ring_stride(); }
+
+void create_shm_link(void* memory) {
+  for (size_t r = 0; r < 2; ++r) wire::ShmRing::create(static_cast<uint8_t*>(memory) + r * ring_stride(), kShmRingCapacity);
+}
+
+struct ShmTransport::Link {
+  uint8_t port = 0;
+  routing::PortId peer;
+  chip::Segment segment;
+  wire::ShmRing out, in;
+  chip::Segment peer_control;  // for the peer's "asleep" flag
+  std::unique_ptr<chip::DoorbellRinger> peer_doorbell;
+  Link(uint8_t p, routing::PortId pr, chip::Segment s, wire::ShmRing o, wire::ShmRing i)
+      : port(p), peer(pr), segment(std::move(s)), out(o), in(i) {}
+};
+
+ShmTransport::ShmTransport(const chip::JobId& job, routing::ChipId self, chip::ChipControl& control)
+    : job_(job), self_(self), ctl_(control), by_port_(routing::kMaxPorts, nullptr) {}
+
+ShmTransport::~ShmTransport() = default;
+
+void ShmTransport::add(uint8_t port, routing::PortId peer) {
+  const routing::PortId me{self_, port};
+  const bool lower = me < peer;
+  chip::Segment seg = chip::Segment::open(chip::link_segment_name(job_, lower ? me : peer));
+  if (seg.size() < shm_link_bytes()) throw Error(fmt::format("shared memory {}: too small for a link", seg.name()));
+  try {
+    auto* base = seg.as<uint8_t>();
+    wire::ShmRing r0 = wire::ShmRing::attach(base, ring_stride());
+    wire::ShmRing r1 = wire::ShmRing::attach(base + ring_stride(), ring_stride());
+    links_.push_back(std::make_unique<Link>(port, peer, std::move(seg), lower ? r0 : r1, lower ? r1 : r0));
+  } catch (const std::runtime_error& e) {
+    throw Error(fmt::format("shared memory {}: {}", seg.name(), e.what()));
+  }
+  by_port_.at(port) = links_.back().get();
+}
+
+void ShmTransport::connect() {
+  for (auto& l : links_) {
+    l->peer_control = chip::Segment::open(chip::segment_name(job_, l->peer.chip, chip::SegmentKind::kControl));
+    l->peer_doorbell = std::make_unique<chip::DoorbellRinger>(job_, l->peer.chip);
+  }
+}
+
+size_t ShmTransport::send(uint8_t port, std::span<const wire::Datagram> datagrams) {
+  Link* l = port < by_port_.size() ? by_port_[port] : nullptr;
+  if (!l) throw Error(fmt::format("shm transport: port {} is not wired", port));
+  bool pushed = false;
+  for (const auto& d : datagrams) {
+    if (l->out.push(d)) {
+      pushed = true;
+    } else {
+      auto& c = ctl_.ports[port].counters;
+      c.add(c.wire_drops);
+    }
+  }
+  if (pushed && l->peer_doorbell) {
+    // Published, then read the peer's flag (the peer says it sleeps, then looks once more):
+    // with a full fence on each side, one of the two sees the other.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (l->peer_control.as<chip::ChipControl>()->commands.router_asleep.load(std::memory_order_relaxed)) {
+      l->peer_doorbell->ring();
+    }
+  }
+  return datagrams.size();
+}
+
+bool ShmTransport::has_incoming() const {
+  for (const auto& l : links_) {
+    if (!l->in.empty()) return true;
+  }
+  return false;
+}
+
+size_t ShmTransport::receive(const std::function<void(uint8_t, std::span<const uint8_t>)>& deliver, size_t batch) {
+  size_t n = 0;
+  for (auto& l : links_) {
+    n += l->in.consume(batch, [&](std::span<const uint8_t> bytes) { deliver(l->port, bytes); });
+  }
+  return n;
+}
+
+void ShmTransport::unlink_segments() {
+  for (const auto& l : links_) chip::unlink_segment(l->segment.name());
+}
+
+}  // namespace ttemu::process
