@@ -6,7 +6,11 @@
 // the longest route (median of 3) next to raw UDP throughput. Raw processes wait as the chips
 // do: in epoll, after the same bounded spin (--spin-us, passed to the chips too).
 //
-//   ttemu_bench_fabric [--samples N] [--spin-us N] [--json]
+// Each transport (--transport udp,shm; both by default) gets the same rows, and two more: the
+// 6-hop goodput and the Galaxy's all_to_all goodput times its mean route length, each against
+// one TT-link's goodput with that transport.
+//
+//   ttemu_bench_fabric [--samples N] [--spin-us N] [--transport LIST] [--json]
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -31,23 +35,16 @@ double slope(const std::vector<double>& ys) {
   return (k * sxy - sx * sy) / (k * sxx - sx * sx);
 }
 
-}  // namespace
+// One transport: latencies by hops and 6-hop goodput on the 4x4 mesh, all_to_all on the Galaxy.
+struct FabricRun {
+  std::vector<double> p50;  // write + ack round trip by hops
+  double per_hop_us = 0, goodput = 0, galaxy_goodput = 0, galaxy_mean_hops = 0;
+  double verified = 0, errors = 0;
+  bool ok = false;
+};
 
-int main(int argc, char** argv) {
-  int samples = 300, spin_us = 0;
-  bool as_json = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--samples" && i + 1 < argc) samples = std::stoi(argv[++i]);
-    else if (a == "--spin-us" && i + 1 < argc) spin_us = std::stoi(argv[++i]);
-    else if (a == "--json") as_json = true;
-    else {
-      fmt::print(stderr, "usage: ttemu_bench_fabric [--samples N] [--spin-us N] [--json]\n");
-      return 2;
-    }
-  }
-  const ttemu::bench::Waiting waiting{std::chrono::microseconds(spin_us)};
-  const std::string ttemu = TTEMU_BINARY;
+FabricRun run_transport(const std::string& ttemu, const std::string& transport, int samples, int spin_us) {
+  FabricRun r;
   const std::string topo = TTEMU_TOPOLOGIES "/mesh_4x4.yaml";
   // Destinations 1..6 hops from M0D0 (X first: along row 0, then down column 3).
   const std::vector<std::string> dsts = {"M0D1", "M0D2", "M0D3", "M0D7", "M0D11", "M0D15"};
@@ -61,47 +58,110 @@ int main(int argc, char** argv) {
     script += fmt::format("{} traffic --pattern unicast --src M0D0 --dst M0D15 --count 48 --size 65536 "
                           "--latency-samples 1 --json; ", ttemu);
   }
-  auto docs = ttemu::bench::capture_json_lines(fmt::format("{} launch {} --spin-us {} -- sh -c '{}' 2>/dev/null", ttemu, topo, spin_us, script));
-  if (docs.size() != dsts.size() + kBulkRuns) {
-    fmt::print(stderr, "ttemu_bench_fabric: expected {} results, got {}\n", dsts.size() + kBulkRuns, docs.size());
-    return 1;
+  const std::string opts = fmt::format("--transport {} --spin-us {}", transport, spin_us);
+  auto docs = ttemu::bench::capture_json_lines(fmt::format("{} launch {} {} -- sh -c '{}' 2>/dev/null", ttemu, topo, opts, script));
+  auto galaxy = ttemu::bench::capture_json_lines(fmt::format(
+      "{} launch {} {} -- {} traffic --pattern all_to_all --count 4 --size 16384 --latency-samples 1 --json 2>/dev/null",
+      ttemu, TTEMU_TOPOLOGIES "/galaxy.yaml", opts, ttemu));
+  if (docs.size() != dsts.size() + kBulkRuns || galaxy.size() != 1) {
+    fmt::print(stderr, "ttemu_bench_fabric: --transport {}: expected {} + 1 results, got {} + {}\n", transport,
+               dsts.size() + kBulkRuns, docs.size(), galaxy.size());
+    return r;
   }
-  // Median round trips by hops; half their slope is one hop one way.
-  std::vector<double> p50;
-  for (size_t i = 0; i < dsts.size(); ++i) p50.push_back(docs[i]["latency_us"]["p50"].get<double>());
-  const double per_hop = slope(p50) / 2;
+  for (size_t i = 0; i < dsts.size(); ++i) r.p50.push_back(docs[i]["latency_us"]["p50"].get<double>());
+  r.per_hop_us = slope(r.p50) / 2;  // half the slope: one hop one way
+  std::vector<double> bulk_rates;
+  for (size_t i = dsts.size(); i < docs.size(); ++i) {
+    bulk_rates.push_back(docs[i]["gb_per_s"].get<double>() * 1e9);
+    r.verified += docs[i]["verified"].get<double>();
+    r.errors += docs[i]["errors"].get<double>();
+  }
+  r.goodput = ttemu::bench::median(bulk_rates);
+  r.galaxy_goodput = galaxy[0]["gb_per_s"].get<double>() * 1e9;
+  r.galaxy_mean_hops = galaxy[0]["mean_hops"].get<double>();
+  r.verified += galaxy[0]["verified"].get<double>();
+  r.errors += galaxy[0]["errors"].get<double>();
+  r.ok = true;
+  return r;
+}
+
+// One TT-link's goodput with this transport (the yardstick of the multi-hop figures).
+double link_goodput(const std::string& ttemu, const std::string& transport, int spin_us) {
+  auto docs = ttemu::bench::capture_json_lines(fmt::format(
+      "{} launch {} --transport {} --spin-us {} -- {} link test M0D0P2 --frames 100000 --size 4096 --json 2>/dev/null",
+      ttemu, TTEMU_TOPOLOGIES "/n300.yaml", transport, spin_us, ttemu));
+  return docs.empty() ? 0 : docs.back()["gb_per_s"].get<double>() * 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int samples = 300, spin_us = 0;
+  bool as_json = false;
+  std::vector<std::string> transports{"udp", "shm"};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--samples" && i + 1 < argc) samples = std::stoi(argv[++i]);
+    else if (a == "--spin-us" && i + 1 < argc) spin_us = std::stoi(argv[++i]);
+    else if (a == "--transport" && i + 1 < argc) transports = ttemu::bench::split_list(argv[++i]);
+    else if (a == "--json") as_json = true;
+    else {
+      fmt::print(stderr, "usage: ttemu_bench_fabric [--samples N] [--spin-us N] [--transport udp,shm] [--json]\n");
+      return 2;
+    }
+  }
+  const ttemu::bench::Waiting waiting{std::chrono::microseconds(spin_us)};
+  const std::string ttemu = TTEMU_BINARY;
   const double raw_one_way = ttemu::bench::median(ttemu::bench::raw_round_trips(64, 2000, waiting)) / 2;
   // The same chain shape in raw UDP: one process per hop, 1 to 6 hops.
   std::vector<double> chain;
   for (int h = 1; h <= 6; ++h) chain.push_back(ttemu::bench::median(ttemu::bench::raw_chain_round_trips(h, 64, samples, waiting)));
   const double raw_chain_hop = slope(chain) / 2;
   const double raw_tput = ttemu::bench::raw_throughput(4096, 200000ull * 4096);
-  std::vector<double> bulk_rates;
-  double bulk_verified = 0, bulk_errors = 0;
-  for (size_t i = dsts.size(); i < docs.size(); ++i) {
-    bulk_rates.push_back(docs[i]["gb_per_s"].get<double>() * 1e9);
-    bulk_verified += docs[i]["verified"].get<double>();
-    bulk_errors += docs[i]["errors"].get<double>();
+
+  json by_transport = json::object();
+  double errors = 0;
+  bool ok = true;
+  for (const auto& t : transports) {
+    const FabricRun r = run_transport(ttemu, t, samples, spin_us);
+    const double link = link_goodput(ttemu, t, spin_us);
+    ok = ok && r.ok && link > 0;
+    errors += r.errors;
+    by_transport[t] = {
+        {"round_trip_p50_us_by_hops", r.p50}, {"per_hop_us", r.per_hop_us},
+        {"per_hop_vs_raw", r.per_hop_us / raw_one_way}, {"per_hop_vs_raw_chain", r.per_hop_us / raw_chain_hop},
+        {"six_hop_goodput_gb_per_s", r.goodput / 1e9}, {"goodput_vs_raw", r.goodput / raw_tput},
+        {"link_goodput_gb_per_s", link / 1e9}, {"six_hop_vs_link", link > 0 ? r.goodput / link : 0.0},
+        {"galaxy_all_to_all_gb_per_s", r.galaxy_goodput / 1e9}, {"galaxy_mean_hops", r.galaxy_mean_hops},
+        {"galaxy_x_hops_vs_link", link > 0 ? r.galaxy_goodput * r.galaxy_mean_hops / link : 0.0},
+        {"verified", r.verified}, {"errors", r.errors}};
   }
-  const double goodput = ttemu::bench::median(bulk_rates);
-  json result = {{"per_hop_us", per_hop}, {"raw_udp_one_way_us", raw_one_way}, {"per_hop_vs_raw", per_hop / raw_one_way},
-                 {"raw_chain_per_hop_us", raw_chain_hop}, {"per_hop_vs_raw_chain", per_hop / raw_chain_hop},
-                 {"raw_chain_round_trip_p50_us_by_hops", chain},
-                 {"round_trip_p50_us_by_hops", p50}, {"six_hop_goodput_gb_per_s", goodput / 1e9},
-                 {"raw_udp_gb_per_s", raw_tput / 1e9}, {"goodput_vs_raw", goodput / raw_tput},
-                 {"spin_us", spin_us}, {"verified", bulk_verified}, {"errors", bulk_errors}};
+  json result = {{"raw_udp_one_way_us", raw_one_way}, {"raw_chain_per_hop_us", raw_chain_hop},
+                 {"raw_chain_round_trip_p50_us_by_hops", chain}, {"raw_udp_gb_per_s", raw_tput / 1e9},
+                 {"spin_us", spin_us}, {"transports", by_transport}, {"errors", errors}};
   if (as_json) {
     fmt::print("{}\n", result.dump());
   } else {
-    fmt::print("Fabric routers vs raw UDP on this machine (4x4 mesh, one process per chip; all wait in\n"
-               "epoll{})\n", spin_us ? fmt::format(" after a {} us spin", spin_us) : std::string());
-    fmt::print("  write + ack round trip, median, by hops:");
-    for (size_t i = 0; i < p50.size(); ++i) fmt::print(" {}:{:.0f}us", i + 1, p50[i]);
-    fmt::print("\n  {:<40} {:>10} {:>10} {:>7}\n", "", "raw", "ttemu", "ratio");
-    fmt::print("  {:<40} {:>7.1f} us {:>7.1f} us {:>7.2f}\n", "per-hop one-way latency (64 B)", raw_one_way, per_hop, per_hop / raw_one_way);
-    fmt::print("  {:<40} {:>7.1f} us {:>7.1f} us {:>7.2f}\n", "  vs raw UDP relayed by a process per hop", raw_chain_hop, per_hop, per_hop / raw_chain_hop);
-    fmt::print("  {:<40} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "goodput, 64 KiB writes over 6 hops", raw_tput / 1e9, goodput / 1e9, goodput / raw_tput);
-    fmt::print("  (bulk runs verified {} bytes, errors {})\n", bulk_verified, bulk_errors);
+    fmt::print("Fabric routers vs raw UDP on this machine (4x4 mesh and Galaxy, one process per chip; all wait\n"
+               "in epoll{})\n", spin_us ? fmt::format(" after a {} us spin", spin_us) : std::string());
+    fmt::print("  {:<48} {:>10} {:>10} {:>7}\n", "", "raw", "ttemu", "ratio");
+    for (const auto& [t, r] : by_transport.items()) {
+      const double hop = r["per_hop_us"].get<double>(), six = r["six_hop_goodput_gb_per_s"].get<double>();
+      const double link = r["link_goodput_gb_per_s"].get<double>();
+      fmt::print("  --transport {}: write + ack round trip, median, by hops:", t);
+      const auto& p50 = r["round_trip_p50_us_by_hops"];
+      for (size_t i = 0; i < p50.size(); ++i) fmt::print(" {}:{:.0f}us", i + 1, p50[i].get<double>());
+      fmt::print("\n");
+      fmt::print("  {:<48} {:>7.1f} us {:>7.1f} us {:>7.2f}\n", "per-hop one-way latency (64 B)", raw_one_way, hop, hop / raw_one_way);
+      fmt::print("  {:<48} {:>7.1f} us {:>7.1f} us {:>7.2f}\n", "  vs raw UDP relayed by a process per hop", raw_chain_hop, hop, hop / raw_chain_hop);
+      fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "goodput, 64 KiB writes over 6 hops", raw_tput / 1e9, six, six * 1e9 / raw_tput);
+      fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "  vs one TT-link (link test)", link, six, r["six_hop_vs_link"].get<double>());
+      fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n",
+                 fmt::format("Galaxy all_to_all x {:.2f} mean hops vs one link", r["galaxy_mean_hops"].get<double>()), link,
+                 r["galaxy_all_to_all_gb_per_s"].get<double>() * r["galaxy_mean_hops"].get<double>(),
+                 r["galaxy_x_hops_vs_link"].get<double>());
+      fmt::print("  (verified {} bytes, errors {})\n", r["verified"].get<double>(), r["errors"].get<double>());
+    }
   }
-  return bulk_errors == 0 ? 0 : 1;
+  return ok && errors == 0 ? 0 : 1;
 }

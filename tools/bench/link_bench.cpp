@@ -3,7 +3,11 @@
 // datagram size TT-link packs to, TT-link goodput between two chip processes (clean and at a
 // frame error rate), and small-message round trips both ways. Prints raw, emulated, ratio.
 //
-//   ttemu_bench_link [--frames N] [--payload B] [--fer P] [--repeat R] [--json]
+// Each transport (--transport udp,shm; both by default) is measured against the same raw
+// figures; shm also against Wormhole's line rate.
+//
+//   ttemu_bench_link [--frames N] [--payload B] [--fer P] [--repeat R] [--transport LIST]
+//                    [--spin-us N] [--json]
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,11 +38,16 @@ json run_ttemu(const std::string& ttemu, const std::string& topology, const std:
 
 }  // namespace
 
+// Wormhole's ethernet line rate (100 Gb/s links, 12.5 GB/s): the yardstick of a link between two
+// chips of one host, where no kernel stands between them.
+constexpr double kWormholeLineRate = 12.5e9;
+
 int main(int argc, char** argv) {
   size_t frames = 100000, payload = 4096;
   double fer = 1e-3;
   bool as_json = false;
-  int repeat = 3;
+  int repeat = 3, spin_us = 0;
+  std::vector<std::string> transports{"udp", "shm"};
   std::string ttemu = TTEMU_BINARY, topology = TTEMU_TOPOLOGIES "/n300.yaml";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -47,8 +56,11 @@ int main(int argc, char** argv) {
     else if (a == "--fer" && i + 1 < argc) fer = std::stod(argv[++i]);
     else if (a == "--json") as_json = true;
     else if (a == "--repeat" && i + 1 < argc) repeat = std::max(1, std::stoi(argv[++i]));
+    else if (a == "--spin-us" && i + 1 < argc) spin_us = std::stoi(argv[++i]);
+    else if (a == "--transport" && i + 1 < argc) transports = ttemu::bench::split_list(argv[++i]);
     else {
-      fmt::print(stderr, "usage: ttemu_bench_link [--frames N] [--payload B] [--fer P] [--repeat R] [--json]\n");
+      fmt::print(stderr, "usage: ttemu_bench_link [--frames N] [--payload B] [--fer P] [--repeat R] "
+                         "[--transport udp,shm] [--spin-us N] [--json]\n");
       return 2;
     }
   }
@@ -64,56 +76,71 @@ int main(int argc, char** argv) {
   };
   double raw_small = med([&] { return raw_throughput(payload, bytes); });
   double raw_packed = med([&] { return raw_throughput(packed, bytes); });
+  // Raw round trips wait as the chips do: in epoll, after the same bounded spin.
+  auto raw_rtt = raw_round_trips(64, 2000, Waiting{std::chrono::microseconds(spin_us)});
+  const double raw_p50 = median(raw_rtt);
   std::string client = fmt::format("link test M0D0P2 --frames {} --size {} --json", frames, payload);
-  json clean, lossy;
-  uint64_t verified = 0, errors = 0;  // over every run, clean and lossy
-  double clean_rate = med([&] {
-    clean = run_ttemu(ttemu, topology, "", client);
-    verified += clean["verified"].get<uint64_t>();
-    errors += clean["errors"].get<uint64_t>();
-    return clean["gb_per_s"].get<double>();
-  });
   std::string plan_path = fmt::format("/tmp/ttemu-bench-plan-{}.yaml", getpid());
   std::ofstream(plan_path) << fmt::format("links:\n  - link: all\n    corrupt: {}\n", fer);
-  double lossy_rate = med([&] {
-    lossy = run_ttemu(ttemu, topology, "--faults " + plan_path + " --seed 1", client);
-    verified += lossy["verified"].get<uint64_t>();
-    errors += lossy["errors"].get<uint64_t>();
-    return lossy["gb_per_s"].get<double>();
-  });
+  uint64_t verified = 0, errors = 0;  // over every run, clean and lossy
+  json by_transport = json::object();
+  for (const auto& t : transports) {
+    const std::string opts = fmt::format("--transport {} --spin-us {}", t, spin_us);
+    json clean, lossy;
+    double clean_rate = med([&] {
+      clean = run_ttemu(ttemu, topology, opts, client);
+      verified += clean["verified"].get<uint64_t>();
+      errors += clean["errors"].get<uint64_t>();
+      return clean["gb_per_s"].get<double>() * 1e9;
+    });
+    double lossy_rate = med([&] {
+      lossy = run_ttemu(ttemu, topology, opts + " --faults " + plan_path + " --seed 1", client);
+      verified += lossy["verified"].get<uint64_t>();
+      errors += lossy["errors"].get<uint64_t>();
+      return lossy["gb_per_s"].get<double>() * 1e9;
+    });
+    json ping = run_ttemu(ttemu, topology, opts, "link ping M0D0P2 --count 2000 --size 64 --json");
+    const double tt_p50 = ping["p50_us"].get<double>();
+    by_transport[t] = {
+        {"ttlink_gb_per_s", clean_rate / 1e9}, {"ttlink_vs_raw", clean_rate / raw_small},
+        {"ttlink_vs_raw_packed", clean_rate / raw_packed}, {"ttlink_vs_line_rate", clean_rate / kWormholeLineRate},
+        {"ttlink_lossy_gb_per_s", lossy_rate / 1e9}, {"lossy_vs_clean", lossy_rate / clean_rate},
+        {"lossy_crc_errors", lossy["crc_errors"]}, {"lossy_retransmits", lossy["retransmits"]},
+        {"ttlink_rtt_p50_us", tt_p50}, {"rtt_ratio", tt_p50 / raw_p50}};
+  }
   std::filesystem::remove(plan_path);
-  auto raw_rtt = raw_round_trips(64, 2000);
-  json ping = run_ttemu(ttemu, topology, "", "link ping M0D0P2 --count 2000 --size 64 --json");
 
-  const double tt_clean = clean_rate * 1e9;
-  const double tt_lossy = lossy_rate * 1e9;
-  const double raw_p50 = median(raw_rtt), tt_p50 = ping["p50_us"].get<double>();
   json result = {
-      {"payload_bytes", payload}, {"frames", frames},
+      {"payload_bytes", payload}, {"frames", frames}, {"spin_us", spin_us},
       {"raw_udp_gb_per_s", raw_small / 1e9}, {"raw_udp_packed_gb_per_s", raw_packed / 1e9},
-      {"packed_datagram_bytes", packed},
-      {"ttlink_gb_per_s", tt_clean / 1e9}, {"ttlink_vs_raw", tt_clean / raw_small},
-      {"ttlink_vs_raw_packed", tt_clean / raw_packed},
-      {"fer", fer}, {"ttlink_lossy_gb_per_s", tt_lossy / 1e9}, {"lossy_vs_clean", tt_lossy / tt_clean},
-      {"lossy_crc_errors", lossy["crc_errors"]}, {"lossy_retransmits", lossy["retransmits"]},
-      {"raw_rtt_p50_us", raw_p50}, {"ttlink_rtt_p50_us", tt_p50}, {"rtt_ratio", tt_p50 / raw_p50},
-      {"repeat", repeat},
-      {"verified", verified}, {"errors", errors}};
+      {"packed_datagram_bytes", packed}, {"fer", fer}, {"raw_rtt_p50_us", raw_p50},
+      {"line_rate_gb_per_s", kWormholeLineRate / 1e9}, {"transports", by_transport},
+      {"repeat", repeat}, {"verified", verified}, {"errors", errors}};
   if (as_json) {
     fmt::print("{}\n", result.dump());
   } else {
-    fmt::print("TT-link vs raw UDP on this machine, {} payloads of {} B (median of {} runs)\n", frames, payload, repeat);
-    fmt::print("  {:<44} {:>10} {:>10} {:>7}\n", "", "raw", "ttemu", "ratio");
-    fmt::print("  {:<44} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", fmt::format("throughput, raw datagrams of {} B", payload),
-               raw_small / 1e9, tt_clean / 1e9, tt_clean / raw_small);
-    fmt::print("  {:<44} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", fmt::format("throughput, raw datagrams of {} B", packed),
-               raw_packed / 1e9, tt_clean / 1e9, tt_clean / raw_packed);
-    fmt::print("  {:<44} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", fmt::format("goodput at frame error rate {} vs clean", fer),
-               tt_clean / 1e9, tt_lossy / 1e9, tt_lossy / tt_clean);
-    fmt::print("  {:<44} {:>8.1f} us {:>7.1f} us {:>7.2f}\n", "round trip, 64 B, median", raw_p50, tt_p50, tt_p50 / raw_p50);
-    fmt::print("  (lossy run: {} CRC errors, {} retransmissions; every payload verified: {})\n",
-               lossy["crc_errors"].get<uint64_t>(), lossy["retransmits"].get<uint64_t>(),
-               result["errors"] == 0 ? "yes" : "NO");
+    fmt::print("TT-link vs raw UDP on this machine, {} payloads of {} B (median of {} runs, chips spin {} us)\n",
+               frames, payload, repeat, spin_us);
+    fmt::print("  {:<48} {:>10} {:>10} {:>7}\n", "", "raw", "ttemu", "ratio");
+    for (const auto& [t, r] : by_transport.items()) {
+      const double tt = r["ttlink_gb_per_s"].get<double>() * 1e9;
+      fmt::print("  --transport {}\n", t);
+      fmt::print("  {:<48} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", fmt::format("throughput, raw datagrams of {} B", payload),
+                 raw_small / 1e9, tt / 1e9, tt / raw_small);
+      fmt::print("  {:<48} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", fmt::format("throughput, raw datagrams of {} B", packed),
+                 raw_packed / 1e9, tt / 1e9, tt / raw_packed);
+      if (t == "shm") {
+        fmt::print("  {:<48} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "Wormhole line rate", kWormholeLineRate / 1e9,
+                   tt / 1e9, tt / kWormholeLineRate);
+      }
+      fmt::print("  {:<48} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", fmt::format("goodput at frame error rate {} vs clean", fer),
+                 tt / 1e9, r["ttlink_lossy_gb_per_s"].get<double>(), r["lossy_vs_clean"].get<double>());
+      fmt::print("  {:<48} {:>8.1f} us {:>7.1f} us {:>7.2f}\n", "round trip, 64 B, median", raw_p50,
+                 r["ttlink_rtt_p50_us"].get<double>(), r["rtt_ratio"].get<double>());
+      fmt::print("  (lossy run: {} CRC errors, {} retransmissions)\n", r["lossy_crc_errors"].get<uint64_t>(),
+                 r["lossy_retransmits"].get<uint64_t>());
+    }
+    fmt::print("  every payload verified: {}\n", errors == 0 ? "yes" : "NO");
   }
-  return result["errors"] == 0 ? 0 : 1;
+  return errors == 0 ? 0 : 1;
 }
