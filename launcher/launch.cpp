@@ -298,7 +298,8 @@ class Launcher : public ControlTarget {
                        {"l1_bytes", block->l1_bytes}, {"dram_bytes", block->dram_bytes},
                        {"packets_injected", block->packets_injected.load()},
                        {"packets_delivered", block->packets_delivered.load()},
-                       {"router_events", block->router_events.load()}});
+                       {"router_events", block->router_events.load()},
+                       {"transport_mode", chip::to_string(static_cast<chip::TransportMode>(block->transport_mode.load()))}});
     }
     for (const auto& l : sys_.links) {
       json ends = json::array();
@@ -487,8 +488,8 @@ std::string resolve_transport(const std::string& option) {
   const char* env = std::getenv("TTEMU_TRANSPORT");
   if (t.empty() && env && *env) t = env;
   if (t.empty()) t = "udp";
-  if (t != "udp" && t != "shm") {
-    throw Error(fmt::format("{}'{}' is not a transport (udp or shm)", option.empty() ? "TTEMU_TRANSPORT: " : "",
+  if (t != "udp" && t != "shm" && t != "uring") {
+    throw Error(fmt::format("{}'{}' is not a transport (udp, uring or shm)", option.empty() ? "TTEMU_TRANSPORT: " : "",
                             printable(t)));
   }
   return t;

@@ -1,6 +1,7 @@
 #include "launcher/system_commands.hpp"
 
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -26,9 +27,14 @@ void print_status(const json& s) {
   for (const auto& c : s["chips"]) alive += c["alive"].get<bool>();
   int up = 0;
   for (const auto& l : s["links"]) up += l["ends"][0]["state"] == "up" && l["ends"][1]["state"] == "up";
-  fmt::print("job {}  {}  up {:.1f} s  chips {}/{} running  links {}/{} up ({})\n", s["job"].get<std::string>(),
+  std::set<std::string> modes;  // as the chips found they could (io_uring may fall back)
+  for (const auto& c : s["chips"]) modes.insert(c.value("transport_mode", std::string("?")));
+  std::string transport;
+  for (const auto& m : modes) transport += (transport.empty() ? "" : "; ") + m;
+  fmt::print("job {}  {}  up {:.1f} s  chips {}/{} running  links {}/{} up\n", s["job"].get<std::string>(),
              s["system"].get<std::string>(), s["uptime_s"].get<double>(), alive, s["chips"].size(), up,
-             s["links"].size(), s.value("transport", "udp"));
+             s["links"].size());
+  fmt::print("transport: {}\n", transport);
   uint64_t injected = 0, delivered = 0, events = 0;
   for (const auto& c : s["chips"]) {
     injected += c.value("packets_injected", uint64_t{0});
@@ -80,9 +86,9 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   launch->add_option("--ack-delay-us", lo->ack_delay_us, "TT-link: a pure ack waits this long for data to ride on")->check(whole_number(0, 10000));
   launch->add_option("--credit-delay-us", lo->credit_delay_us, "Routers: return freed buffer slots after this long, or at half a buffer")->check(whole_number(0, 10000));
   launch->add_option("--transport", lo->transport,
-                     "How links move datagrams: udp (sockets) or shm (rings in shared memory, chips of one host); "
-                     "default: $TTEMU_TRANSPORT, else udp")
-      ->check(CLI::IsMember({"udp", "shm"}));
+                     "How links move datagrams: udp (sockets), uring (the sockets through io_uring) or shm "
+                     "(rings in shared memory, chips of one host); default: $TTEMU_TRANSPORT, else udp")
+      ->check(CLI::IsMember({"udp", "uring", "shm"}));
   launch->add_option("--spin-us", lo->spin_us, "Chips keep polling this long after traffic before they sleep (0: sleep at once)")->check(whole_number(0, 100000));
   launch->add_option("--timeout-ms", lo->timeout_ms, "Drop a packet whose head waits this long (spec 5.5)")->check(whole_number(1, 600000));
   launch->footer("Run a client against the live system: ttemu launch FILE -- CMD ARGS...\n"

@@ -79,6 +79,26 @@ void expect_nothing_left(const Held& h) {
   EXPECT_TRUE(left.empty()) << "left in " << fs::path(h.socket).parent_path() << ": " << (left.empty() ? "" : left[0]);
 }
 
+// --transport uring uses multishot receives into a provided buffer ring where the kernel has
+// them, falls back to single-shot receives where it does not (forced here), and says which.
+void expect_uring_mode(bool single_shot, const std::string& mode) {
+  if (single_shot) setenv("TTEMU_URING_SINGLE_SHOT", "1", 1);
+  System sys({topo("n300.yaml"), "--transport", "uring"});
+  unsetenv("TTEMU_URING_SINGLE_SHOT");
+  const json s = sys.status();
+  for (const auto& c : s["chips"]) EXPECT_NE(c["transport_mode"].get<std::string>().find(mode), std::string::npos) << c;
+  RunResult text = sys.ttemu({"status"});
+  EXPECT_NE(text.out.find("transport: uring: " + mode), std::string::npos) << text.out;
+  RunResult t = sys.ttemu({"link", "test", "M0D0P2", "--frames", "20000", "--json"});
+  ASSERT_EQ(t.status, 0) << t.out;
+  const json r = json::parse(t.stdout_text);
+  EXPECT_EQ(r["verified"], 20000);
+  EXPECT_EQ(r["errors"], 0);
+}
+
+TEST(System, UringReceivesAreMultishotWhereTheKernelHasThem) { expect_uring_mode(false, "multishot"); }
+TEST(System, UringFallsBackToSingleShotReceivesAndSaysSo) { expect_uring_mode(true, "single-shot"); }
+
 TEST(System, TwoChipsComeUpAndShutDownLeavingNothing) {
   System sys({topo("n300.yaml")});
   json s = sys.status();
@@ -203,7 +223,7 @@ TEST(System, FaultsChangeAtRunTime) {
 }
 
 TEST(System, StrayDatagramsAreDroppedAndCounted) {
-  if (transport_under_test() != "udp") GTEST_SKIP() << "sends to the chips' UDP sockets";
+  if (transport_under_test() == "shm") GTEST_SKIP() << "sends to the chips' UDP sockets";
   System sys({topo("n300.yaml")});
   json s = sys.status();
   int udp = s["links"][0]["ends"][1]["udp"];  // M0D1P6
@@ -249,7 +269,7 @@ TEST(System, StrayDatagramsAreDroppedAndCounted) {
 // 16-bit sequence numbers have wrapped. They must be refused as stale, never delivered.
 // Needs root for the packet capture and the raw socket; only loopback is touched.
 TEST(System, DatagramsReplayedAfterASequenceWrapAreRefusedAsStale) {
-  if (transport_under_test() != "udp") GTEST_SKIP() << "sends to the chips' UDP sockets";
+  if (transport_under_test() == "shm") GTEST_SKIP() << "sends to the chips' UDP sockets";
   if (geteuid() != 0) GTEST_SKIP() << "needs root: packet capture and a raw socket on loopback";
   System sys({topo("n300.yaml")});
   json s = sys.status();

@@ -22,6 +22,23 @@ inline constexpr uint64_t kControlMagic = 0x4c5254434d455454ull;  // "TTEMCTRL"
 inline constexpr uint64_t kRouterMagic = 0x52544f524d455454ull;   // "TTEMROTR"
 inline constexpr uint32_t kControlVersion = 5;  // bumped whenever the layout below changes
 
+// How the chip's links move datagrams, as the chip found it could (ChipControl::transport_mode).
+enum TransportMode : uint32_t {
+  kTransportUdp = 0,
+  kTransportShm = 1,
+  kTransportUringMultishot = 2,
+  kTransportUringSingleShot = 3,
+};
+inline const char* to_string(TransportMode m) {
+  switch (m) {
+    case kTransportUdp: return "udp: a socket per port, sendmmsg/recvmmsg";
+    case kTransportShm: return "shm: datagram rings in shared memory";
+    case kTransportUringMultishot: return "uring: multishot receives into a provided buffer ring";
+    case kTransportUringSingleShot: return "uring: single-shot receives (no multishot or buffer ring here)";
+  }
+  return "?";
+}
+
 struct PortStatus {
   link::LinkCounters counters;
   std::atomic<uint32_t> udp_port{0};        // bound UDP port, 0 when the port is not wired
@@ -116,6 +133,7 @@ struct ChipControl {
   PortStatus ports[routing::kMaxPorts];
   CommandBuffer commands;
   std::atomic<uint64_t> packets_injected{0}, packets_delivered{0}, router_events{0};
+  std::atomic<uint32_t> transport_mode{kTransportUdp};  // TransportMode
 };
 
 // The router's block at the start of its ethernet core's L1: the routing table of the port's

@@ -25,6 +25,7 @@
 #include "emulator/process/chip_messages.hpp"
 #include "emulator/process/event_loop.hpp"
 #include "emulator/process/shm_transport.hpp"
+#include "emulator/process/uring_transport.hpp"
 #include "emulator/wire/udp_socket.hpp"
 
 namespace ttemu::process {
@@ -118,8 +119,10 @@ class Chip final : public node::NodeObserver {
 
   void cleanup() {
     for (auto& e : udp_.endpoints()) loop_.forget(e->socket->fd());
+    if (uring_) loop_.forget(uring_->event_fd());
     node_.reset();
     udp_.endpoints().clear();
+    uring_.reset();
     ::close(signal_fd_);
     // The launcher removes every segment at teardown; a chip removes its own too, so that
     // nothing is left if the launcher is gone (killed, crashed).
@@ -208,10 +211,16 @@ class Chip final : public node::NodeObserver {
     msg::Bound bound;
     if (m.transport == "shm") {
       shm_ = std::make_unique<ShmTransport>(o_.job, o_.chip, *ctl_);
+      ctl_->transport_mode.store(kTransportShm);
+    } else if (m.transport == "uring") {
+      const char* single = std::getenv("TTEMU_URING_SINGLE_SHOT");  // tests of the fallback
+      uring_ = std::make_unique<UringTransport>(!(single && *single == '1'));
     } else if (m.transport != "udp") {
       throw Error(fmt::format("unknown transport '{}'", m.transport));
     }
-    wire::Transport& transport = shm_ ? static_cast<wire::Transport&>(*shm_) : udp_;
+    wire::Transport& transport = shm_     ? static_cast<wire::Transport&>(*shm_)
+                                 : uring_ ? static_cast<wire::Transport&>(*uring_)
+                                          : udp_;
     for (const auto& l : m.links) {
       node::PortConfig pc;
       pc.number = l.port;
@@ -228,9 +237,9 @@ class Chip final : public node::NodeObserver {
         shm_->add(pc.number, {{l.peer_mesh, l.peer_device}, l.peer_port});
         bound.ports[std::to_string(pc.number)] = 0;  // no socket: the launcher wires nothing
       } else {
-        auto& e = udp_.add(pc.number, m.bind);
-        ctl_->ports[pc.number].udp_port.store(e.socket->local_port());
-        bound.ports[std::to_string(pc.number)] = e.socket->local_port();
+        const uint16_t udp = uring_ ? uring_->add(pc.number, m.bind) : udp_.add(pc.number, m.bind).socket->local_port();
+        ctl_->ports[pc.number].udp_port.store(udp);
+        bound.ports[std::to_string(pc.number)] = udp;
       }
       nc.ports.push_back(pc);
     }
@@ -255,12 +264,14 @@ class Chip final : public node::NodeObserver {
     // on every turn, and once more after the loop says it sleeps (router_asleep), which is
     // what workers and neighbours read before ringing the doorbell.
     loop_.on_shared_work(
-        &ctl_->commands.router_asleep, [this] { return node_->has_work() || (shm_ && shm_->has_incoming()); },
+        &ctl_->commands.router_asleep,
+        [this] { return node_->has_work() || (shm_ && shm_->has_incoming()) || (uring_ && uring_->has_pending()); },
         [this] {
           const Time t = now();
-          if (shm_ && shm_->receive([&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); }) > 0) {
-            node_->end_of_batch(t);
-          }
+          size_t got = 0;
+          if (shm_) got += shm_->receive([&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); });
+          if (uring_) got += poll_uring(t);
+          if (got > 0) node_->end_of_batch(t);
           if (node_->has_work()) node_->pump(t);
           reschedule();
         });
@@ -275,8 +286,33 @@ class Chip final : public node::NodeObserver {
     node().set_faults(port, faults.any() ? std::make_unique<link::FaultInjector>(faults, seed) : nullptr);
   }
 
+  // Completions of the chip's io_uring: datagrams for the node, sockets with room again.
+  size_t poll_uring(Time t) {
+    return uring_->poll({
+        [&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); },
+        [&](uint8_t port) { node_->on_writable(port, t); },
+        [&](uint8_t port) {
+          auto& c = ctl_->ports[port].counters;
+          c.add(c.foreign);
+        },
+    });
+  }
+
   void connect(const msg::Peers& m) {
     if (shm_) shm_->connect();
+    if (uring_) {
+      for (const auto& [port, peer] : m.peers) {
+        uring_->set_peer(static_cast<uint8_t>(std::stoi(port)), wire::make_address(peer.addr, peer.udp));
+      }
+      ctl_->transport_mode.store(uring_->mode() == UringTransport::Mode::kMultishot ? kTransportUringMultishot
+                                                                                     : kTransportUringSingleShot);
+      loop_.watch(uring_->event_fd(), EPOLLIN, [this](uint32_t) {
+        uint64_t n = 0;
+        [[maybe_unused]] auto r = ::read(uring_->event_fd(), &n, sizeof n);
+        poll_uring(now());  // the node's batch end follows (on_batch_end)
+      });
+      uring_->start();
+    }
     for (auto& e : udp_.endpoints()) {
       const auto peer = m.peers.find(std::to_string(e->port));
       if (peer == m.peers.end()) throw Error(fmt::format("peers: no address for port {}", e->port));
@@ -336,6 +372,7 @@ class Chip final : public node::NodeObserver {
   EventLoop loop_;
   UdpTransport udp_;                  // --transport udp: a socket per port
   std::unique_ptr<ShmTransport> shm_;  // --transport shm: rings in shared memory
+  std::unique_ptr<UringTransport> uring_;  // --transport uring: the sockets through one io_uring
   int signal_fd_ = -1;
   std::string inbuf_;
   Segment ctl_seg_, l1_seg_, dram_seg_;

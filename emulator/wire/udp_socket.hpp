@@ -43,6 +43,7 @@ class UdpSocket {
   int fd() const { return fd_; }
   uint16_t local_port() const { return port_; }
   void set_peer(const Address& peer) { peer_ = peer; }
+  const Address& peer() const { return peer_; }
   bool accepts(const Address& from) const { return from == peer_; }
   // Receives up to the batch size without blocking; the spans stay valid until the next call.
   std::span<const Received> receive();

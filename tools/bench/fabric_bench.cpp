@@ -6,7 +6,7 @@
 // the longest route (median of 3) next to raw UDP throughput. Raw processes wait as the chips
 // do: in epoll, after the same bounded spin (--spin-us, passed to the chips too).
 //
-// Each transport (--transport udp,shm; both by default) gets the same rows, and two more: the
+// Each transport (--transport udp,uring,shm; all three by default) gets the same rows, and two more: the
 // 6-hop goodput and the Galaxy's all_to_all goodput times its mean route length, each against
 // one TT-link's goodput with that transport.
 //
@@ -98,7 +98,7 @@ double link_goodput(const std::string& ttemu, const std::string& transport, int 
 int main(int argc, char** argv) {
   int samples = 300, spin_us = 0;
   bool as_json = false;
-  std::vector<std::string> transports{"udp", "shm"};
+  std::vector<std::string> transports{"udp", "uring", "shm"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--samples" && i + 1 < argc) samples = std::stoi(argv[++i]);
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     else if (a == "--transport" && i + 1 < argc) transports = ttemu::bench::split_list(argv[++i]);
     else if (a == "--json") as_json = true;
     else {
-      fmt::print(stderr, "usage: ttemu_bench_fabric [--samples N] [--spin-us N] [--transport udp,shm] [--json]\n");
+      fmt::print(stderr, "usage: ttemu_bench_fabric [--samples N] [--spin-us N] [--transport udp,uring,shm] [--json]\n");
       return 2;
     }
   }

@@ -3,7 +3,7 @@
 // datagram size TT-link packs to, TT-link goodput between two chip processes (clean and at a
 // frame error rate), and small-message round trips both ways. Prints raw, emulated, ratio.
 //
-// Each transport (--transport udp,shm; both by default) is measured against the same raw
+// Each transport (--transport udp,uring,shm; all three by default) is measured against the same raw
 // figures; shm also against Wormhole's line rate.
 //
 //   ttemu_bench_link [--frames N] [--payload B] [--fer P] [--repeat R] [--transport LIST]
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   double fer = 1e-3;
   bool as_json = false;
   int repeat = 3, spin_us = 0;
-  std::vector<std::string> transports{"udp", "shm"};
+  std::vector<std::string> transports{"udp", "uring", "shm"};
   std::string ttemu = TTEMU_BINARY, topology = TTEMU_TOPOLOGIES "/n300.yaml";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
     else if (a == "--transport" && i + 1 < argc) transports = ttemu::bench::split_list(argv[++i]);
     else {
       fmt::print(stderr, "usage: ttemu_bench_link [--frames N] [--payload B] [--fer P] [--repeat R] "
-                         "[--transport udp,shm] [--spin-us N] [--json]\n");
+                         "[--transport udp,uring,shm] [--spin-us N] [--json]\n");
       return 2;
     }
   }

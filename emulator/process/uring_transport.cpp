@@ -1,0 +1,299 @@
+#include "emulator/process/uring_transport.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "emulator/common/error.hpp"
+
+namespace ttemu::process {
+
+namespace {
+
+constexpr unsigned kQueueDepth = 512;
+constexpr unsigned kBufCount = 64;  // provided receive buffers (a power of two)
+constexpr size_t kBufSize = 65536 + 256;  // a datagram, the recvmsg header and the source address
+constexpr uint16_t kGroup = 1;
+constexpr size_t kSendBatch = 64;
+
+enum Kind : uint64_t { kRecv = 1, kSend = 2, kWritable = 3 };
+
+uint64_t tag(Kind k, uint8_t port, uint32_t index = 0) { return (uint64_t{k} << 56) | (uint64_t{port} << 32) | index; }
+Kind kind_of(uint64_t t) { return static_cast<Kind>(t >> 56); }
+uint8_t port_of(uint64_t t) { return static_cast<uint8_t>(t >> 32); }
+uint32_t index_of(uint64_t t) { return static_cast<uint32_t>(t); }
+
+}  // namespace
+
+struct UringTransport::Socket {
+  uint8_t port = 0;
+  std::unique_ptr<wire::UdpSocket> sock;
+  bool write_waiting = false;
+  msghdr multishot{};  // the layout of what a multishot receive writes into a provided buffer
+  // Single-shot receives: one in flight, into this buffer.
+  msghdr msg{};
+  iovec iov{};
+  wire::Address from;
+  std::unique_ptr<uint8_t[]> buf;
+};
+
+UringTransport::UringTransport(bool allow_multishot) : by_port_(256, nullptr) {
+  if (const int e = io_uring_queue_init(kQueueDepth, &ring_, 0); e < 0) {
+    throw Error(fmt::format("io_uring: cannot set up a ring: {}", std::strerror(-e)));
+  }
+  efd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  // Signalled only for completions that come later (a datagram arriving), not for those a
+  // submission completes inline (sends): the loop finds those itself.
+  if (efd_ < 0 || io_uring_register_eventfd_async(&ring_, efd_) != 0) {
+    if (efd_ >= 0) ::close(efd_);
+    io_uring_queue_exit(&ring_);
+    throw Error("io_uring: cannot register an eventfd");
+  }
+  mode_ = allow_multishot && setup_buffer_ring() ? Mode::kMultishot : Mode::kSingleShot;
+}
+
+UringTransport::~UringTransport() {
+  io_uring_queue_exit(&ring_);  // cancels what is in flight
+  if (buf_ring_) ::munmap(buf_ring_, buf_ring_bytes_);
+  if (efd_ >= 0) ::close(efd_);
+}
+
+bool UringTransport::setup_buffer_ring() {
+  buf_ring_bytes_ = kBufCount * sizeof(io_uring_buf);
+  void* mem = ::mmap(nullptr, buf_ring_bytes_, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+  if (mem == MAP_FAILED) return false;
+  buf_ring_ = static_cast<io_uring_buf_ring*>(mem);
+  io_uring_buf_reg reg{};
+  reg.ring_addr = reinterpret_cast<uint64_t>(buf_ring_);
+  reg.ring_entries = kBufCount;
+  reg.bgid = kGroup;
+  if (io_uring_register_buf_ring(&ring_, &reg, 0) != 0) {
+    ::munmap(buf_ring_, buf_ring_bytes_);
+    buf_ring_ = nullptr;
+    return false;
+  }
+  io_uring_buf_ring_init(buf_ring_);
+  buffers_.reset(new uint8_t[kBufCount * kBufSize]);  // untouched until used
+  for (uint16_t bid = 0; bid < kBufCount; ++bid) {
+    io_uring_buf_ring_add(buf_ring_, buffers_.get() + bid * kBufSize, kBufSize, bid, io_uring_buf_ring_mask(kBufCount), bid);
+  }
+  io_uring_buf_ring_advance(buf_ring_, kBufCount);
+  return true;
+}
+
+void UringTransport::give_back(uint16_t bid) {
+  io_uring_buf_ring_add(buf_ring_, buffers_.get() + bid * kBufSize, kBufSize, bid, io_uring_buf_ring_mask(kBufCount), 0);
+  io_uring_buf_ring_advance(buf_ring_, 1);
+}
+
+UringTransport::Socket& UringTransport::socket(uint8_t port) {
+  Socket* s = by_port_[port];
+  if (!s) throw Error(fmt::format("uring transport: port {} is not wired", port));
+  return *s;
+}
+
+uint16_t UringTransport::add(uint8_t port, const std::string& bind) {
+  auto s = std::make_unique<Socket>();
+  s->port = port;
+  s->sock = std::make_unique<wire::UdpSocket>(bind, 0);  // the ring receives, not the socket
+  s->multishot.msg_namelen = sizeof(sockaddr_storage);
+  s->buf.reset(new uint8_t[wire::kMaxUdpPayload]);
+  by_port_[port] = s.get();
+  sockets_.push_back(std::move(s));
+  return sockets_.back()->sock->local_port();
+}
+
+void UringTransport::set_peer(uint8_t port, const wire::Address& peer) { socket(port).sock->set_peer(peer); }
+
+io_uring_sqe* UringTransport::sqe() {
+  io_uring_sqe* e = io_uring_get_sqe(&ring_);
+  if (!e) {
+    io_uring_submit(&ring_);
+    e = io_uring_get_sqe(&ring_);
+    if (!e) throw Error("io_uring: no submission queue entry");
+  }
+  return e;
+}
+
+void UringTransport::arm_receive(Socket& s) {
+  io_uring_sqe* e = sqe();
+  if (mode_ == Mode::kMultishot) {
+    io_uring_prep_recvmsg_multishot(e, s.sock->fd(), &s.multishot, 0);
+    e->flags |= IOSQE_BUFFER_SELECT;
+    e->buf_group = kGroup;
+  } else {
+    s.iov = {s.buf.get(), wire::kMaxUdpPayload};
+    s.msg = {};
+    s.msg.msg_name = &s.from.storage;
+    s.msg.msg_namelen = sizeof(sockaddr_storage);
+    s.msg.msg_iov = &s.iov;
+    s.msg.msg_iovlen = 1;
+    io_uring_prep_recvmsg(e, s.sock->fd(), &s.msg, 0);
+  }
+  io_uring_sqe_set_data64(e, tag(kRecv, s.port));
+  submit_due_ = true;
+}
+
+void UringTransport::arm_writable(Socket& s) {
+  if (s.write_waiting) return;
+  s.write_waiting = true;
+  io_uring_sqe* e = sqe();
+  io_uring_prep_poll_add(e, s.sock->fd(), POLLOUT);
+  io_uring_sqe_set_data64(e, tag(kWritable, s.port));
+  submit_due_ = true;
+}
+
+void UringTransport::start() {
+  for (auto& s : sockets_) arm_receive(*s);
+  io_uring_submit(&ring_);
+  submit_due_ = false;
+}
+
+size_t UringTransport::send(uint8_t port, std::span<const wire::Datagram> datagrams) {
+  Socket& s = socket(port);
+  size_t done = 0;
+  while (done < datagrams.size()) {
+    const size_t n = std::min(datagrams.size() - done, kSendBatch);
+    send_iov_.clear();
+    size_t first[kSendBatch + 1];
+    for (size_t i = 0; i < n; ++i) {
+      first[i] = send_iov_.size();
+      datagrams[done + i].gather(send_iov_);
+    }
+    first[n] = send_iov_.size();
+    send_msgs_.assign(n, msghdr{});
+    send_res_.assign(n, 0);
+    if (io_uring_sq_space_left(&ring_) < n) io_uring_submit(&ring_);  // one chain, whole
+    for (size_t i = 0; i < n; ++i) {
+      msghdr& m = send_msgs_[i];
+      m.msg_name = const_cast<sockaddr_storage*>(&s.sock->peer().storage);
+      m.msg_namelen = s.sock->peer().length;
+      m.msg_iov = send_iov_.data() + first[i];
+      m.msg_iovlen = first[i + 1] - first[i];
+      io_uring_sqe* e = sqe();
+      // MSG_DONTWAIT: a full socket buffer fails the send now instead of waiting in the kernel.
+      io_uring_prep_sendmsg(e, s.sock->fd(), &m, MSG_DONTWAIT);
+      io_uring_sqe_set_data64(e, tag(kSend, port, static_cast<uint32_t>(i)));
+      if (i + 1 < n) e->flags |= IOSQE_IO_LINK;  // a failure cancels the rest: order is kept
+    }
+    io_uring_submit(&ring_);
+    submit_due_ = false;
+    // UDP sends complete inline; other completions met on the way wait for poll().
+    for (size_t seen = 0; seen < n;) {
+      io_uring_cqe* cqe = nullptr;
+      if (const int e = io_uring_wait_cqe(&ring_, &cqe); e < 0) {
+        if (e == -EINTR) continue;
+        throw Error(fmt::format("io_uring: waiting for sends: {}", std::strerror(-e)));
+      }
+      const Completion c{cqe->user_data, cqe->res, cqe->flags};
+      io_uring_cqe_seen(&ring_, cqe);
+      if (kind_of(c.user_data) == kSend && port_of(c.user_data) == port && index_of(c.user_data) < n) {
+        send_res_[index_of(c.user_data)] = c.res;
+        ++seen;
+      } else {
+        pending_.push_back(c);
+      }
+    }
+    size_t ok = 0;
+    while (ok < n && send_res_[ok] >= 0) ++ok;
+    if (ok == n) {
+      done += n;
+      continue;
+    }
+    const int32_t err = send_res_[ok];
+    if (err == -EAGAIN || err == -ENOBUFS) {
+      arm_writable(s);  // the rest waits until the socket drains
+      if (submit_due_) io_uring_submit(&ring_), submit_due_ = false;
+      return done + ok;
+    }
+    // The wire refused one (the peer's port is gone): like a loss, the TT-link copes; the
+    // sends after it were cancelled and go again.
+    done += ok + 1;
+  }
+  return done;
+}
+
+bool UringTransport::has_pending() { return !pending_.empty() || io_uring_cq_ready(&ring_) > 0; }
+
+size_t UringTransport::poll(const Handlers& h) {
+  size_t delivered = 0;
+  std::vector<Completion> batch;
+  while (true) {
+    batch.swap(pending_);
+    unsigned head = 0, count = 0;
+    io_uring_cqe* cqe = nullptr;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      batch.push_back({cqe->user_data, cqe->res, cqe->flags});
+      ++count;
+    }
+    io_uring_cq_advance(&ring_, count);
+    if (batch.empty()) break;
+    // Handled after taking them off the queue: a delivery may send, and send() reaps too.
+    for (const auto& c : batch) handle(c, h, delivered);
+    batch.clear();
+  }
+  if (submit_due_) {
+    io_uring_submit(&ring_);
+    submit_due_ = false;
+  }
+  return delivered;
+}
+
+void UringTransport::handle(const Completion& c, const Handlers& h, size_t& delivered) {
+  const uint8_t port = port_of(c.user_data);
+  Socket* s = by_port_[port];
+  if (!s) return;
+  switch (kind_of(c.user_data)) {
+    case kRecv: {
+      const bool more = (c.flags & IORING_CQE_F_MORE) != 0;
+      if (c.flags & IORING_CQE_F_BUFFER) {
+        const auto bid = static_cast<uint16_t>(c.flags >> IORING_CQE_BUFFER_SHIFT);
+        uint8_t* base = buffers_.get() + size_t{bid} * kBufSize;
+        if (c.res >= 0) {
+          auto* out = io_uring_recvmsg_validate(base, c.res, &s->multishot);
+          if (out) {
+            wire::Address from;
+            from.length = std::min<socklen_t>(out->namelen, sizeof(sockaddr_storage));
+            std::memcpy(&from.storage, io_uring_recvmsg_name(out), from.length);
+            const auto* payload = static_cast<const uint8_t*>(io_uring_recvmsg_payload(out, &s->multishot));
+            const auto length = io_uring_recvmsg_payload_length(out, c.res, &s->multishot);
+            if (!s->sock->accepts(from)) {
+              h.stray(port);
+            } else {
+              h.deliver(port, {payload, length});
+              ++delivered;
+            }
+          }
+        }
+        give_back(bid);
+      } else if (mode_ == Mode::kSingleShot && c.res >= 0) {
+        s->from.length = s->msg.msg_namelen;
+        if (!s->sock->accepts(s->from)) {
+          h.stray(port);
+        } else {
+          h.deliver(port, {s->buf.get(), static_cast<size_t>(c.res)});
+          ++delivered;
+        }
+      } else if (c.res == -EINVAL && mode_ == Mode::kMultishot) {
+        mode_ = Mode::kSingleShot;  // the kernel has no multishot receives: fall back
+      }
+      if (!more || mode_ == Mode::kSingleShot) arm_receive(*s);
+      break;
+    }
+    case kWritable:
+      s->write_waiting = false;
+      h.writable(port);
+      break;
+    case kSend:
+      break;  // reaped by send() itself
+  }
+}
+
+}  // namespace ttemu::process

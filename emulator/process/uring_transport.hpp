@@ -1,0 +1,94 @@
+// The io_uring transport (--transport uring): a chip's link sockets driven through one
+// io_uring. Receives are multishot recvmsg requests, one per socket, filling buffers the ring
+// provides (a registered buffer ring), so a busy socket costs no system call per datagram or
+// per batch; where the kernel refuses either, each socket keeps one single-shot recvmsg in
+// flight instead (mode() says which, and `ttemu status` shows it). Sends are sendmsg requests
+// gathered from the datagrams' pieces, linked so that a full socket buffer stops the rest in
+// order, and submitted in one call per batch; they complete before send() returns (a UDP send
+// does not wait), so the datagrams' borrowed pieces need live no longer than the call.
+//
+// The chip's event loop waits for completions through one eventfd the ring signals (only for
+// completions that happen later, not inline), and looks at the completion queue on every turn
+// and once more before it sleeps. Idle, nothing is in flight but the armed receives.
+#pragma once
+
+#include <liburing.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "emulator/wire/transport.hpp"
+#include "emulator/wire/udp_socket.hpp"
+
+namespace ttemu::process {
+
+class UringTransport final : public wire::Transport {
+ public:
+  enum class Mode : uint32_t { kMultishot = 1, kSingleShot = 2 };
+
+  // allow_multishot = false forces the single-shot receives (tests of the fallback).
+  explicit UringTransport(bool allow_multishot = true);
+  ~UringTransport() override;
+  UringTransport(const UringTransport&) = delete;
+  UringTransport& operator=(const UringTransport&) = delete;
+
+  int event_fd() const { return efd_; }
+  Mode mode() const { return mode_; }
+
+  // Binds a socket for `port`; returns its UDP port.
+  uint16_t add(uint8_t port, const std::string& bind);
+  void set_peer(uint8_t port, const wire::Address& peer);
+  // Arms the receives of every socket (after set_peer).
+  void start();
+
+  size_t send(uint8_t port, std::span<const wire::Datagram> datagrams) override;
+
+  struct Handlers {
+    std::function<void(uint8_t port, std::span<const uint8_t> bytes)> deliver;  // read in place
+    std::function<void(uint8_t port)> writable;  // room again after a short send
+    std::function<void(uint8_t port)> stray;     // a datagram from anyone but the peer
+  };
+  // Handles every completion there is; returns how many datagrams it delivered.
+  size_t poll(const Handlers& h);
+  // Completions wait to be handled (the loop asks before it sleeps).
+  bool has_pending();
+
+ private:
+  struct Socket;
+  struct Completion {
+    uint64_t user_data;
+    int32_t res;
+    uint32_t flags;
+  };
+  Socket& socket(uint8_t port);
+  io_uring_sqe* sqe();
+  void arm_receive(Socket& s);
+  void arm_writable(Socket& s);
+  void handle(const Completion& c, const Handlers& h, size_t& delivered);
+  void give_back(uint16_t bid);
+  bool setup_buffer_ring();
+
+  io_uring ring_{};
+  int efd_ = -1;
+  Mode mode_ = Mode::kSingleShot;
+  std::vector<std::unique_ptr<Socket>> sockets_;
+  std::vector<Socket*> by_port_;
+  // The provided buffer ring (multishot receives).
+  io_uring_buf_ring* buf_ring_ = nullptr;
+  size_t buf_ring_bytes_ = 0;
+  std::unique_ptr<uint8_t[]> buffers_;
+  // Send state, alive during one send() call.
+  std::vector<msghdr> send_msgs_;
+  std::vector<iovec> send_iov_;
+  std::vector<int32_t> send_res_;
+  // Completions of other requests reaped while send() waited for its own.
+  std::vector<Completion> pending_;
+  bool submit_due_ = false;
+};
+
+}  // namespace ttemu::process
