@@ -9,7 +9,7 @@
 namespace ttemu::launcher {
 
 ChipMemory::ChipMemory(const job::JobId& job, const control::System& sys, const control::TableSet& tables,
-                       std::optional<size_t> dram_bytes, bool shm_links) {
+                       std::optional<size_t> dram_bytes, size_t shm_ring_capacity) {
   try {
     for (int v = 0; v < sys.node_count(); ++v) {
       const auto& chip = sys.chips[static_cast<size_t>(v)];
@@ -39,10 +39,10 @@ ChipMemory::ChipMemory(const job::JobId& job, const control::System& sys, const 
       }
     }
     for (const auto& l : sys.links) {
-      if (!shm_links) break;
+      if (shm_ring_capacity == 0) break;
       names_.push_back(chip::link_segment_name(job, std::min(l.a, l.b)));
-      chip::Segment seg = chip::Segment::create(names_.back(), process::shm_link_bytes());
-      process::create_shm_link(seg.data());
+      chip::Segment seg = chip::Segment::create(names_.back(), process::shm_link_bytes(shm_ring_capacity));
+      process::create_shm_link(seg.data(), shm_ring_capacity);
     }
   } catch (...) {
     remove();

@@ -20,9 +20,10 @@ class ChipMemory {
  public:
   // Throws Error (a port beyond the chip's ethernet cores, no room in /dev/shm); what was
   // created before is removed by the destructor.
-  // With shm_links, each link also gets its segment of two datagram rings (--transport shm).
+  // With shm_ring_capacity, each link also gets its segment of two datagram rings of that
+  // capacity (--transport shm).
   ChipMemory(const job::JobId& job, const control::System& sys, const control::TableSet& tables,
-             std::optional<size_t> dram_bytes, bool shm_links = false);
+             std::optional<size_t> dram_bytes, size_t shm_ring_capacity = 0);
   ~ChipMemory() { remove(); }
   ChipMemory(const ChipMemory&) = delete;
   ChipMemory& operator=(const ChipMemory&) = delete;

@@ -26,6 +26,7 @@
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/link/tt_link.hpp"
 #include "emulator/process/chip_messages.hpp"
+#include "emulator/process/shm_transport.hpp"
 #include "launcher/chip_memory.hpp"
 #include "launcher/control_requests.hpp"
 #include "launcher/control_server.hpp"
@@ -65,7 +66,7 @@ class Launcher : public ControlTarget {
     started_ = Clock::now();
     memory_ = std::make_unique<ChipMemory>(job_, sys_, tables_,
                                            o_.dram_mib ? std::optional<size_t>(*o_.dram_mib << 20) : std::nullopt,
-                                           o_.transport == "shm");
+                                           o_.transport == "shm" ? process::shm_ring_capacity(o_.window) : 0);
     publish_description();
     server_ = std::make_unique<ControlServer>(io_, job::control_socket_path(job_), *this);
     socket_path_ = server_->path();

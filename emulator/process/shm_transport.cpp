@@ -6,20 +6,30 @@
 #include <fmt/format.h>
 
 #include "emulator/common/error.hpp"
+#include "emulator/link/frame.hpp"
 
 namespace ttemu::process {
 
 namespace {
 
 // Each ring starts on its own 4 KiB page.
-size_t ring_stride() { return (wire::ShmRing::bytes_for(kShmRingCapacity) + 4095) & ~size_t{4095}; }
+size_t ring_stride(size_t capacity) { return (wire::ShmRing::bytes_for(capacity) + 4095) & ~size_t{4095}; }
 
 }  // namespace
 
-size_t shm_link_bytes() { return 2 * ring_stride(); }
+size_t shm_ring_capacity(uint16_t window) {
+  const size_t frame = link::kMaxPayload + link::kFrameOverhead + 64;  // a full frame and its record
+  size_t capacity = size_t{1} << 20;
+  while (capacity < 2 * size_t{window} * frame + (size_t{64} << 10)) capacity *= 2;
+  return capacity;
+}
 
-void create_shm_link(void* memory) {
-  for (size_t r = 0; r < 2; ++r) wire::ShmRing::create(static_cast<uint8_t*>(memory) + r * ring_stride(), kShmRingCapacity);
+size_t shm_link_bytes(size_t ring_capacity) { return 2 * ring_stride(ring_capacity); }
+
+void create_shm_link(void* memory, size_t ring_capacity) {
+  for (size_t r = 0; r < 2; ++r) {
+    wire::ShmRing::create(static_cast<uint8_t*>(memory) + r * ring_stride(ring_capacity), ring_capacity);
+  }
 }
 
 struct ShmTransport::Link {
@@ -42,11 +52,12 @@ void ShmTransport::add(uint8_t port, routing::PortId peer) {
   const routing::PortId me{self_, port};
   const bool lower = me < peer;
   chip::Segment seg = chip::Segment::open(chip::link_segment_name(job_, lower ? me : peer));
-  if (seg.size() < shm_link_bytes()) throw Error(fmt::format("shared memory {}: too small for a link", seg.name()));
   try {
+    // Two rings of equal size, the second on the page after the first.
     auto* base = seg.as<uint8_t>();
-    wire::ShmRing r0 = wire::ShmRing::attach(base, ring_stride());
-    wire::ShmRing r1 = wire::ShmRing::attach(base + ring_stride(), ring_stride());
+    const size_t half = seg.size() / 2;
+    wire::ShmRing r0 = wire::ShmRing::attach(base, half);
+    wire::ShmRing r1 = wire::ShmRing::attach(base + half, half);
     links_.push_back(std::make_unique<Link>(port, peer, std::move(seg), lower ? r0 : r1, lower ? r1 : r0));
   } catch (const std::runtime_error& e) {
     throw Error(fmt::format("shared memory {}: {}", seg.name(), e.what()));

@@ -28,11 +28,14 @@
 
 namespace ttemu::process {
 
-inline constexpr size_t kShmRingCapacity = size_t{1} << 20;  // per direction: a few windows
-
-// Bytes of one link's segment, and its layout (the launcher creates it before the chips start).
-size_t shm_link_bytes();
-void create_shm_link(void* memory);
+// The capacity of each direction's ring for a TT-link window of `window` frames: room for the
+// window twice over (a go-back-N round resent while the first is still unread) and its acks,
+// rounded up to a power of two; at least 1 MiB.
+size_t shm_ring_capacity(uint16_t window);
+// Bytes of one link's segment, and its layout (the launcher creates it before the chips start;
+// the chips read the capacity from it).
+size_t shm_link_bytes(size_t ring_capacity);
+void create_shm_link(void* memory, size_t ring_capacity);
 
 class ShmTransport final : public wire::Transport {
  public:
