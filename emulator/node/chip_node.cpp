@@ -30,6 +30,16 @@ class StreamPattern {
     std::memcpy(out.data() + head, base_.data() + head, out.size() - head);
   }
 
+  // The same payload appended to out (no zero fill first).
+  void append(std::vector<uint8_t>& out, uint64_t stream, uint64_t index, size_t size) {
+    prepare(stream, size);
+    const StreamHeader h{stream, index};
+    const size_t head = std::min(size, sizeof(h));
+    const auto* hb = reinterpret_cast<const uint8_t*>(&h);
+    out.insert(out.end(), hb, hb + head);
+    out.insert(out.end(), base_.data() + head, base_.data() + size);
+  }
+
   bool check(std::span<const uint8_t> in, uint64_t stream) {
     prepare(stream, in.size());
     const size_t head = std::min(in.size(), sizeof(StreamHeader));
@@ -324,11 +334,14 @@ void ChipNode::service(Port& p, Time now) {
     p.ping.waiting = p.link->send(chip::kEchoAddr, p.scratch);
   }
   if (p.tx.active) {
+    // The stream's payloads are written straight into frame buffers that go into the window,
+    // as a sender's core would write its ethernet core's buffer: no copy after the fill.
     size_t room = p.link->send_room();
-    p.scratch.resize(p.tx.size);
     for (; room > 0 && p.tx.next < p.tx.total; --room, ++p.tx.next) {
-      p.tx_pattern.fill(p.scratch, p.tx.id, p.tx.next);
-      p.link->send(chip::kStreamAddr, p.scratch);
+      std::vector<uint8_t> frame = buffers_.take();
+      frame.resize(link::kFrameRoom);
+      p.tx_pattern.append(frame, p.tx.id, p.tx.next, p.tx.size);
+      p.link->send_framed(chip::kStreamAddr, std::move(frame));
     }
   }
   // New datagrams queue behind what the transport has not taken yet.
