@@ -48,7 +48,7 @@ bool Address::operator==(const Address& o) const {
 }
 
 UdpSocket::UdpSocket(const std::string& address, size_t batch)
-    : buffers_(batch, std::vector<uint8_t>(kMaxUdpPayload)) {
+    : buffers_(new uint8_t[batch * kMaxUdpPayload]) {
   Address local = make_address(address, 0);
   fd_ = ::socket(local.storage.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw Error(fmt::format("cannot create a UDP socket: {}", std::strerror(errno)));
@@ -72,7 +72,7 @@ UdpSocket::UdpSocket(const std::string& address, size_t batch)
   iov_.resize(batch);
   from_.resize(batch);
   for (size_t i = 0; i < batch; ++i) {
-    iov_[i] = {buffers_[i].data(), buffers_[i].size()};
+    iov_[i] = {buffers_.get() + i * kMaxUdpPayload, kMaxUdpPayload};
     msgs_[i] = {};
     msgs_[i].msg_hdr.msg_iov = &iov_[i];
     msgs_[i].msg_hdr.msg_iovlen = 1;
@@ -91,7 +91,7 @@ std::span<const Received> UdpSocket::receive() {
   for (size_t i = 0; got > 0 && i < static_cast<size_t>(got); ++i) {
     // A datagram longer than the buffer arrives truncated; the parser rejects what is cut off.
     from_[i].length = msgs_[i].msg_hdr.msg_namelen;
-    received_.push_back({{buffers_[i].data(), msgs_[i].msg_len}, &from_[i]});
+    received_.push_back({{buffers_.get() + i * kMaxUdpPayload, msgs_[i].msg_len}, &from_[i]});
     msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);  // the kernel wrote the length it used
   }
   return received_;

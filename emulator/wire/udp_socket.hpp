@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -56,7 +57,9 @@ class UdpSocket {
   int fd_ = -1;
   uint16_t port_ = 0;
   Address peer_;
-  std::vector<std::vector<uint8_t>> buffers_;
+  // batch x kMaxUdpPayload bytes, not zero-filled: a page costs memory only once a datagram
+  // has landed in it (a Galaxy has 416 sockets).
+  std::unique_ptr<uint8_t[]> buffers_;
   std::vector<Received> received_;
   std::vector<mmsghdr> msgs_;
   std::vector<iovec> iov_;
