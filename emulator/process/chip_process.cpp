@@ -119,7 +119,6 @@ class Chip final : public node::NodeObserver {
 
   void cleanup() {
     for (auto& e : udp_.endpoints()) loop_.forget(e->socket->fd());
-    if (uring_) loop_.forget(uring_->event_fd());
     node_.reset();
     udp_.endpoints().clear();
     uring_.reset();
@@ -287,8 +286,13 @@ class Chip final : public node::NodeObserver {
   }
 
   // Completions of the chip's io_uring: datagrams for the node, sockets with room again.
+  void publish_uring_mode() {
+    ctl_->transport_mode.store(uring_->mode() == UringTransport::Mode::kMultishot ? kTransportUringMultishot
+                                                                                 : kTransportUringSingleShot);
+  }
+
   size_t poll_uring(Time t) {
-    return uring_->poll({
+    const size_t n = uring_->poll({
         [&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); },
         [&](uint8_t port) { node_->on_writable(port, t); },
         [&](uint8_t port) {
@@ -296,6 +300,8 @@ class Chip final : public node::NodeObserver {
           c.add(c.foreign);
         },
     });
+    publish_uring_mode();  // a socket may have fallen back to single-shot receives
+    return n;
   }
 
   void connect(const msg::Peers& m) {
@@ -304,14 +310,8 @@ class Chip final : public node::NodeObserver {
       for (const auto& [port, peer] : m.peers) {
         uring_->set_peer(static_cast<uint8_t>(std::stoi(port)), wire::make_address(peer.addr, peer.udp));
       }
-      ctl_->transport_mode.store(uring_->mode() == UringTransport::Mode::kMultishot ? kTransportUringMultishot
-                                                                                     : kTransportUringSingleShot);
-      loop_.watch(uring_->event_fd(), EPOLLIN, [this](uint32_t) {
-        uint64_t n = 0;
-        [[maybe_unused]] auto r = ::read(uring_->event_fd(), &n, sizeof n);
-        poll_uring(now());  // the node's batch end follows (on_batch_end)
-      });
-      uring_->start();
+      uring_->start();  // completions come in through the shared-work check (uring_transport.hpp)
+      publish_uring_mode();
     }
     for (auto& e : udp_.endpoints()) {
       const auto peer = m.peers.find(std::to_string(e->port));

@@ -9,6 +9,9 @@
 //   spin of zero, it sleeps in the kernel until something happens. Idle is free;
 // - work that arrives through shared memory rather than a descriptor (on_shared_work) is
 //   looked for on every turn, and once more after the loop has announced that it sleeps.
+// - a wait that is interrupted (EINTR: a signal, or io_uring task work queued for this thread)
+//   goes round the loop, so shared work is looked for again: the io_uring transport's
+//   completions arrive this way (uring_transport.hpp).
 #pragma once
 
 #include <sys/epoll.h>

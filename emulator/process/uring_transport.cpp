@@ -1,7 +1,6 @@
 #include "emulator/process/uring_transport.hpp"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -34,9 +33,10 @@ uint32_t index_of(uint64_t t) { return static_cast<uint32_t>(t); }
 
 struct UringTransport::Socket {
   uint8_t port = 0;
+  bool multishot = false;  // its receive is a multishot one (else single-shot, re-armed each time)
   std::unique_ptr<wire::UdpSocket> sock;
   bool write_waiting = false;
-  msghdr multishot{};  // the layout of what a multishot receive writes into a provided buffer
+  msghdr layout{};  // the layout of what a multishot receive writes into a provided buffer
   // Single-shot receives: one in flight, into this buffer.
   msghdr msg{};
   iovec iov{};
@@ -47,25 +47,16 @@ struct UringTransport::Socket {
 UringTransport::UringTransport(bool allow_multishot) : by_port_(256, nullptr) {
   // COOP_TASKRUN: a completion for a running chip waits for its next system call instead of
   // interrupting it (perf showed a fifth of a receiving chip's time in those interrupts); a
-  // sleeping chip is still woken.
-  if (const int e = io_uring_queue_init(kQueueDepth, &ring_, IORING_SETUP_COOP_TASKRUN); e < 0) {
-    throw Error(fmt::format("io_uring: cannot set up a ring: {}", std::strerror(-e)));
-  }
-  efd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  // Signalled only for completions that come later (a datagram arriving), not for those a
-  // submission completes inline (sends): the loop finds those itself.
-  if (efd_ < 0 || io_uring_register_eventfd_async(&ring_, efd_) != 0) {
-    if (efd_ >= 0) ::close(efd_);
-    io_uring_queue_exit(&ring_);
-    throw Error("io_uring: cannot register an eventfd");
-  }
-  mode_ = allow_multishot && setup_buffer_ring() ? Mode::kMultishot : Mode::kSingleShot;
+  // sleeping chip is still woken. Kernels before 5.19 lack it: then without.
+  int e = io_uring_queue_init(kQueueDepth, &ring_, IORING_SETUP_COOP_TASKRUN);
+  if (e == -EINVAL) e = io_uring_queue_init(kQueueDepth, &ring_, 0);
+  if (e < 0) throw Error(fmt::format("io_uring: cannot set up a ring: {}", std::strerror(-e)));
+  multishot_ = allow_multishot && setup_buffer_ring();
 }
 
 UringTransport::~UringTransport() {
   io_uring_queue_exit(&ring_);  // cancels what is in flight
   if (buf_ring_) ::munmap(buf_ring_, buf_ring_bytes_);
-  if (efd_ >= 0) ::close(efd_);
 }
 
 bool UringTransport::setup_buffer_ring() {
@@ -106,7 +97,8 @@ uint16_t UringTransport::add(uint8_t port, const std::string& bind) {
   auto s = std::make_unique<Socket>();
   s->port = port;
   s->sock = std::make_unique<wire::UdpSocket>(bind, 0);  // the ring receives, not the socket
-  s->multishot.msg_namelen = sizeof(sockaddr_storage);
+  s->multishot = multishot_;
+  s->layout.msg_namelen = sizeof(sockaddr_storage);
   s->buf.reset(new uint8_t[wire::kMaxUdpPayload]);
   by_port_[port] = s.get();
   sockets_.push_back(std::move(s));
@@ -127,8 +119,8 @@ io_uring_sqe* UringTransport::sqe() {
 
 void UringTransport::arm_receive(Socket& s) {
   io_uring_sqe* e = sqe();
-  if (mode_ == Mode::kMultishot) {
-    io_uring_prep_recvmsg_multishot(e, s.sock->fd(), &s.multishot, 0);
+  if (s.multishot) {
+    io_uring_prep_recvmsg_multishot(e, s.sock->fd(), &s.layout, 0);
     e->flags |= IOSQE_BUFFER_SELECT;
     e->buf_group = kGroup;
   } else {
@@ -153,10 +145,26 @@ void UringTransport::arm_writable(Socket& s) {
   submit_due_ = true;
 }
 
+UringTransport::Mode UringTransport::mode() const {
+  for (const auto& s : sockets_) {
+    if (!s->multishot) return Mode::kSingleShot;
+  }
+  return multishot_ ? Mode::kMultishot : Mode::kSingleShot;
+}
+
+void UringTransport::submit_all() {
+  while (io_uring_sq_ready(&ring_) > 0) {
+    const int n = io_uring_submit(&ring_);
+    if (n < 0 && n != -EINTR && n != -EAGAIN && n != -EBUSY) {
+      throw Error(fmt::format("io_uring: cannot submit: {}", std::strerror(-n)));
+    }
+  }
+  submit_due_ = false;
+}
+
 void UringTransport::start() {
   for (auto& s : sockets_) arm_receive(*s);
-  io_uring_submit(&ring_);
-  submit_due_ = false;
+  submit_all();
 }
 
 size_t UringTransport::send(uint8_t port, std::span<const wire::Datagram> datagrams) {
@@ -173,7 +181,7 @@ size_t UringTransport::send(uint8_t port, std::span<const wire::Datagram> datagr
     first[n] = send_iov_.size();
     send_msgs_.assign(n, msghdr{});
     send_res_.assign(n, 0);
-    if (io_uring_sq_space_left(&ring_) < n) io_uring_submit(&ring_);  // one chain, whole
+    if (io_uring_sq_space_left(&ring_) < n) submit_all();  // one chain, whole
     for (size_t i = 0; i < n; ++i) {
       msghdr& m = send_msgs_[i];
       m.msg_name = const_cast<sockaddr_storage*>(&s.sock->peer().storage);
@@ -186,8 +194,7 @@ size_t UringTransport::send(uint8_t port, std::span<const wire::Datagram> datagr
       io_uring_sqe_set_data64(e, tag(kSend, port, static_cast<uint32_t>(i)));
       if (i + 1 < n) e->flags |= IOSQE_IO_LINK;  // a failure cancels the rest: order is kept
     }
-    io_uring_submit(&ring_);
-    submit_due_ = false;
+    submit_all();
     // UDP sends complete inline; other completions met on the way wait for poll().
     for (size_t seen = 0; seen < n;) {
       io_uring_cqe* cqe = nullptr;
@@ -213,7 +220,7 @@ size_t UringTransport::send(uint8_t port, std::span<const wire::Datagram> datagr
     const int32_t err = send_res_[ok];
     if (err == -EAGAIN || err == -ENOBUFS) {
       arm_writable(s);  // the rest waits until the socket drains
-      if (submit_due_) io_uring_submit(&ring_), submit_due_ = false;
+      if (submit_due_) submit_all();
       return done + ok;
     }
     // The wire refused one (the peer's port is gone): like a loss, the TT-link copes; the
@@ -242,10 +249,7 @@ size_t UringTransport::poll(const Handlers& h) {
     for (const auto& c : batch) handle(c, h, delivered);
     batch.clear();
   }
-  if (submit_due_) {
-    io_uring_submit(&ring_);
-    submit_due_ = false;
-  }
+  if (submit_due_) submit_all();
   return delivered;
 }
 
@@ -260,13 +264,13 @@ void UringTransport::handle(const Completion& c, const Handlers& h, size_t& deli
         const auto bid = static_cast<uint16_t>(c.flags >> IORING_CQE_BUFFER_SHIFT);
         uint8_t* base = buffers_.get() + size_t{bid} * kBufSize;
         if (c.res >= 0) {
-          auto* out = io_uring_recvmsg_validate(base, c.res, &s->multishot);
+          auto* out = io_uring_recvmsg_validate(base, c.res, &s->layout);
           if (out) {
             wire::Address from;
             from.length = std::min<socklen_t>(out->namelen, sizeof(sockaddr_storage));
             std::memcpy(&from.storage, io_uring_recvmsg_name(out), from.length);
-            const auto* payload = static_cast<const uint8_t*>(io_uring_recvmsg_payload(out, &s->multishot));
-            const auto length = io_uring_recvmsg_payload_length(out, c.res, &s->multishot);
+            const auto* payload = static_cast<const uint8_t*>(io_uring_recvmsg_payload(out, &s->layout));
+            const auto length = io_uring_recvmsg_payload_length(out, c.res, &s->layout);
             if (!s->sock->accepts(from)) {
               h.stray(port);
             } else {
@@ -276,7 +280,7 @@ void UringTransport::handle(const Completion& c, const Handlers& h, size_t& deli
           }
         }
         give_back(bid);
-      } else if (mode_ == Mode::kSingleShot && c.res >= 0) {
+      } else if (!s->multishot && c.res >= 0) {
         s->from.length = s->msg.msg_namelen;
         if (!s->sock->accepts(s->from)) {
           h.stray(port);
@@ -284,10 +288,10 @@ void UringTransport::handle(const Completion& c, const Handlers& h, size_t& deli
           h.deliver(port, {s->buf.get(), static_cast<size_t>(c.res)});
           ++delivered;
         }
-      } else if (c.res == -EINVAL && mode_ == Mode::kMultishot) {
-        mode_ = Mode::kSingleShot;  // the kernel has no multishot receives: fall back
+      } else if (c.res == -EINVAL && s->multishot) {
+        s->multishot = false;  // the kernel has no multishot receives: fall back
       }
-      if (!more || mode_ == Mode::kSingleShot) arm_receive(*s);
+      if (!more) arm_receive(*s);  // single-shot receives never say more
       break;
     }
     case kWritable:

@@ -7,9 +7,13 @@
 // order, and submitted in one call per batch; they complete before send() returns (a UDP send
 // does not wait), so the datagrams' borrowed pieces need live no longer than the call.
 //
-// The chip's event loop waits for completions through one eventfd the ring signals (only for
-// completions that happen later, not inline), and looks at the completion queue on every turn
-// and once more before it sleeps. Idle, nothing is in flight but the armed receives.
+// Waking: a receive completes as io_uring task work in the chip's own thread. Queued while the
+// chip sleeps in epoll_pwait2, task work interrupts the wait (EINTR), runs on the way out and
+// posts the completion; the event loop then goes round and asks has_pending() (its shared-work
+// check, also made once more before it sleeps), which sees the completion queue. So the loop
+// needs no descriptor for the ring, and relies on going round after EINTR
+// (emulator/process/event_loop.hpp says so). Idle, nothing is in flight but the armed
+// receives.
 #pragma once
 
 #include <liburing.h>
@@ -37,8 +41,8 @@ class UringTransport final : public wire::Transport {
   UringTransport(const UringTransport&) = delete;
   UringTransport& operator=(const UringTransport&) = delete;
 
-  int event_fd() const { return efd_; }
-  Mode mode() const { return mode_; }
+  // kSingleShot once any socket had to fall back (the kernel refused a multishot receive).
+  Mode mode() const;
 
   // Binds a socket for `port`; returns its UDP port.
   uint16_t add(uint8_t port, const std::string& bind);
@@ -71,11 +75,11 @@ class UringTransport final : public wire::Transport {
   void arm_writable(Socket& s);
   void handle(const Completion& c, const Handlers& h, size_t& delivered);
   void give_back(uint16_t bid);
+  void submit_all();  // submits every prepared entry (a short submit would strand a chain)
   bool setup_buffer_ring();
 
   io_uring ring_{};
-  int efd_ = -1;
-  Mode mode_ = Mode::kSingleShot;
+  bool multishot_ = false;  // receives start multishot (a buffer ring was registered)
   std::vector<std::unique_ptr<Socket>> sockets_;
   std::vector<Socket*> by_port_;
   // The provided buffer ring (multishot receives).
