@@ -82,6 +82,24 @@ TEST(ShmRing, AFullRingRefusesADatagramAndTakesItOnceRoomIsMade) {
   EXPECT_FALSE(ring.push(gathered(datagram_bytes(0, 5000)))) << "larger than the ring";
 }
 
+// A record header that cannot be one (scribbled over by a crashed or foreign writer) never
+// becomes a datagram: what is published is dropped and counted, and the ring goes on.
+TEST(ShmRing, ARecordThatCannotBeOneIsDroppedAndCountedAndTheRingGoesOn) {
+  Region r(4096);
+  ShmRing ring = ShmRing::create(r.aligned(), 4096);
+  ASSERT_TRUE(ring.push(gathered(datagram_bytes(0, 100))));
+  // The first record's length, just past the 192-byte header: far beyond the ring.
+  const uint32_t huge = 1u << 30;
+  std::memcpy(static_cast<uint8_t*>(r.aligned()) + 192, &huge, sizeof huge);
+  size_t delivered = 0;
+  EXPECT_EQ(ring.consume(10, [&](std::span<const uint8_t>) { ++delivered; }), 0u);
+  EXPECT_EQ(delivered, 0u);
+  EXPECT_EQ(ring.corrupt(), 1u);
+  EXPECT_TRUE(ring.empty());
+  ASSERT_TRUE(ring.push(gathered(datagram_bytes(1, 100))));
+  EXPECT_EQ(ring.consume(10, [&](std::span<const uint8_t> b) { EXPECT_EQ(b.size(), 100u); }), 1u);
+}
+
 TEST(ShmRing, AttachRefusesMemoryThatIsNotARing) {
   std::vector<uint64_t> mem(1024, 0);
   EXPECT_THROW(ShmRing::attach(mem.data(), mem.size() * 8), std::runtime_error);

@@ -39,6 +39,7 @@ struct ShmTransport::Link {
   wire::ShmRing out, in;
   chip::Segment peer_control;  // for the peer's "asleep" flag
   std::unique_ptr<chip::DoorbellRinger> peer_doorbell;
+  uint64_t corrupt_seen = 0;  // of in.corrupt(), counted as malformed
   Link(uint8_t p, routing::PortId pr, chip::Segment s, wire::ShmRing o, wire::ShmRing i)
       : port(p), peer(pr), segment(std::move(s)), out(o), in(i) {}
 };
@@ -106,6 +107,11 @@ size_t ShmTransport::receive(const std::function<void(uint8_t, std::span<const u
   size_t n = 0;
   for (auto& l : links_) {
     n += l->in.consume(batch, [&](std::span<const uint8_t> bytes) { deliver(l->port, bytes); });
+    if (l->in.corrupt() != l->corrupt_seen) {  // records that could not be: dropped, counted
+      auto& c = ctl_.ports[l->port].counters;
+      c.add(c.malformed, l->in.corrupt() - l->corrupt_seen);
+      l->corrupt_seen = l->in.corrupt();
+    }
   }
   return n;
 }
