@@ -22,7 +22,7 @@ struct LaunchOptions {
   std::string tables;                 // routing tables (JSON) instead of computed ones, optional
   std::optional<uint64_t> seed;
   std::vector<std::string> command;   // client to run against the live system
-  uint16_t window = 64;               // TT-link frames in flight (docs/fabric.md#performance)
+  uint16_t window = 128;              // TT-link frames in flight (docs/fabric.md#performance)
   std::optional<uint64_t> dram_mib;   // override the architecture's DRAM size
   std::string bind = "127.0.0.1";
   double ready_timeout = 120;         // seconds for every link to come up

@@ -241,6 +241,22 @@ TEST(TtLink, APayloadGivenAsABufferGoesToTheWireFromTheWindowWithoutACopy) {
   EXPECT_EQ(pool.take().data(), where) << "the same buffer, back for the next packet";
 }
 
+// A lost frame costs the sender that frame, not the window behind it: the receiver holds what
+// arrives after the gap and delivers it, in order, once the missing frame is resent.
+TEST(TtLink, ALostFrameCostsOneRetransmissionNotTheWindowBehindIt) {
+  DirectionFaults faults;
+  faults.corrupt = 0.002;
+  Pair p(11, faults);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(50000, 1024));
+  EXPECT_EQ(p.received_, 50000u);
+  EXPECT_EQ(p.corrupt_, 0u) << "exactly once, in order, bit-exact";
+  const uint64_t lost = p.cb_.crc_errors;
+  ASSERT_GT(lost, 20u);
+  EXPECT_GT(p.cb_.out_of_order, lost) << "frames after each gap were held";
+  EXPECT_LE(p.ca_.retransmits, 3 * lost) << lost << " frames lost";
+}
+
 class ErrorRate : public ::testing::TestWithParam<double> {};
 
 TEST_P(ErrorRate, CorruptedFramesAreRetransmittedUntilTheStreamIsExact) {

@@ -21,7 +21,7 @@ namespace ttemu::link {
   X(stale, "frames of this session from an earlier sequence wrap (dropped)")           \
   X(retransmits, "data frames sent again (go-back-N)")                                 \
   X(duplicates, "data frames received twice (discarded)")                              \
-  X(out_of_order, "data frames received after a gap (discarded)")                     \
+  X(out_of_order, "data frames received after a gap (held until it is filled)")       \
   X(nacks_tx, "gaps reported to the sender")                                           \
   X(timeouts, "retransmission timer expiries")                                         \
   X(window_stalls, "sends refused because the window was full")                        \

@@ -54,6 +54,7 @@ TtLink::TtLink(const LinkConfig& config, const LinkIdentity& self, const LinkIde
       rto_(config.initial_rto),
       hello_backoff_(config.hello_interval) {
   if (cfg_.window == 0 || cfg_.window > 32768) throw std::invalid_argument("TT-link window must be 1-32768");
+  held_.resize(cfg_.window);
 }
 
 void TtLink::start(Time now) {
@@ -142,21 +143,48 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
   if (!data) return;
   const uint64_t seq = tx;
   if (seq == expected_) {
-    if (deliver_) deliver_(f.header.dest_addr, f.payload);
-    ++expected_;
-    ++unacked_rx_;
-    add(c_.frames_rx);
-    add(c_.bytes_rx, f.payload.size());
+    accept_in_order(f.header.dest_addr, f.payload);
+    // Frames held since the gap this one filled follow it, in order.
+    while (holding_ > 0) {
+      Held& h = held_[expected_ % held_.size()];
+      if (!h.valid || h.seq != expected_) break;
+      h.valid = false;
+      --holding_;
+      accept_in_order(h.dest_addr, h.bytes);
+      pool_->give(std::move(h.bytes));
+    }
     ack_pending_ = true;
   } else if (seq < expected_) {
     add(c_.duplicates);
     ack_pending_ = true;
   } else {
-    // A gap: ask for a go-back with every acknowledgement until it is filled (one per batch of
-    // datagrams); the sender tells echoes from news.
+    // A gap: ask for the missing frame with every acknowledgement until it is filled (one per
+    // batch of datagrams; the sender tells echoes from news), and hold this frame meanwhile,
+    // so that the sender need resend only what is missing.
     add(c_.out_of_order);
     nack_pending_ = ack_pending_ = true;
+    // Sequence numbers within a window of expected_ map one to one onto the slots, and a held
+    // frame is delivered as soon as expected_ reaches it: a valid slot holds this very frame.
+    if (seq - expected_ < held_.size()) {
+      Held& h = held_[seq % held_.size()];
+      if (!h.valid) {
+        h.valid = true;
+        h.seq = seq;
+        h.dest_addr = f.header.dest_addr;
+        h.bytes = pool_->take();
+        h.bytes.assign(f.payload.begin(), f.payload.end());  // the loss path's one extra copy
+        ++holding_;
+      }
+    }
   }
+}
+
+void TtLink::accept_in_order(uint32_t dest_addr, std::span<const uint8_t> payload) {
+  if (deliver_) deliver_(dest_addr, payload);
+  ++expected_;
+  ++unacked_rx_;
+  add(c_.frames_rx);
+  add(c_.bytes_rx, payload.size());
 }
 
 void TtLink::on_hello(const ParsedFrame& f, Time now) {
@@ -215,7 +243,10 @@ void TtLink::on_ack(uint64_t ack, bool nack, Time now) {
     const Outgoing& first = unacked_.front();
     Duration settle = srtt_ + srtt_ / 2 + 50us;
     if (!last_goback_ || *last_goback_ != base_ || (cursor_ != base_ && now - first.sent > settle)) {
-      cursor_ = base_;
+      // The receiver holds what arrived after the gap: resend the missing frame alone; its
+      // acknowledgement then covers what was held, and what is still missing is asked for
+      // in turn. (A timeout still goes back over the whole window.)
+      resend_base_ = true;
       last_goback_ = base_;
     }
   }
@@ -361,8 +392,7 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
   }
   if (state_ == LinkState::kUp) {
     bool sent = false;
-    while (cursor_ != next_) {
-      Outgoing& o = unacked_[cursor_ - base_];
+    auto transmit = [&](Outgoing& o) {
       FrameHeader h;
       h.dest_addr = o.dest_addr;
       h.tx_seq = static_cast<uint16_t>(o.seq);
@@ -379,8 +409,13 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
       const std::span<uint8_t> framed(o.framed);
       emit(h, framed.subspan(kFrameRoom), {o.seq >> 16, expected_ >> 16}, now,
            in_place ? framed : std::span<uint8_t>());
-      ++cursor_;
       sent = true;
+    };
+    if (resend_base_ && base_ != next_ && cursor_ > base_) transmit(unacked_.front());
+    resend_base_ = false;
+    while (cursor_ != next_) {
+      transmit(unacked_[cursor_ - base_]);
+      ++cursor_;
     }
     bool hold = false;
     if (ack_pending_ && !sent) {

@@ -4,7 +4,8 @@
 // one deterministic, seeded simulation.
 //
 // What it promises: a payload accepted by send() is delivered to the peer's routing layer
-// exactly once, in order, bit-exact (go-back-N ARQ over CRC-checked frames), or the link is
+// exactly once, in order, bit-exact (go-back-N ARQ over CRC-checked frames, whose receiver
+// holds frames after a gap so that a NACK costs the sender one frame, not a window), or the link is
 // declared down after max_retries timeouts without progress; it keeps probing and resumes
 // where it stopped when the peer answers again. Frames from any other job, chip, port or
 // session, and frames of this session from an earlier pass of the 16-bit sequence space
@@ -114,6 +115,7 @@ class TtLink {
   void on_frame(const ParsedFrame& f, Time now);
   void on_hello(const ParsedFrame& f, Time now);
   void on_ack(uint64_t ack, bool nack, Time now);
+  void accept_in_order(uint32_t dest_addr, std::span<const uint8_t> payload);
   void come_up(Time now);
   void go_down(Time now);
   // Packs one frame, its payload copied; or, given `framed` (a window buffer), in place.
@@ -147,8 +149,18 @@ class TtLink {
   Duration rto_, srtt_{0}, rttvar_{0};
   int consecutive_timeouts_ = 0;
   std::optional<uint64_t> last_goback_;
+  bool resend_base_ = false;  // a NACK asked for the oldest unacknowledged frame again
 
-  // Receiver.
+  // Receiver. Frames that arrive after a gap are held (up to a window's worth) until the gap
+  // is filled, then delivered in order: the sender resends only what is missing.
+  struct Held {
+    bool valid = false;
+    uint64_t seq = 0;
+    uint32_t dest_addr = 0;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Held> held_;  // by seq % size
+  size_t holding_ = 0;
   uint64_t expected_ = 0;
   bool ack_pending_ = false, nack_pending_ = false;
   uint32_t unacked_rx_ = 0;  // data frames accepted since our last acknowledgement
