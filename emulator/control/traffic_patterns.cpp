@@ -56,10 +56,6 @@ std::vector<std::pair<int, int>> pattern_pairs(const std::string& pattern, const
   return out;
 }
 
-uint8_t pattern_byte(int s, int d, uint32_t k, size_t i) {
-  return static_cast<uint8_t>((static_cast<uint32_t>(s) * 131u) ^ (static_cast<uint32_t>(d) * 31u) ^ (k * 7u) ^ static_cast<uint32_t>(i * 13));
-}
-
 const std::vector<std::string>& traffic_patterns() { return kPatterns; }
 
 std::vector<std::string> expand_patterns(const std::vector<std::string>& names) {
