@@ -127,8 +127,7 @@ class PatternRun {
       if (!sim_.alive(id(s))) continue;
       drain(sim_.worker(id(s), core(d)));
       auto mem = sim_.memory(id(s), src_addr(d), block);
-      for (uint32_t k = 0; k < o_.count; ++k)
-        for (size_t i = 0; i < o_.size; ++i) mem[k * o_.size + i] = control::pattern_byte(s, d, k, i);
+      for (uint32_t k = 0; k < o_.count; ++k) control::fill_pattern(mem.subspan(uint64_t{k} * o_.size, o_.size), s, d, k);
       auto at = sim_.memory(id(d), dst_addr(s), block);
       std::fill(at.begin(), at.end(), uint8_t{0});
     }
@@ -180,8 +179,7 @@ class PatternRun {
       unanswered += pending;
       auto mem = sim_.memory(id(d), dst_addr(s), block);
       for (uint32_t k = 0; k < o_.count; ++k) {
-        bool ok = true;
-        for (size_t i = 0; i < o_.size && ok; ++i) ok = mem[k * o_.size + i] == control::pattern_byte(s, d, k, i);
+        const bool ok = control::check_pattern(mem.subspan(uint64_t{k} * o_.size, o_.size), s, d, k);
         // A write that was NACKed or never answered may be missing; one that was acknowledged
         // must be there, bit-exact.
         if (ok) verified += o_.size;

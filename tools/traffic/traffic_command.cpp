@@ -53,7 +53,6 @@ struct Chip {
   uint64_t l1_bytes;
 };
 
-using control::pattern_byte;
 
 // Bytes each link end has sent, read from the chips' control blocks (as `ttemu status` does).
 class LinkBytes {
@@ -143,8 +142,7 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const RunC
   auto dst_addr = [&](int s) { return static_cast<uint64_t>(s) * block; };
   for (auto [s, d] : pairs) {
     auto* mem = static_cast<uint8_t*>(tt_fabric_memory(workers[s], src_addr(s, d), block));
-    for (uint32_t k = 0; k < o.count; ++k)
-      for (size_t i = 0; i < o.size; ++i) mem[k * o.size + i] = pattern_byte(s, d, k, i);
+    for (uint32_t k = 0; k < o.count; ++k) control::fill_pattern({mem + uint64_t{k} * o.size, o.size}, s, d, k);
   }
   uint32_t nacks_before = 0;
   for (auto& [s, w] : workers) nacks_before += tt_fabric_nacks(w);
@@ -179,8 +177,7 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const RunC
     }
     const uint8_t* mem = mapped.at(d).as<uint8_t>(dst_addr(s));
     for (uint32_t k = 0; k < o.count; ++k) {
-      bool ok = true;
-      for (size_t i = 0; i < o.size && ok; ++i) ok = mem[k * o.size + i] == pattern_byte(s, d, k, i);
+      const bool ok = control::check_pattern({mem + uint64_t{k} * o.size, o.size}, s, d, k);
       (ok ? verified : errors) += o.size;
     }
   }
