@@ -23,7 +23,7 @@ uint32_t frame_crc(uint32_t body_crc, const SeqExtension& ext) {
 }
 
 void append_frame(wire::Datagram& out, const FrameHeader& header, std::span<const uint8_t> payload,
-                  const SeqExtension& ext, bool borrow) {
+                  const SeqExtension& ext) {
   FrameHeader h = header;
   h.length = static_cast<uint16_t>(payload.size());
   const auto* hb = reinterpret_cast<const uint8_t*>(&h);
@@ -32,8 +32,7 @@ void append_frame(wire::Datagram& out, const FrameHeader& header, std::span<cons
   if (!payload.empty()) body = crc32_gzip_refl(body, payload.data(), payload.size());
   const uint32_t crc = frame_crc(body, ext);
   out.append_copy({hb, kHeaderBytes});
-  if (borrow) out.append_borrowed(payload);
-  else out.append_copy(payload);
+  out.append_copy(payload);
   out.append_copy({reinterpret_cast<const uint8_t*>(&crc), kCrcBytes});
 }
 
@@ -50,7 +49,7 @@ void append_framed(wire::Datagram& out, const FrameHeader& header, std::span<uin
 void append_frame(std::vector<uint8_t>& out, const FrameHeader& header,
                   std::span<const uint8_t> payload, const SeqExtension& ext) {
   wire::Datagram d;
-  append_frame(d, header, payload, ext, false);
+  append_frame(d, header, payload, ext);
   d.for_each_piece([&](std::span<const uint8_t> s) { out.insert(out.end(), s.begin(), s.end()); });
 }
 

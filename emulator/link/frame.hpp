@@ -70,10 +70,10 @@ struct SeqExtension {
 // hellos, carry the plain CRC of their bytes).
 uint32_t frame_crc(uint32_t body_crc, const SeqExtension& ext);
 
-// Appends one encoded frame (header, payload, CRC) to a datagram being packed. With `borrow`
-// the payload is referred to, not copied: it must stay put until the datagram is sent.
+// Appends one encoded frame (header, payload, CRC) to a datagram being packed, the payload
+// copied (acks, hellos, frames built whole on purpose; see append_framed for the rest).
 void append_frame(wire::Datagram& out, const FrameHeader& header, std::span<const uint8_t> payload,
-                  const SeqExtension& ext, bool borrow);
+                  const SeqExtension& ext);
 // Room a payload buffer keeps in front of its payload for the frame header, so the frame goes
 // on the wire where it lies (TtLink::send of a buffer).
 inline constexpr size_t kFrameRoom = kHeaderBytes;

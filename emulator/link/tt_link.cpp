@@ -328,13 +328,13 @@ void TtLink::emit(const FrameHeader& header, std::span<const uint8_t> payload,
   if (verdict.corrupt) {
     // Corrupt a copy: the window's payload must stay intact for the retransmission.
     const auto mark = packing_.mark();
-    append_frame(packing_, header, payload, ext, false);
+    append_frame(packing_, header, payload, ext);
     faults_->corrupt(packing_.owned_since(mark));
     add(c_.injected_corrupt);
     return;
   }
   if (!framed.empty()) append_framed(packing_, header, framed, ext);
-  else append_frame(packing_, header, payload, ext, false);
+  else append_frame(packing_, header, payload, ext);
 }
 
 void TtLink::flush_datagram(Time now) {

@@ -22,15 +22,7 @@ struct StreamHeader {
 
 class StreamPattern {
  public:
-  void fill(std::span<uint8_t> out, uint64_t stream, uint64_t index) {
-    prepare(stream, out.size());
-    StreamHeader h{stream, index};
-    const size_t head = std::min(out.size(), sizeof(h));
-    std::memcpy(out.data(), &h, head);
-    std::memcpy(out.data() + head, base_.data() + head, out.size() - head);
-  }
-
-  // The same payload appended to out (no zero fill first).
+  // Payload `index` of the stream, appended to out (no zero fill first).
   void append(std::vector<uint8_t>& out, uint64_t stream, uint64_t index, size_t size) {
     prepare(stream, size);
     const StreamHeader h{stream, index};
@@ -87,8 +79,7 @@ struct ChipNode::Port {
     Time sent{};
     std::vector<double> rtt_us;
   } ping;
-  std::deque<std::vector<uint8_t>> echoes;
-  std::vector<uint8_t> scratch;
+  std::deque<std::vector<uint8_t>> echoes;  // frame buffers (link room, payload) to send back
   StreamPattern tx_pattern, rx_pattern;
 };
 
@@ -307,7 +298,10 @@ void ChipNode::on_delivery(Port& p, uint32_t dest, std::span<const uint8_t> payl
     ++p.rx_expected;
     p.status->counters.add(ok ? p.status->stream_verified : p.status->stream_errors);
   } else if (dest == chip::kEchoAddr) {
-    p.echoes.emplace_back(payload.begin(), payload.end());
+    std::vector<uint8_t> echo = buffers_.take();
+    echo.resize(link::kFrameRoom);
+    echo.insert(echo.end(), payload.begin(), payload.end());
+    p.echoes.push_back(std::move(echo));
   } else if (dest == chip::kEchoReplyAddr && p.ping.waiting) {
     p.ping.waiting = false;
     p.ping.rtt_us.push_back(std::chrono::duration<double, std::micro>(now_ - p.ping.sent).count());
@@ -324,30 +318,32 @@ void ChipNode::service(Port& p, Time now) {
     return p.link->send_room() > 0 && p.link->send_framed(addr, std::move(bytes));
   });
   while (!p.echoes.empty() && p.link->send_room() > 0) {
-    p.link->send(chip::kEchoReplyAddr, p.echoes.front());
+    p.link->send_framed(chip::kEchoReplyAddr, std::move(p.echoes.front()));
     p.echoes.pop_front();
   }
   if (p.ping.active && !p.ping.waiting && p.ping.done < p.ping.count && p.link->send_room() > 0) {
-    p.scratch.assign(p.ping.size, 0);
-    p.tx_pattern.fill(p.scratch, p.ping.id, static_cast<uint64_t>(p.ping.done));
     p.ping.sent = now;
-    p.ping.waiting = p.link->send(chip::kEchoAddr, p.scratch);
+    p.ping.waiting = p.link->send_framed(chip::kEchoAddr, test_frame(p, p.ping.id, static_cast<uint64_t>(p.ping.done), p.ping.size));
   }
   if (p.tx.active) {
-    // The stream's payloads are written straight into frame buffers that go into the window,
-    // as a sender's core would write its ethernet core's buffer: no copy after the fill.
     size_t room = p.link->send_room();
     for (; room > 0 && p.tx.next < p.tx.total; --room, ++p.tx.next) {
-      std::vector<uint8_t> frame = buffers_.take();
-      frame.resize(link::kFrameRoom);
-      p.tx_pattern.append(frame, p.tx.id, p.tx.next, p.tx.size);
-      p.link->send_framed(chip::kStreamAddr, std::move(frame));
+      p.link->send_framed(chip::kStreamAddr, test_frame(p, p.tx.id, p.tx.next, p.tx.size));
     }
   }
   // New datagrams queue behind what the transport has not taken yet.
   p.link->poll_transmit(now, p.outbox);
   flush(p);
   report(p);
+}
+
+std::vector<uint8_t> ChipNode::test_frame(Port& p, uint64_t id, uint64_t index, uint32_t size) {
+  // Written straight into a frame buffer that goes into the window, as a sender's core would
+  // write its ethernet core's buffer: no copy after the fill.
+  std::vector<uint8_t> frame = buffers_.take();
+  frame.resize(link::kFrameRoom);
+  p.tx_pattern.append(frame, id, index, size);
+  return frame;
 }
 
 void ChipNode::flush(Port& p) {

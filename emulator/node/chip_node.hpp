@@ -116,6 +116,8 @@ class ChipNode {
   void on_delivery(Port& p, uint32_t dest, std::span<const uint8_t> payload);
   void service(Port& p, Time now);
   void flush(Port& p);
+  // Payload `index` of test stream (or ping) `id`, in a frame buffer for TtLink::send_framed.
+  std::vector<uint8_t> test_frame(Port& p, uint64_t id, uint64_t index, uint32_t size);
   void report(Port& p);
   // A link went down or came back during the call: the router drops what waited for it now.
   void settle(Time now);

@@ -21,8 +21,7 @@ namespace ttemu::node {
 
 class CommandIntake {
  public:
-  // Bytes of this chip's memory at addr, or an empty span when out of range.
-  using Memory = std::function<std::span<uint8_t>(uint64_t addr, size_t size)>;
+  using Memory = session::Center::Memory;  // bytes of this chip's memory, empty when out of range
 
   CommandIntake(routing::ChipId self, chip::ChipControl& control, Memory memory)
       : self_(self), ctl_(control), mem_(std::move(memory)) {}

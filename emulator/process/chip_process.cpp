@@ -5,9 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <memory>
 #include <random>
 
@@ -286,9 +284,11 @@ class Chip final : public node::NodeObserver {
   }
 
   // Completions of the chip's io_uring: datagrams for the node, sockets with room again.
+  // Told to the control plane when it changes (a socket may fall back to single-shot receives).
   void publish_uring_mode() {
-    ctl_->transport_mode.store(uring_->mode() == UringTransport::Mode::kMultishot ? kTransportUringMultishot
-                                                                                 : kTransportUringSingleShot);
+    const uint32_t mode = uring_->mode() == UringTransport::Mode::kMultishot ? kTransportUringMultishot
+                                                                            : kTransportUringSingleShot;
+    if (ctl_->transport_mode.load(std::memory_order_relaxed) != mode) ctl_->transport_mode.store(mode);
   }
 
   size_t poll_uring(Time t) {
@@ -300,7 +300,7 @@ class Chip final : public node::NodeObserver {
           c.add(c.foreign);
         },
     });
-    publish_uring_mode();  // a socket may have fallen back to single-shot receives
+    publish_uring_mode();
     return n;
   }
 

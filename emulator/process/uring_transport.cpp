@@ -146,10 +146,7 @@ void UringTransport::arm_writable(Socket& s) {
 }
 
 UringTransport::Mode UringTransport::mode() const {
-  for (const auto& s : sockets_) {
-    if (!s->multishot) return Mode::kSingleShot;
-  }
-  return multishot_ ? Mode::kMultishot : Mode::kSingleShot;
+  return multishot_ && !fell_back_ ? Mode::kMultishot : Mode::kSingleShot;
 }
 
 void UringTransport::submit_all() {
@@ -290,6 +287,7 @@ void UringTransport::handle(const Completion& c, const Handlers& h, size_t& deli
         }
       } else if (c.res == -EINVAL && s->multishot) {
         s->multishot = false;  // the kernel has no multishot receives: fall back
+        fell_back_ = true;
       }
       if (!more) arm_receive(*s);  // single-shot receives never say more
       break;

@@ -80,6 +80,7 @@ class UringTransport final : public wire::Transport {
 
   io_uring ring_{};
   bool multishot_ = false;  // receives start multishot (a buffer ring was registered)
+  bool fell_back_ = false;  // some socket's multishot receive was refused
   std::vector<std::unique_ptr<Socket>> sockets_;
   std::vector<Socket*> by_port_;
   // The provided buffer ring (multishot receives).

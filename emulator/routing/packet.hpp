@@ -64,7 +64,6 @@ struct Packet {
   PacketHeader header;
   std::vector<uint8_t> bytes;  // link room, header room, payload (or empty: no payload)
 
-  size_t payload_size() const { return bytes.size() > kPayloadAt ? bytes.size() - kPayloadAt : 0; }
   std::span<const uint8_t> payload() const { return std::span(bytes).subspan(std::min(bytes.size(), kPayloadAt)); }
   std::span<uint8_t> payload() { return std::span(bytes).subspan(std::min(bytes.size(), kPayloadAt)); }
   // The packet as a link carries it (header and payload), after seal().

@@ -56,16 +56,16 @@ struct FabricSim::Node final : node::NodeObserver, wire::Transport {
     return datagrams.size();
   }
   void link_state(uint8_t port, link::LinkState state) override {
-    sim->log(fmt::format("link {} {}", to_string(PortId{id, port}), link::to_string(state)));
+    sim->log("link {} {}", to_string(PortId{id, port}), link::to_string(state));
   }
   void router_event(const routing::RouterEvent& ev) override {
-    sim->log(fmt::format("{} at {} id {} {} -> {} fvc {} ttl {}", ev.name(), to_string(ev.at), ev.packet.packet_id,
-                         to_string(ev.packet.src()), to_string(ev.packet.dst()), ev.packet.fvc, ev.packet.ttl));
+    sim->log("{} at {} id {} {} -> {} fvc {} ttl {}", ev.name(), to_string(ev.at), ev.packet.packet_id,
+                         to_string(ev.packet.src()), to_string(ev.packet.dst()), ev.packet.fvc, ev.packet.ttl);
     sim->events_.push_back(ev);
   }
   void committed(const routing::PacketHeader& h) override {
-    sim->log(fmt::format("deliver {} at {} id {} from {}", routing::to_string(h.command), to_string(id), h.packet_id,
-                         to_string(h.src())));
+    sim->log("deliver {} at {} id {} from {}", routing::to_string(h.command), to_string(id), h.packet_id,
+                         to_string(h.src()));
   }
   void answer(const Packet& p) override { inbox.push_back(p); }
 };
@@ -127,21 +127,18 @@ void FabricSim::build(Node& n, int v) {
 
 FabricSim::~FabricSim() = default;
 
-void FabricSim::log(const std::string& line) { trace_.push_back(fmt::format("{:>12} {}", now_.count(), line)); }
-
 bool FabricSim::inject(ChipId at, Packet packet) {
   Node& n = node(at);
   if (n.dead) return false;
   packet.header.src_mesh = at.mesh;
   packet.header.src_device = at.device;
   packet.header.packet_id = next_packet_id_;
-  const auto summary = fmt::format("inject {} {} -> {} id {} fvc {}", routing::to_string(packet.header.command),
-                                   to_string(at), to_string(packet.header.dst()), packet.header.packet_id,
-                                   packet.header.fvc);
+  const routing::PacketHeader h = packet.header;  // logged once injected
   if (!n.chip->inject(std::move(packet), now_)) return false;
   n.poked = true;
   ++next_packet_id_;
-  log(summary);
+  log("inject {} {} -> {} id {} fvc {}", routing::to_string(h.command), to_string(at), to_string(h.dst()),
+      h.packet_id, h.fvc);
   return true;
 }
 
@@ -153,7 +150,7 @@ void FabricSim::cut(PortId end, bool cut, Direction direction) {
     if (direction != Direction::kBoth && (w == &e) != (direction == Direction::kOut)) continue;
     w->cut = cut;
     if (cut) w->wire.clear();
-    log(fmt::format("{} wire {} -> {}", cut ? "cut" : "restore", to_string(w->self), to_string(w->peer->self)));
+    log("{} wire {} -> {}", cut ? "cut" : "restore", to_string(w->self), to_string(w->peer->self));
   }
 }
 
@@ -168,7 +165,7 @@ void FabricSim::set_faults(PortId end, const link::DirectionFaults& faults) {
   Node& n = node(end.chip);
   ++e.fault_stream;
   n.chip->set_faults(end.port, faults.any() ? injector(faults, end, e.fault_stream << 40) : nullptr);
-  log(fmt::format("faults on {} changed", to_string(end)));
+  log("faults on {} changed", to_string(end));
 }
 
 FabricSim::Node& FabricSim::node(ChipId chip) const {
@@ -190,7 +187,7 @@ chip::CommandBufferClient& FabricSim::worker(ChipId chip, uint16_t core) {
     w = std::make_unique<chip::CommandBufferClient>(*n.control, core, [this, raw] {
       raw->rung = true;
       ++raw->rings;
-      log(fmt::format("doorbell {}", to_string(raw->id)));
+      log("doorbell {}", to_string(raw->id));
     });
   }
   return *w;
@@ -200,7 +197,7 @@ void FabricSim::kill(ChipId chip) {
   Node& n = node(chip);
   if (n.dead) return;
   n.dead = true;
-  log(fmt::format("kill {}", to_string(chip)));
+  log("kill {}", to_string(chip));
   for (const auto& pc : n.chip->ports()) {
     const PortId far = ends_.at(PortId{chip, pc.number})->peer->self;
     if (!node(far.chip).dead) node(far.chip).chip->peer_down(far.port, now_);  // as the launcher tells
@@ -213,7 +210,7 @@ void FabricSim::restart(ChipId chip) {
   ++n.incarnation;
   build(n, *sys_.node(chip));
   n.dead = false;
-  log(fmt::format("restart {}", to_string(chip)));
+  log("restart {}", to_string(chip));
   n.chip->start(now_);
 }
 

@@ -12,6 +12,8 @@
 #include <map>
 #include <memory>
 #include <string>
+
+#include <fmt/format.h>
 #include <vector>
 
 #include "emulator/chip/command_buffer.hpp"
@@ -33,6 +35,7 @@ struct SimConfig {
   link::LinkConfig link;
   size_t l1_bytes = 1 << 20;   // simulated memory per chip
   size_t dram_bytes = 1 << 20;
+  bool trace = true;  // keep the trace (a line per delivery, event, ring...); off, nothing is formatted
 };
 
 class FabricSim {
@@ -89,7 +92,10 @@ class FabricSim {
   Node& node(routing::ChipId chip) const;
   void build(Node& n, int index);
   std::unique_ptr<link::FaultInjector> injector(const link::DirectionFaults& f, routing::PortId end, uint64_t salt) const;
-  void log(const std::string& line);
+  template <class... Args>
+  void log(fmt::format_string<Args...> format, Args&&... args) {
+    if (cfg_.trace) trace_.push_back(fmt::format("{:>12} {}", now_.count(), fmt::format(format, std::forward<Args>(args)...)));
+  }
 
   const control::System& sys_;
   SimConfig cfg_;

@@ -85,10 +85,13 @@ class Datagram {
   // The datagram's bytes in one piece it owns (for holding it back, or a wire that keeps it).
   void copy_to(std::vector<uint8_t>& out) const {
     out.resize(size_);
-    uint8_t* at = out.data();
+    copy_to(out.data());
+  }
+  // The same into size() bytes at `out`.
+  void copy_to(uint8_t* out) const {
     for_each_piece([&](std::span<const uint8_t> s) {
-      std::memcpy(at, s.data(), s.size());
-      at += s.size();
+      std::memcpy(out, s.data(), s.size());
+      out += s.size();
     });
   }
   std::vector<uint8_t> to_bytes() const {

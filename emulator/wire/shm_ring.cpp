@@ -65,11 +65,7 @@ bool ShmRing::push(const Datagram& d) {
   uint8_t* out = data_ + (pos & (cap - 1));
   const RecordHeader r{static_cast<uint32_t>(d.size()), kData};
   std::memcpy(out, &r, sizeof r);
-  uint8_t* body = out + kRecordHeader;
-  d.for_each_piece([&](std::span<const uint8_t> s) {
-    std::memcpy(body, s.data(), s.size());
-    body += s.size();
-  });
+  d.copy_to(out + kRecordHeader);
   h_->tail.store(pos + need, std::memory_order_release);
   return true;
 }

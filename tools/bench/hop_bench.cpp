@@ -18,6 +18,7 @@
 
 #include "emulator/control/routing_tables.hpp"
 #include "emulator/control/system_yaml.hpp"
+#include "emulator/chip/address_space.hpp"
 #include "emulator/node/chip_node.hpp"
 
 namespace {
@@ -97,7 +98,7 @@ int main(int argc, char** argv) {
     // Only the link under test is wired.
     nc.ports.push_back({c->port, {1, peer->id.mesh, peer->id.device, peer->port}, nonce += 2, {}});
     c->node = std::make_unique<node::ChipNode>(std::move(nc), [c](uint64_t addr, size_t n) {
-      return addr + n <= c->l1.size() ? std::span<uint8_t>(c->l1.data() + addr, n) : std::span<uint8_t>();
+      return chip::locate(addr, n, c->l1, {});
     }, *c->control, *c, *c);
   }
   a.node->start(now());

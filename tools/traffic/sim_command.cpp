@@ -133,7 +133,6 @@ class PatternRun {
     }
     const auto before = link_bytes();
     const link::Time start = sim_.now(), limit = start + duration_cast<link::Time>(std::chrono::duration<double>(o_.limit_s));
-    std::map<std::pair<int, int>, uint32_t> sent;  // packets per pair
     for (uint32_t k = 0; k < o_.count; ++k) {
       for (auto [s, d] : pairs) {
         if (!sim_.alive(id(s))) continue;  // a dead chip's workers are gone with it
@@ -147,7 +146,6 @@ class PatternRun {
                                                            pattern, routing::to_string(id(s)), o_.limit_s));
           sim_.run(std::chrono::microseconds(20));
         }
-        sent[{s, d}] += routing::packets_for(r.command, r.size);
       }
     }
     // Until every write is answered, or nothing moves any more, or the limit.
@@ -257,6 +255,7 @@ void run_sim(const SimOptions& o, int& exit_status) {
   if (!o.faults.empty()) plan = link::load_fault_plan(o.faults, sys.wiring());
   cfg.seed = o.seed_given ? o.seed : plan.seed ? *plan.seed : 1;
   cfg.link_faults = plan.tx;
+  cfg.trace = !o.trace.empty();  // nobody reads it otherwise
   cfg.link.ack_delay = std::chrono::microseconds(0);
   // Sources keep their data in the upper half of L1, destinations take each source's writes
   // in the lower half: room for every chip's block in each.

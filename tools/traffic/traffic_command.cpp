@@ -4,7 +4,6 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <random>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
