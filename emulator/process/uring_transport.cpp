@@ -169,22 +169,11 @@ size_t UringTransport::send(uint8_t port, std::span<const wire::Datagram> datagr
   size_t done = 0;
   while (done < datagrams.size()) {
     const size_t n = std::min(datagrams.size() - done, kSendBatch);
-    send_iov_.clear();
-    size_t first[kSendBatch + 1];
-    for (size_t i = 0; i < n; ++i) {
-      first[i] = send_iov_.size();
-      datagrams[done + i].gather(send_iov_);
-    }
-    first[n] = send_iov_.size();
-    send_msgs_.assign(n, msghdr{});
+    batch_.prepare(datagrams.subspan(done, n), s.sock->peer());
     send_res_.assign(n, 0);
     if (io_uring_sq_space_left(&ring_) < n) submit_all();  // one chain, whole
     for (size_t i = 0; i < n; ++i) {
-      msghdr& m = send_msgs_[i];
-      m.msg_name = const_cast<sockaddr_storage*>(&s.sock->peer().storage);
-      m.msg_namelen = s.sock->peer().length;
-      m.msg_iov = send_iov_.data() + first[i];
-      m.msg_iovlen = first[i + 1] - first[i];
+      msghdr& m = batch_.msg(i);
       io_uring_sqe* e = sqe();
       // MSG_DONTWAIT: a full socket buffer fails the send now instead of waiting in the kernel.
       io_uring_prep_sendmsg(e, s.sock->fd(), &m, MSG_DONTWAIT);

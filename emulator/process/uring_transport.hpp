@@ -88,8 +88,7 @@ class UringTransport final : public wire::Transport {
   size_t buf_ring_bytes_ = 0;
   std::unique_ptr<uint8_t[]> buffers_;
   // Send state, alive during one send() call.
-  std::vector<msghdr> send_msgs_;
-  std::vector<iovec> send_iov_;
+  wire::SendBatch batch_;
   std::vector<int32_t> send_res_;
   // Completions of other requests reaped while send() waited for its own.
   std::vector<Completion> pending_;

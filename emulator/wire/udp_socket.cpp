@@ -97,25 +97,31 @@ std::span<const Received> UdpSocket::receive() {
   return received_;
 }
 
+void SendBatch::prepare(std::span<const Datagram> datagrams, const Address& peer) {
+  iov_.clear();
+  first_.clear();
+  for (const auto& d : datagrams) {
+    first_.push_back(iov_.size());
+    d.gather(iov_);
+  }
+  first_.push_back(iov_.size());
+  msgs_.assign(datagrams.size(), msghdr{});
+  for (size_t i = 0; i < datagrams.size(); ++i) {  // after gathering: iov_ no longer moves
+    msghdr& m = msgs_[i];
+    m.msg_iov = iov_.data() + first_[i];
+    m.msg_iovlen = first_[i + 1] - first_[i];
+    m.msg_name = const_cast<sockaddr_storage*>(&peer.storage);
+    m.msg_namelen = peer.length;
+  }
+}
+
 size_t UdpSocket::send(std::span<const Datagram> datagrams) {
   size_t sent = 0;
   while (sent < datagrams.size()) {
     const size_t n = std::min<size_t>(datagrams.size() - sent, 64);
-    send_iov_.clear();
+    batch_.prepare(datagrams.subspan(sent, n), peer_);
     send_msgs_.assign(n, mmsghdr{});
-    size_t first[65];
-    for (size_t i = 0; i < n; ++i) {
-      first[i] = send_iov_.size();
-      datagrams[sent + i].gather(send_iov_);
-    }
-    first[n] = send_iov_.size();
-    for (size_t i = 0; i < n; ++i) {  // after gathering: send_iov_ no longer moves
-      auto& h = send_msgs_[i].msg_hdr;
-      h.msg_iov = send_iov_.data() + first[i];
-      h.msg_iovlen = first[i + 1] - first[i];
-      h.msg_name = &peer_.storage;
-      h.msg_namelen = peer_.length;
-    }
+    for (size_t i = 0; i < n; ++i) send_msgs_[i].msg_hdr = batch_.msg(i);
     int out = ::sendmmsg(fd_, send_msgs_.data(), static_cast<unsigned>(n), MSG_DONTWAIT);
     if (out <= 0) {
       if (out < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS) {

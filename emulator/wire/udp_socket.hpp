@@ -33,6 +33,20 @@ struct Received {
   const Address* from;
 };
 
+// The messages that send a batch of datagrams to one peer, each gathered from its datagram's
+// pieces (no copy): msg(i) sends datagrams[i]. Storage is reused from batch to batch; the
+// messages stay valid until the next prepare().
+class SendBatch {
+ public:
+  void prepare(std::span<const Datagram> datagrams, const Address& peer);
+  msghdr& msg(size_t i) { return msgs_[i]; }
+
+ private:
+  std::vector<iovec> iov_;
+  std::vector<size_t> first_;  // datagram i's pieces are iov_[first_[i], first_[i + 1])
+  std::vector<msghdr> msgs_;
+};
+
 class UdpSocket {
  public:
   // Binds to address:0 (an ephemeral port), on the loopback by default.
@@ -63,7 +77,7 @@ class UdpSocket {
   std::vector<Received> received_;
   std::vector<mmsghdr> msgs_;
   std::vector<iovec> iov_;
-  std::vector<iovec> send_iov_;
+  SendBatch batch_;
   std::vector<mmsghdr> send_msgs_;
   std::vector<Address> from_;
 };
