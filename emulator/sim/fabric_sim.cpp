@@ -1,5 +1,6 @@
 #include "emulator/sim/fabric_sim.hpp"
 
+#include <array>
 #include <cstring>
 #include <stdexcept>
 
@@ -19,6 +20,7 @@ using routing::to_string;
 struct FabricSim::End {
   PortId self;
   End* peer = nullptr;
+  Node* receiver = nullptr;  // the chip at the peer end: what lands on this wire is its
   std::deque<std::pair<link::Time, std::vector<uint8_t>>> wire;
   bool cut = false;  // the wire loses everything
   uint64_t fault_stream = 0;  // set_faults calls so far: each gets its own seed
@@ -43,9 +45,10 @@ struct FabricSim::Node final : node::NodeObserver, wire::Transport {
   uint64_t rings = 0;
   bool asleep() const { return control->commands.router_asleep.load(std::memory_order_seq_cst) != 0; }
   std::map<uint16_t, std::unique_ptr<chip::CommandBufferClient>> workers;
+  std::array<End*, routing::kMaxPorts> ends{};  // this chip's link ends by port (set once)
 
   size_t send(uint8_t port, std::span<const wire::Datagram> datagrams) override {
-    End& e = *sim->ends_.at(PortId{id, port});
+    End& e = *ends[port];
     if (!e.cut) {
       for (const auto& d : datagrams) {
         // The wire keeps its own copy, as a socket's buffer does.
@@ -89,6 +92,10 @@ FabricSim::FabricSim(const control::System& sys, const control::TableSet& tables
     n->id = sys.chips[static_cast<size_t>(v)].id;
     build(*n, v);
     nodes_.push_back(std::move(n));
+  }
+  for (auto& [port, e] : ends_) {
+    node(port.chip).ends[port.port] = e.get();
+    e->receiver = &node(e->peer->self.chip);
   }
   for (auto& n : nodes_) n->chip->start(now_);
 }
@@ -253,7 +260,7 @@ bool FabricSim::step(link::Time limit) {
   // What landed, chip by chip as a process reads its sockets; then each chip's batch end. A
   // dead chip's sockets are gone: what arrives for it is lost.
   for (auto& [port, e] : ends_) {
-    Node& to = node(e->peer->self.chip);
+    Node& to = *e->receiver;
     while (!e->wire.empty() && e->wire.front().first <= now_) {
       if (!to.dead) {
         to.control->commands.router_asleep.store(0, std::memory_order_relaxed);  // woken
