@@ -107,15 +107,15 @@ class PatternRun {
  public:
   PatternRun(sim::FabricSim& sim, const control::System& sys, const control::TableSet& tables, const SimOptions& o,
              size_t l1_bytes)
-      : sim_(sim), sys_(sys), tables_(tables), o_(o), l1_(l1_bytes) {}
+      : sim_(sim), sys_(sys), tables_(tables), o_(o), l1_(l1_bytes) {
+    for (const auto& c : sys_.chips) chips_.push_back({c.id.mesh, c.id.device, c.coord.row, c.coord.col});
+  }
 
   json run(const std::string& pattern) {
-    std::vector<control::PatternChip> chips;
-    for (const auto& c : sys_.chips) chips.push_back({c.id.mesh, c.id.device, c.coord.row, c.coord.col});
-    const int n = static_cast<int>(chips.size());
+    const int n = static_cast<int>(chips_.size());
     const int src = o_.src.empty() ? 0 : *sys_.node(chip_named(sys_, o_.src, "--src"));
     const int dst = o_.dst.empty() ? n - 1 : *sys_.node(chip_named(sys_, o_.dst, "--dst"));
-    const auto pairs = control::pattern_pairs(pattern, chips, src, dst, o_.seed);
+    const auto pairs = control::pattern_pairs(pattern, chips_, src, dst, o_.seed);
     if (pairs.empty()) throw Error(fmt::format("pattern {} has no pairs on this system", pattern));
     const uint64_t block = uint64_t{o_.size} * o_.count;
     auto id = [&](int i) { return sys_.chips[static_cast<size_t>(i)].id; };
@@ -243,6 +243,7 @@ class PatternRun {
   const control::TableSet& tables_;
   const SimOptions& o_;
   size_t l1_;
+  std::vector<control::PatternChip> chips_;  // the chips as the patterns see them
 };
 
 void run_sim(const SimOptions& o, int& exit_status) {

@@ -45,13 +45,6 @@ struct TrafficOptions {
   std::string system;  // to start when none is running
 };
 
-struct Chip {
-  std::string name;
-  uint16_t mesh, device;
-  int row, col;
-  uint64_t l1_bytes;
-};
-
 
 // Bytes each link end has sent, read from the chips' control blocks (as `ttemu status` does).
 class LinkBytes {
@@ -85,6 +78,7 @@ class LinkBytes {
 // routing tables (for route lengths; absent when the system file cannot be read any more).
 struct RunContext {
   explicit RunContext(job::SystemDescription d) : desc(std::move(d)), links(desc) {
+    for (const auto& c : desc.chips) where.push_back({c.mesh, c.device, c.row, c.col});
     try {
       sys = control::load_system(desc.system_path);
       tables = control::compute_tables(*sys);
@@ -92,16 +86,45 @@ struct RunContext {
       sys.reset();
     }
   }
+  ~RunContext() {
+    for (auto& [i, w] : workers_) tt_fabric_close(w);
+  }
+  RunContext(const RunContext&) = delete;
+  RunContext& operator=(const RunContext&) = delete;
+
+  // The worker on chip i (core 0), opened on first use and kept for the run.
+  tt_fabric* worker(int i) {
+    if (auto it = workers_.find(i); it != workers_.end()) return it->second;
+    const auto& c = desc.chips.at(static_cast<size_t>(i));
+    char err[256];
+    tt_fabric* w = tt_fabric_open(desc.job.text().c_str(), c.mesh, c.device, 0, err, sizeof err);
+    if (!w) throw Error(err);
+    return workers_[i] = w;
+  }
+  // Chip i's L1, mapped on first use and kept for the run.
+  const uint8_t* l1(int i) {
+    auto it = l1_.find(i);
+    if (it == l1_.end()) {
+      const auto& c = desc.chips.at(static_cast<size_t>(i));
+      it = l1_.emplace(i, chip::Segment::open(chip::segment_name(desc.job, {c.mesh, c.device}, chip::SegmentKind::kL1))).first;
+    }
+    return it->second.as<uint8_t>();
+  }
+
   job::SystemDescription desc;
+  std::vector<control::PatternChip> where;  // the chips as the patterns see them
   LinkBytes links;
   std::optional<control::System> sys;
   control::TableSet tables;
+
+ private:
+  std::map<int, tt_fabric*> workers_;
+  std::map<int, chip::Segment> l1_;
 };
 
-json run_pattern(const std::string& pattern, const TrafficOptions& o, const RunContext& run) {
+json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext& run) {
   const job::SystemDescription& desc = run.desc;
-  std::vector<Chip> chips;
-  for (const auto& c : desc.chips) chips.push_back({c.name, c.mesh, c.device, c.row, c.col, c.l1_bytes});
+  const std::vector<job::ChipDescription>& chips = desc.chips;
   auto index_of = [&](const std::string& name, int fallback) {
     if (name.empty()) return fallback;
     const auto id = routing::parse_chip(name);  // the project's spelling rules (m0d3 is M0D3)
@@ -111,9 +134,7 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const RunC
     throw Error(fmt::format("device {} is not in the running system", name));
   };
   const int src = index_of(o.src, 0), dst = index_of(o.dst, static_cast<int>(chips.size()) - 1);
-  std::vector<control::PatternChip> where;
-  for (const auto& c : chips) where.push_back({c.mesh, c.device, c.row, c.col});
-  auto pairs = control::pattern_pairs(pattern, where, src, dst, o.seed);
+  auto pairs = control::pattern_pairs(pattern, run.where, src, dst, o.seed);
   if (pairs.empty()) throw Error(fmt::format("pattern {} has no pairs on this system", pattern));
   const uint64_t block = uint64_t{o.size} * o.count;
   const uint64_t l1 = chips[0].l1_bytes;
@@ -121,22 +142,10 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const RunC
     throw Error(fmt::format("size x count x chips = {} bytes does not fit half of a chip's L1 ({} bytes)",
                             block * chips.size(), l1 / 2));
   }
-  const std::string job = desc.job.text();
-  // One worker per source chip; sources keep their data in the upper half of their L1.
+  // One worker per source chip (the run keeps them); sources keep their data in the upper half
+  // of their L1.
   std::map<int, tt_fabric*> workers;
-  auto close_all = [&] {
-    for (auto& [i, w] : workers) tt_fabric_close(w);
-  };
-  char err[256];
-  for (auto [s, d] : pairs) {
-    if (workers.count(s)) continue;
-    tt_fabric* w = tt_fabric_open(job.c_str(), chips[static_cast<size_t>(s)].mesh, chips[static_cast<size_t>(s)].device, 0, err, sizeof err);
-    if (!w) {
-      close_all();
-      throw Error(err);
-    }
-    workers[s] = w;
-  }
+  for (auto [s, d] : pairs) workers[s] = run.worker(s);
   auto src_addr = [&](int, int d) { return l1 / 2 + static_cast<uint64_t>(d) * block; };
   auto dst_addr = [&](int s) { return static_cast<uint64_t>(s) * block; };
   for (auto [s, d] : pairs) {
@@ -161,20 +170,12 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const RunC
     if (rc == TT_FABRIC_OK) rc = fabric_async_write_barrier(w, 0);
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (rc != TT_FABRIC_OK) {
-    close_all();
-    throw Error(fmt::format("pattern {}: {}", pattern, tt_fabric_strerror(rc)));
-  }
+  if (rc != TT_FABRIC_OK) throw Error(fmt::format("pattern {}: {}", pattern, tt_fabric_strerror(rc)));
   const auto after = run.links.sample();
   // Verify every byte at every destination, straight from its memory.
   uint64_t verified = 0, errors = 0;
-  const job::JobId id = desc.job;
-  std::map<int, chip::Segment> mapped;
   for (auto [s, d] : pairs) {
-    if (!mapped.count(d)) {
-      mapped.emplace(d, chip::Segment::open(chip::segment_name(id, {chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device}, chip::SegmentKind::kL1)));
-    }
-    const uint8_t* mem = mapped.at(d).as<uint8_t>(dst_addr(s));
+    const uint8_t* mem = run.l1(d) + dst_addr(s);
     for (uint32_t k = 0; k < o.count; ++k) {
       const bool ok = control::check_pattern({mem + uint64_t{k} * o.size, o.size}, s, d, k);
       (ok ? verified : errors) += o.size;
@@ -193,16 +194,12 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, const RunC
     int wrc = fabric_async_write(workers[s], static_cast<uint8_t>(o.plane), src_addr(s, d),
                                  {chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device}, dst_addr(s), 64, o.fvc, 1, &st);
     if (wrc == TT_FABRIC_OK) wrc = fabric_async_write_barrier(workers[s], 1);
-    if (wrc != TT_FABRIC_OK) {
-      close_all();
-      throw Error(fmt::format("pattern {}: latency probe: {}", pattern, tt_fabric_strerror(wrc)));
-    }
+    if (wrc != TT_FABRIC_OK) throw Error(fmt::format("pattern {}: latency probe: {}", pattern, tt_fabric_strerror(wrc)));
     rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
   uint32_t nacks = 0;
   for (auto& [s, w] : workers) nacks += tt_fabric_nacks(w);
   nacks -= nacks_before;
-  close_all();
   const Percentiles lat = percentiles(rtt);
   // Per-link load from the link counters.
   double max_link = 0;
@@ -254,7 +251,7 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
       return;
     }
     const job::JobId running = job::find_job(o->job.empty() ? std::nullopt : std::optional<std::string>(o->job));
-    const RunContext run(job::read_description(running));
+    RunContext run(job::read_description(running));
     bool bad = false;
     for (const auto& p : patterns) {
       json r = run_pattern(p, *o, run);
