@@ -3,6 +3,7 @@
 #include "emulator/process/event_loop.hpp"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -10,6 +11,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "tests/eventually.hpp"
 
@@ -126,6 +128,71 @@ TEST(EventLoop, SaysItSleepsOnlyWhileBlockedAndIsWokenThroughADescriptor) {
   producer.join();
   EXPECT_EQ(runs, 1);
   EXPECT_EQ(asleep.load(), 0u) << "awake again after the wake-up";
+}
+
+// A waiter like the io_uring transport, minus the ring: it sleeps in poll(2) on the loop's
+// epoll descriptor and counts its waits.
+class PollWaiter final : public EventLoop::Waiter {
+ public:
+  void watch(int epoll_fd) override { fd_ = epoll_fd; }
+  bool wait(const timespec* timeout) override {
+    ++waits;
+    pollfd p{fd_, POLLIN, 0};
+    const int ms = timeout ? static_cast<int>(timeout->tv_sec * 1000 + timeout->tv_nsec / 1'000'000) : -1;
+    if (::poll(&p, 1, ms) == 1) ready_ = true;
+    return false;  // no completions of its own
+  }
+  bool take_epoll_ready() override { return std::exchange(ready_, false); }
+  int waits = 0;
+
+ private:
+  int fd_ = -1;
+  bool ready_ = false;
+};
+
+TEST(EventLoop, WithAWaiterItSleepsThereAndStillServesDescriptorsDeadlinesAndEndlessWork) {
+  EventLoop loop;
+  PollWaiter waiter;
+  loop.wait_in(&waiter);
+  Pipe p;
+  std::atomic<uint32_t> asleep{0};
+  bool read_it = false, deadline = false;
+  int runs = 0;
+  loop.watch(p.fd[0], EPOLLIN, [&](uint32_t) {
+    char c;
+    ASSERT_EQ(::read(p.fd[0], &c, 1), 1);
+    read_it = true;
+  });
+  loop.on_deadline([&](EventLoop::Time) { deadline = true; });
+  // First idle: the loop must sleep in the waiter until the pipe is written.
+  std::atomic<bool> endless{false};
+  loop.on_shared_work(&asleep, [&] { return endless.load(); }, [&] {
+    ++runs;
+    if (read_it && deadline) loop.stop();
+    if (runs == 1'000'000) {
+      ADD_FAILURE() << "descriptors and deadlines starved";
+      loop.stop();
+    }
+  });
+  std::thread writer([&] {
+    if (!eventually([&] { return asleep.load() != 0; }, 10s)) ADD_FAILURE() << "the loop never slept";
+    ASSERT_EQ(::write(p.fd[1], "x", 1), 1);
+  });
+  Watchdog watchdog(loop, 10s);
+  // Once the pipe is read, work never ends and a deadline is due: both must still get in.
+  loop.on_batch_end([&] {
+    if (read_it && !endless) {
+      endless = true;
+      loop.set_deadline(EventLoop::now() + 1ms);
+    }
+  });
+  loop.run();
+  watchdog.off();
+  writer.join();
+  EXPECT_TRUE(read_it);
+  EXPECT_TRUE(deadline);
+  EXPECT_GT(waiter.waits, 0) << "it never waited in the waiter";
+  loop.wait_in(nullptr);
 }
 
 }  // namespace

@@ -11,13 +11,16 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <gtest/gtest.h>
 #include <random>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "emulator/job/job.hpp"
 #include "emulator/link/frame.hpp"
+#include "tests/eventually.hpp"
 #include "tests/system_support.hpp"
 
 namespace ttemu::test {
@@ -87,6 +90,18 @@ void expect_uring_mode(bool single_shot, const std::string& mode) {
   unsetenv("TTEMU_URING_SINGLE_SHOT");
   const json s = sys.status();
   for (const auto& c : s["chips"]) EXPECT_NE(c["transport_mode"].get<std::string>().find(mode), std::string::npos) << c;
+  // The chip's loop sleeps in its ring (io_uring_enter), not in epoll.
+  for (int pid : chip_pids(s)) {
+    std::string call;
+    EXPECT_TRUE(eventually(
+        [&] {
+          std::ifstream f("/proc/" + std::to_string(pid) + "/syscall");
+          f >> call;
+          return call == std::to_string(SYS_io_uring_enter);
+        },
+        10s))
+        << "chip " << pid << " idles in system call '" << call << "', not io_uring_enter (" << SYS_io_uring_enter << ")";
+  }
   RunResult text = sys.ttemu({"status"});
   EXPECT_NE(text.out.find("transport: uring: " + mode), std::string::npos) << text.out;
   RunResult t = sys.ttemu({"link", "test", "M0D0P2", "--frames", "20000", "--json"});
@@ -119,6 +134,60 @@ TEST(System, GalaxyComesUpWithEveryLinkUpAndShutsDownLeavingNothing) {
   EXPECT_EQ(unique.size(), 32u) << "one process per chip";
   EXPECT_EQ(sys.stop(SIGINT), 0);
   expect_nothing_left(held);
+}
+
+// What a process has cost so far: its wake-ups (voluntary context switches) and its CPU
+// time in clock ticks (user and system).
+struct Cost {
+  long wakeups = 0, ticks = 0;
+};
+
+Cost cost_of(int pid) {
+  Cost c;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("voluntary_ctxt_switches:", 0) == 0) c.wakeups = std::stol(line.substr(24));
+  }
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::istringstream rest(all.substr(all.rfind(')') + 2));  // after the command's name
+  std::vector<std::string> f((std::istream_iterator<std::string>(rest)), std::istream_iterator<std::string>());
+  EXPECT_GE(f.size(), 13u) << "cannot read /proc/" << pid << "/stat";
+  if (f.size() >= 13) c.ticks = std::stol(f[11]) + std::stol(f[12]);  // utime, stime
+  return c;
+}
+
+// Idle is free: once up, a system with no traffic neither wakes nor runs, whatever its
+// transport (the io_uring transport sleeps in its ring, shm chips in the kernel). Settling
+// (the last acks, the status query) may take a moment, so the test waits, with a bound, for
+// a whole second in which the launcher and every chip stayed asleep.
+TEST(System, AnIdleSystemNeitherWakesNorRuns) {
+  System sys({topo("galaxy.yaml")});
+  json s = sys.status();
+  expect_all_links_up(s, 32, 208);
+  std::vector<int> pids = chip_pids(s);
+  pids.push_back(sys.pid());
+  auto total = [&] {
+    Cost sum;
+    for (int pid : pids) {
+      const Cost c = cost_of(pid);
+      sum.wakeups += c.wakeups, sum.ticks += c.ticks;
+    }
+    return sum;
+  };
+  Cost last = total(), worst{};
+  bool quiet = false;
+  for (int second = 0; second < 30 && !quiet; ++second) {
+    std::this_thread::sleep_for(1s);  // a measuring window, not a wait for an event
+    const Cost now = total();
+    const Cost spent{now.wakeups - last.wakeups, now.ticks - last.ticks};
+    quiet = spent.wakeups == 0 && spent.ticks == 0;
+    if (second == 0 || spent.wakeups < worst.wakeups) worst = spent;
+    last = now;
+  }
+  EXPECT_TRUE(quiet) << "no quiet second in 30: at best " << worst.wakeups << " wake-ups and " << worst.ticks
+                     << " ticks in a second, over " << pids.size() << " processes";
+  EXPECT_EQ(sys.stop(SIGTERM), 0);
 }
 
 TEST(System, KillingTheLauncherTakesEveryChipWithIt) {

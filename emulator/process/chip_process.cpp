@@ -119,6 +119,7 @@ class Chip final : public node::NodeObserver {
     for (auto& e : udp_.endpoints()) loop_.forget(e->socket->fd());
     node_.reset();
     udp_.endpoints().clear();
+    loop_.wait_in(nullptr);
     uring_.reset();
     ::close(signal_fd_);
     // The launcher removes every segment at teardown; a chip removes its own too, so that
@@ -212,6 +213,7 @@ class Chip final : public node::NodeObserver {
     } else if (m.transport == "uring") {
       const char* single = std::getenv("TTEMU_URING_SINGLE_SHOT");  // tests of the fallback
       uring_ = std::make_unique<UringTransport>(!(single && *single == '1'));
+      loop_.wait_in(uring_.get());  // the loop sleeps in the ring (uring_transport.hpp)
     } else if (m.transport != "udp") {
       throw Error(fmt::format("unknown transport '{}'", m.transport));
     }
@@ -310,7 +312,7 @@ class Chip final : public node::NodeObserver {
       for (const auto& [port, peer] : m.peers) {
         uring_->set_peer(static_cast<uint8_t>(std::stoi(port)), wire::make_address(peer.addr, peer.udp));
       }
-      uring_->start();  // completions come in through the shared-work check (uring_transport.hpp)
+      uring_->start();  // completions are the loop's shared work (uring_transport.hpp)
       publish_uring_mode();
     }
     for (auto& e : udp_.endpoints()) {

@@ -60,8 +60,31 @@ void EventLoop::on_shared_work(std::atomic<uint32_t>* asleep, std::function<bool
   shared_run_ = std::move(run);
 }
 
-void EventLoop::run() {
+void EventLoop::wait_in(Waiter* waiter) {
+  waiter_ = waiter;
+  if (waiter_) waiter_->watch(epoll_);
+}
+
+int EventLoop::dispatch(const timespec* timeout) {
   std::array<epoll_event, 64> events;
+  const int n = epoll_pwait2(epoll_, events.data(), static_cast<int>(events.size()), timeout, nullptr);
+  time_ = now();
+  if (n < 0) {
+    if (errno == EINTR) return -1;
+    fail("epoll_pwait2");
+  }
+  if (n == 0) return 0;
+  last_event_ = time_;
+  for (int i = 0; i < n && !stopping_; ++i) {
+    auto it = handlers_.find(events[static_cast<size_t>(i)].data.fd);
+    if (it != handlers_.end()) it->second(events[static_cast<size_t>(i)].events);
+  }
+  if (on_batch_end_) on_batch_end_();
+  return n;
+}
+
+void EventLoop::run() {
+  static constexpr timespec kLook{};
   Time t = time_ = now();
   while (!stopping_) {
     // t may be behind by the time the last handlers took; a deadline is then late by as much.
@@ -80,7 +103,17 @@ void EventLoop::run() {
       t = time_ = now();
       last_event_ = t;
     }
+    if (waiter_ && waiter_->take_epoll_ready()) {  // the ring saw the epoll set ready: look
+      dispatch(&kLook);
+      t = time_;
+      continue;
+    }
     const bool spinning = spin_.count() > 0 && t - last_event_ < spin_;
+    // A wait looks before it sleeps, so after work the loop goes straight round to it instead
+    // of looking first (a system call per turn saved); a run of turns that all find work
+    // still looks now and then, so that descriptors get their turn.
+    if (worked && !spinning && ++unlooked_ < kMaxUnlooked) continue;
+    unlooked_ = 0;
     timespec ts{}, *timeout = nullptr;
     if (worked || spinning) {
       timeout = &ts;  // poll
@@ -98,23 +131,18 @@ void EventLoop::run() {
         continue;
       }
     }
-    const int n = epoll_pwait2(epoll_, events.data(), static_cast<int>(events.size()), timeout, nullptr);
-    if (blocking) asleep_->store(0, std::memory_order_relaxed);
-    t = time_ = now();
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail("epoll_pwait2");
-    }
-    if (n == 0) {
-      if (spinning && !worked) sched_yield();  // let the chip we just sent to run
+    if (waiter_) {
+      // Completions are shared work, and an epoll set found ready is looked at next turn.
+      const bool got = waiter_->wait(timeout);
+      if (blocking) asleep_->store(0, std::memory_order_relaxed);
+      t = time_ = now();
+      if (!got && spinning && !worked) sched_yield();
       continue;
     }
-    last_event_ = t;
-    for (int i = 0; i < n && !stopping_; ++i) {
-      auto it = handlers_.find(events[static_cast<size_t>(i)].data.fd);
-      if (it != handlers_.end()) it->second(events[static_cast<size_t>(i)].events);
-    }
-    if (on_batch_end_) on_batch_end_();
+    const int n = dispatch(timeout);
+    if (blocking) asleep_->store(0, std::memory_order_relaxed);
+    t = time_;
+    if (n == 0 && spinning && !worked) sched_yield();  // let the chip we just sent to run
   }
 }
 

@@ -1,4 +1,5 @@
-// A chip process's event loop: one thread, one epoll set, no timer descriptor.
+// A chip process's event loop: one thread, one epoll set, no timer descriptor; optionally a
+// ring (the io_uring transport) that the loop waits in instead of the epoll set.
 //
 // Promises:
 // - handlers run on the thread that called run(), one at a time;
@@ -9,9 +10,9 @@
 //   spin of zero, it sleeps in the kernel until something happens. Idle is free;
 // - work that arrives through shared memory rather than a descriptor (on_shared_work) is
 //   looked for on every turn, and once more after the loop has announced that it sleeps.
-// - a wait that is interrupted (EINTR: a signal, or io_uring task work queued for this thread)
-//   goes round the loop, so shared work is looked for again: the io_uring transport's
-//   completions arrive this way (uring_transport.hpp).
+// - with a Waiter (wait_in), the loop sleeps in the waiter, which watches the epoll set as one
+//   of its sources and says when it is ready; the waiter's own completions are shared work.
+// - a wait that is interrupted (EINTR: a signal) goes round the loop.
 #pragma once
 
 #include <sys/epoll.h>
@@ -29,6 +30,22 @@ class EventLoop {
  public:
   using Time = std::chrono::nanoseconds;  // steady_clock since its epoch
   using Handler = std::function<void(uint32_t events)>;
+
+  // Something the loop can sleep in instead of epoll: a ring whose completions the loop's
+  // shared-work check finds (so `ready` must ask the waiter too), and which watches the
+  // loop's epoll descriptor, so that sockets, signals and doorbells still wake the loop.
+  class Waiter {
+   public:
+    virtual ~Waiter() = default;
+    // From now on, watch epoll_fd for readability.
+    virtual void watch(int epoll_fd) = 0;
+    // Sleeps until a completion is ready or the timeout (nullptr: none) passes; a zero timeout
+    // only looks. Returns whether some completion is ready.
+    virtual bool wait(const timespec* timeout) = 0;
+    // The epoll descriptor was seen readable since the last call (and is watched again at the
+    // next wait, after the loop has looked).
+    virtual bool take_epoll_ready() = 0;
+  };
 
   explicit EventLoop(std::chrono::nanoseconds spin = {});
   ~EventLoop();
@@ -58,11 +75,18 @@ class EventLoop {
   void on_shared_work(std::atomic<uint32_t>* asleep, std::function<bool()> ready, std::function<void()> run);
 
   void set_spin(std::chrono::nanoseconds spin) { spin_ = spin; }
+  // Sleeps in `waiter` from now on (nullptr: in epoll again). The waiter outlives its use.
+  void wait_in(Waiter* waiter);
   void run();   // until stop()
   void stop() { stopping_ = true; }
 
  private:
+  int dispatch(const timespec* timeout);  // one epoll wait and its handlers; -1 on EINTR
+
   int epoll_ = -1;
+  Waiter* waiter_ = nullptr;
+  static constexpr int kMaxUnlooked = 16;
+  int unlooked_ = 0;  // turns with work in a row that did not look at descriptors
   std::unordered_map<int, Handler> handlers_;
   std::optional<Time> deadline_;
   std::function<void(Time)> on_deadline_;

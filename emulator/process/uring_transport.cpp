@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -22,7 +23,7 @@ constexpr size_t kBufSize = 65536 + 256;  // a datagram, the recvmsg header and 
 constexpr uint16_t kGroup = 1;
 constexpr size_t kSendBatch = 64;
 
-enum Kind : uint64_t { kRecv = 1, kSend = 2, kWritable = 3 };
+enum Kind : uint64_t { kRecv = 1, kSend = 2, kWritable = 3, kEpoll = 4 };
 
 uint64_t tag(Kind k, uint8_t port, uint32_t index = 0) { return (uint64_t{k} << 56) | (uint64_t{port} << 32) | index; }
 Kind kind_of(uint64_t t) { return static_cast<Kind>(t >> 56); }
@@ -45,10 +46,12 @@ struct UringTransport::Socket {
 };
 
 UringTransport::UringTransport(bool allow_multishot) : by_port_(256, nullptr) {
-  // COOP_TASKRUN: a completion for a running chip waits for its next system call instead of
-  // interrupting it (perf showed a fifth of a receiving chip's time in those interrupts); a
-  // sleeping chip is still woken. Kernels before 5.19 lack it: then without.
-  int e = io_uring_queue_init(kQueueDepth, &ring_, IORING_SETUP_COOP_TASKRUN);
+  // DEFER_TASKRUN: completions are posted when the chip enters the kernel to wait or look, so
+  // a busy chip is not interrupted by each arriving datagram (perf showed a fifth of a
+  // receiving chip's time in such interrupts). Before 6.1, COOP_TASKRUN does that for a
+  // running chip; before 5.19, neither.
+  int e = io_uring_queue_init(kQueueDepth, &ring_, IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
+  if (e == -EINVAL) e = io_uring_queue_init(kQueueDepth, &ring_, IORING_SETUP_COOP_TASKRUN);
   if (e == -EINVAL) e = io_uring_queue_init(kQueueDepth, &ring_, 0);
   if (e < 0) throw Error(fmt::format("io_uring: cannot set up a ring: {}", std::strerror(-e)));
   multishot_ = allow_multishot && setup_buffer_ring();
@@ -216,6 +219,43 @@ size_t UringTransport::send(uint8_t port, std::span<const wire::Datagram> datagr
   return done;
 }
 
+void UringTransport::watch(int epoll_fd) {
+  epoll_fd_ = epoll_fd;
+  epoll_armed_ = false;
+}
+
+bool UringTransport::wait(const timespec* timeout) {
+  if (epoll_fd_ >= 0 && !epoll_armed_) {
+    io_uring_sqe* e = sqe();
+    io_uring_prep_poll_add(e, epoll_fd_, POLLIN);
+    io_uring_sqe_set_data64(e, tag(kEpoll, 0));
+    epoll_armed_ = true;
+  }
+  if (!pending_.empty()) {
+    submit_all();
+    return true;
+  }
+  io_uring_cqe* cqe = nullptr;
+  int e = 0;
+  if (timeout && timeout->tv_sec == 0 && timeout->tv_nsec == 0) {
+    // A look: run what completed and return (a zero wait would still sleep on a timer).
+    e = io_uring_submit_and_get_events(&ring_);
+  } else if (timeout) {
+    __kernel_timespec ts{timeout->tv_sec, timeout->tv_nsec};
+    e = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+  } else {
+    e = io_uring_submit_and_wait(&ring_, 1);
+  }
+  if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY) {
+    throw Error(fmt::format("io_uring: cannot wait: {}", std::strerror(-e)));
+  }
+  if (io_uring_sq_ready(&ring_) > 0) submit_all();  // a wait interrupted before submitting
+  submit_due_ = false;
+  return io_uring_cq_ready(&ring_) > 0;
+}
+
+bool UringTransport::take_epoll_ready() { return std::exchange(epoll_ready_, false); }
+
 bool UringTransport::has_pending() { return !pending_.empty() || io_uring_cq_ready(&ring_) > 0; }
 
 size_t UringTransport::poll(const Handlers& h) {
@@ -240,6 +280,11 @@ size_t UringTransport::poll(const Handlers& h) {
 }
 
 void UringTransport::handle(const Completion& c, const Handlers& h, size_t& delivered) {
+  if (kind_of(c.user_data) == kEpoll) {
+    epoll_armed_ = false;  // single-shot: armed again at the next wait, after the loop looked
+    epoll_ready_ = true;
+    return;
+  }
   const uint8_t port = port_of(c.user_data);
   Socket* s = by_port_[port];
   if (!s) return;
@@ -286,7 +331,9 @@ void UringTransport::handle(const Completion& c, const Handlers& h, size_t& deli
       h.writable(port);
       break;
     case kSend:
-      break;  // reaped by send() itself
+    case kEpoll:
+      break;  // reaped by send() itself; handled above
+
   }
 }
 

@@ -7,13 +7,14 @@
 // order, and submitted in one call per batch; they complete before send() returns (a UDP send
 // does not wait), so the datagrams' borrowed pieces need live no longer than the call.
 //
-// Waking: a receive completes as io_uring task work in the chip's own thread. Queued while the
-// chip sleeps in epoll_pwait2, task work interrupts the wait (EINTR), runs on the way out and
-// posts the completion; the event loop then goes round and asks has_pending() (its shared-work
-// check, also made once more before it sleeps), which sees the completion queue. So the loop
-// needs no descriptor for the ring, and relies on going round after EINTR
-// (emulator/process/event_loop.hpp says so). Idle, nothing is in flight but the armed
-// receives.
+// Waking: the chip's event loop sleeps in this ring (it is the loop's Waiter): one
+// io_uring_enter submits what is prepared and waits for the first completion or the loop's
+// deadline. The loop's epoll set (control socket, signals, doorbell) is one more source, a
+// poll request on the epoll descriptor re-armed after each time it fires. With
+// DEFER_TASKRUN (kernel 6.1+), the kernel posts completions only when the chip asks, on its
+// way into the wait or a look, so a busy chip is not interrupted by arriving datagrams; older
+// kernels get COOP_TASKRUN, or neither. Idle, nothing is in flight but the armed receives and
+// the poll.
 #pragma once
 
 #include <liburing.h>
@@ -26,12 +27,13 @@
 #include <string>
 #include <vector>
 
+#include "emulator/process/event_loop.hpp"
 #include "emulator/wire/transport.hpp"
 #include "emulator/wire/udp_socket.hpp"
 
 namespace ttemu::process {
 
-class UringTransport final : public wire::Transport {
+class UringTransport final : public wire::Transport, public EventLoop::Waiter {
  public:
   enum class Mode : uint32_t { kMultishot = 1, kSingleShot = 2 };
 
@@ -59,8 +61,13 @@ class UringTransport final : public wire::Transport {
   };
   // Handles every completion there is; returns how many datagrams it delivered.
   size_t poll(const Handlers& h);
-  // Completions wait to be handled (the loop asks before it sleeps).
+  // Completions wait to be handled (the loop's shared-work check).
   bool has_pending();
+
+  // EventLoop::Waiter.
+  void watch(int epoll_fd) override;
+  bool wait(const timespec* timeout) override;
+  bool take_epoll_ready() override;
 
  private:
   struct Socket;
@@ -93,6 +100,10 @@ class UringTransport final : public wire::Transport {
   // Completions of other requests reaped while send() waited for its own.
   std::vector<Completion> pending_;
   bool submit_due_ = false;
+  // The event loop's epoll descriptor, watched by a single-shot poll.
+  int epoll_fd_ = -1;
+  bool epoll_armed_ = false;
+  bool epoll_ready_ = false;
 };
 
 }  // namespace ttemu::process
