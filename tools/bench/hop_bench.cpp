@@ -7,6 +7,7 @@
 // receive and a send to it (ttemu_bench_fabric measures those).
 //
 //   ttemu_bench_hop [--rounds N] [--size B] [--json]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -71,13 +72,26 @@ int main(int argc, char** argv) {
   bool as_json = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--rounds" && i + 1 < argc) rounds = std::stol(argv[++i]);
-    else if (a == "--size" && i + 1 < argc) size = static_cast<uint32_t>(std::stoul(argv[++i]));
+    auto number = [&](const char* text) {
+      try {
+        return std::stol(text);
+      } catch (const std::exception&) {
+        return -1L;  // refused below
+      }
+    };
+    if (a == "--rounds" && i + 1 < argc) rounds = number(argv[++i]);
+    else if (a == "--size" && i + 1 < argc) size = static_cast<uint32_t>(std::max(0L, number(argv[++i])));
     else if (a == "--json") as_json = true;
     else {
       fmt::print(stderr, "usage: ttemu_bench_hop [--rounds N] [--size B] [--json]\n");
       return 2;
     }
+  }
+  // One packet per write: the bench hands the node whole packets, as a link would.
+  if (size == 0 || size > routing::kMaxPacketPayload || rounds <= 0) {
+    fmt::print(stderr, "ttemu_bench_hop: --size must be 1 to {} B (one packet) and --rounds positive\n",
+               routing::kMaxPacketPayload);
+    return 2;
   }
   const control::System sys = control::load_system(TTEMU_TOPOLOGIES "/n300.yaml");
   const control::TableSet tables = control::compute_tables(sys);
