@@ -14,8 +14,14 @@
 // (the kernel allocating the chips' L1 pages as writes land, buffer pools filling): measured
 // here, the first Galaxy all_to_all moved half (shm) to four fifths (udp) of the later runs.
 //
-//   ttemu_bench_fabric [--samples N] [--spin-us N] [--transport LIST] [--json]
+// The machine is noisy (raw UDP's own figures swing by a factor of 1.5 between runs), so
+// --repeat R measures everything R times, baselines included, and adds each ratio's median
+// and range over the rounds.
+//
+//   ttemu_bench_fabric [--samples N] [--spin-us N] [--repeat R] [--transport LIST] [--json]
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -103,23 +109,8 @@ double link_goodput(const std::string& ttemu, const std::string& transport, int 
   return docs.empty() ? 0 : docs.back()["gb_per_s"].get<double>() * 1e9;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  int samples = 300, spin_us = 0;
-  bool as_json = false;
-  std::vector<std::string> transports{"udp", "uring", "shm"};
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--samples" && i + 1 < argc) samples = std::stoi(argv[++i]);
-    else if (a == "--spin-us" && i + 1 < argc) spin_us = std::stoi(argv[++i]);
-    else if (a == "--transport" && i + 1 < argc) transports = ttemu::bench::split_list(argv[++i]);
-    else if (a == "--json") as_json = true;
-    else {
-      fmt::print(stderr, "usage: ttemu_bench_fabric [--samples N] [--spin-us N] [--transport udp,uring,shm] [--json]\n");
-      return 2;
-    }
-  }
+// One round: the raw baselines, then every transport; false if some run failed or lost bytes.
+bool measure_round(const std::vector<std::string>& transports, int samples, int spin_us, json& result) {
   const ttemu::bench::Waiting waiting{std::chrono::microseconds(spin_us)};
   const std::string ttemu = TTEMU_BINARY;
   const double raw_one_way = ttemu::bench::median(ttemu::bench::raw_round_trips(64, 2000, waiting)) / 2;
@@ -146,32 +137,93 @@ int main(int argc, char** argv) {
         {"galaxy_x_hops_vs_link", link > 0 ? r.galaxy_goodput * r.galaxy_mean_hops / link : 0.0},
         {"verified", r.verified}, {"errors", r.errors}};
   }
-  json result = {{"raw_udp_one_way_us", raw_one_way}, {"raw_chain_per_hop_us", raw_chain_hop},
-                 {"raw_chain_round_trip_p50_us_by_hops", chain}, {"raw_udp_gb_per_s", raw_tput / 1e9},
-                 {"spin_us", spin_us}, {"transports", by_transport}, {"errors", errors}};
-  if (as_json) {
-    fmt::print("{}\n", result.dump());
-  } else {
-    fmt::print("Fabric routers vs raw UDP on this machine (4x4 mesh and Galaxy, one process per chip; all wait\n"
-               "in epoll{})\n", spin_us ? fmt::format(" after a {} us spin", spin_us) : std::string());
-    fmt::print("  {:<48} {:>10} {:>10} {:>7}\n", "", "raw", "ttemu", "ratio");
-    for (const auto& [t, r] : by_transport.items()) {
-      const double hop = r["per_hop_us"].get<double>(), six = r["six_hop_goodput_gb_per_s"].get<double>();
-      const double link = r["link_goodput_gb_per_s"].get<double>();
-      fmt::print("  --transport {}: write + ack round trip, median, by hops:", t);
-      const auto& p50 = r["round_trip_p50_us_by_hops"];
-      for (size_t i = 0; i < p50.size(); ++i) fmt::print(" {}:{:.0f}us", i + 1, p50[i].get<double>());
-      fmt::print("\n");
-      fmt::print("  {:<48} {:>7.1f} us {:>7.1f} us {:>7.2f}\n", "per-hop one-way latency (64 B)", raw_one_way, hop, hop / raw_one_way);
-      fmt::print("  {:<48} {:>7.1f} us {:>7.1f} us {:>7.2f}\n", "  vs raw UDP relayed by a process per hop", raw_chain_hop, hop, hop / raw_chain_hop);
-      fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "goodput, 64 KiB writes over 6 hops", raw_tput / 1e9, six, six * 1e9 / raw_tput);
-      fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "  vs one TT-link (link test)", link, six, r["six_hop_vs_link"].get<double>());
-      fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n",
-                 fmt::format("Galaxy all_to_all x {:.2f} mean hops vs one link", r["galaxy_mean_hops"].get<double>()), link,
-                 r["galaxy_all_to_all_gb_per_s"].get<double>() * r["galaxy_mean_hops"].get<double>(),
-                 r["galaxy_x_hops_vs_link"].get<double>());
-      fmt::print("  (verified {} bytes, errors {})\n", r["verified"].get<double>(), r["errors"].get<double>());
+  result = {{"raw_udp_one_way_us", raw_one_way}, {"raw_chain_per_hop_us", raw_chain_hop},
+            {"raw_chain_round_trip_p50_us_by_hops", chain}, {"raw_udp_gb_per_s", raw_tput / 1e9},
+            {"spin_us", spin_us}, {"transports", by_transport}, {"errors", errors}};
+  return ok && errors == 0;
+}
+
+void print_round(const json& result, int spin_us, int round, int repeat) {
+  const double raw_one_way = result["raw_udp_one_way_us"].get<double>();
+  const double raw_chain_hop = result["raw_chain_per_hop_us"].get<double>();
+  const double raw_tput = result["raw_udp_gb_per_s"].get<double>() * 1e9;
+  const json& by_transport = result["transports"];
+  if (repeat > 1) fmt::print("Round {} of {}\n", round + 1, repeat);
+  fmt::print("Fabric routers vs raw UDP on this machine (4x4 mesh and Galaxy, one process per chip; all wait\n"
+             "in the kernel when idle{})\n", spin_us ? fmt::format(", after a {} us spin", spin_us) : std::string());
+  fmt::print("  {:<48} {:>10} {:>10} {:>7}\n", "", "raw", "ttemu", "ratio");
+  for (const auto& [t, r] : by_transport.items()) {
+    const double hop = r["per_hop_us"].get<double>(), six = r["six_hop_goodput_gb_per_s"].get<double>();
+    const double link = r["link_goodput_gb_per_s"].get<double>();
+    fmt::print("  --transport {}: write + ack round trip, median, by hops:", t);
+    const auto& p50 = r["round_trip_p50_us_by_hops"];
+    for (size_t i = 0; i < p50.size(); ++i) fmt::print(" {}:{:.0f}us", i + 1, p50[i].get<double>());
+    fmt::print("\n");
+    fmt::print("  {:<48} {:>7.1f} us {:>7.1f} us {:>7.2f}\n", "per-hop one-way latency (64 B)", raw_one_way, hop, hop / raw_one_way);
+    fmt::print("  {:<48} {:>7.1f} us {:>7.1f} us {:>7.2f}\n", "  vs raw UDP relayed by a process per hop", raw_chain_hop, hop, hop / raw_chain_hop);
+    fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "goodput, 64 KiB writes over 6 hops", raw_tput / 1e9, six, six * 1e9 / raw_tput);
+    fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "  vs one TT-link (link test)", link, six, r["six_hop_vs_link"].get<double>());
+    fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n",
+               fmt::format("Galaxy all_to_all x {:.2f} mean hops vs one link", r["galaxy_mean_hops"].get<double>()), link,
+               r["galaxy_all_to_all_gb_per_s"].get<double>() * r["galaxy_mean_hops"].get<double>(),
+               r["galaxy_x_hops_vs_link"].get<double>());
+    fmt::print("  (verified {} bytes, errors {})\n", r["verified"].get<double>(), r["errors"].get<double>());
+  }
+}
+
+// Per transport, the ratios of the table over all rounds: median, min and max.
+json summarise(const json& rounds) {
+  json out = json::object();
+  for (const auto& [t, first] : rounds[0]["transports"].items()) {
+    for (const char* row : {"per_hop_vs_raw_chain", "six_hop_vs_link", "galaxy_x_hops_vs_link"}) {
+      std::vector<double> v;
+      for (const auto& r : rounds) v.push_back(r["transports"][t][row].get<double>());
+      out[t][row] = {{"median", ttemu::bench::median(v)},
+                     {"min", *std::min_element(v.begin(), v.end())},
+                     {"max", *std::max_element(v.begin(), v.end())}};
     }
   }
-  return ok && errors == 0 ? 0 : 1;
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int samples = 300, spin_us = 0, repeat = 1;
+  bool as_json = false;
+  std::vector<std::string> transports{"udp", "uring", "shm"};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--samples" && i + 1 < argc) samples = std::stoi(argv[++i]);
+    else if (a == "--spin-us" && i + 1 < argc) spin_us = std::stoi(argv[++i]);
+    else if (a == "--transport" && i + 1 < argc) transports = ttemu::bench::split_list(argv[++i]);
+    else if (a == "--repeat" && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--json") as_json = true;
+    else {
+      fmt::print(stderr, "usage: ttemu_bench_fabric [--samples N] [--spin-us N] [--repeat R] [--transport udp,uring,shm] [--json]\n");
+      return 2;
+    }
+  }
+  json rounds = json::array();
+  bool ok = true;
+  for (int round = 0; round < repeat; ++round) {
+    json result;
+    ok = measure_round(transports, samples, spin_us, result) && ok;
+    if (!as_json) print_round(result, spin_us, round, repeat);
+    rounds.push_back(std::move(result));
+  }
+  const json summary = summarise(rounds);
+  if (as_json) {
+    fmt::print("{}\n", (repeat == 1 ? rounds[0] : json{{"rounds", rounds}, {"summary", summary}}).dump());
+  } else if (repeat > 1) {
+    fmt::print("Over {} rounds, ratios as median [min-max]:\n", repeat);
+    for (const auto& [t, rows] : summary.items()) {
+      fmt::print("  --transport {}:", t);
+      for (const auto& [row, v] : rows.items()) {
+        fmt::print(" {} {:.2f} [{:.2f}-{:.2f}];", row, v["median"].get<double>(), v["min"].get<double>(), v["max"].get<double>());
+      }
+      fmt::print("\n");
+    }
+  }
+  return ok ? 0 : 1;
 }
