@@ -84,7 +84,9 @@ TEST(FabricNode, AForwardedPacketLeavesInTheBufferItArrivedIn) {
 
   int forwarded = 0;
   for (uint8_t port : ports) {
-    for (const auto& entry : node.backlog(port)) {
+    const auto& backlog = node.backlog(port);
+    for (size_t i = 0; i < backlog.size(); ++i) {
+      const auto& entry = backlog[i];
       if (entry.dest_addr != transport::kLinkPacketAddr) continue;  // credits
       ++forwarded;
       EXPECT_EQ(entry.bytes.data(), where) << "forwarded in the buffer it was decoded into";

@@ -26,10 +26,10 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <vector>
 
+#include "emulator/common/fifo.hpp"
 #include "emulator/routing/packet.hpp"
 #include "emulator/routing/routing_table.hpp"
 #include "emulator/transport/lanes.hpp"
@@ -124,7 +124,7 @@ class FabricRouter {
   struct Input {
     uint8_t port;  // or kCenter
     uint8_t lane;
-    std::deque<Waiting> q;
+    Fifo<Waiting> q;  // keeps its storage: no allocation per packet
   };
 
   // Index into inputs_ (or credits_) of (port, lane); -1 when the port is not wired.

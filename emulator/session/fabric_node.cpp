@@ -62,18 +62,18 @@ bool FabricNode::set_link_down(uint8_t port, bool down) {
   // Credits owed to the far end stay queued (they go when the link is back); packets go back.
   auto& q = backlog(port);
   const auto lanes = static_cast<uint32_t>(router_.lanes());
-  std::deque<LinkPayload> keep;
-  for (auto& entry : q) {
+  for (size_t n = q.size(); n > 0; --n) {
+    LinkPayload entry = std::move(q.front());
+    q.pop_front();
     routing::PacketHeader h;
     if (entry.dest_addr >= kLinkPacketAddr && entry.dest_addr < kLinkPacketAddr + lanes &&
         Packet::peek(std::span(entry.bytes).subspan(Packet::kLinkRoom), h)) {
       router_.bounce(port, static_cast<uint8_t>(entry.dest_addr - kLinkPacketAddr), h);
       buffers_.give(std::move(entry.bytes));
     } else {
-      keep.push_back(std::move(entry));
+      q.push_back(std::move(entry));  // behind the rest: the order of what stays is kept
     }
   }
-  q.swap(keep);
   return true;
 }
 

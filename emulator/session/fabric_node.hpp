@@ -5,12 +5,12 @@
 #pragma once
 
 #include <algorithm>
-#include <deque>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "emulator/common/buffer_pool.hpp"
+#include "emulator/common/fifo.hpp"
 #include "emulator/routing/fabric_router.hpp"
 #include "emulator/session/center.hpp"
 #include "emulator/transport/credit_returns.hpp"
@@ -56,7 +56,7 @@ class FabricNode {
   // Moves everything that can move; payloads for each link wait in backlog(port). Returns
   // whether anything moved (and so perhaps made room for local packets).
   bool poll(routing::Time now, Output& out);
-  std::deque<LinkPayload>& backlog(uint8_t port) { return backlog_[rank(port)]; }
+  Fifo<LinkPayload>& backlog(uint8_t port) { return backlog_[rank(port)]; }
   // Hands the payloads waiting for `port` to send(dest_addr, bytes) in order, while it takes
   // them (returns true): send may move the buffer away (into a link's window, no copy); what
   // it leaves goes back to the pool.
@@ -77,11 +77,11 @@ class FabricNode {
 
   routing::FabricRouter router_;
   Center center_;
-  std::vector<std::deque<LinkPayload>> backlog_;   // by port index
+  std::vector<Fifo<LinkPayload>> backlog_;   // by port index
   // Center answers by FVC, waiting for room in the router: at most reply_bound() each (the
   // router holds back requests meanwhile).
-  std::vector<std::deque<routing::Packet>> replies_;
-  std::vector<size_t> reply_count_;  // replies_[v].size(), without deque's division
+  std::vector<Fifo<routing::Packet>> replies_;
+  std::vector<size_t> reply_count_;  // replies_[v].size()
   size_t reply_bound() const { return static_cast<size_t>(config_.rb_packets); }
   size_t replies_waiting_ = 0;
   routing::FabricRouter::Actions actions_;
