@@ -40,7 +40,7 @@ ChipMemory::ChipMemory(const job::JobId& job, const control::System& sys, const 
     }
     for (const auto& l : sys.links) {
       if (shm_ring_capacity == 0) break;
-      names_.push_back(chip::link_segment_name(job, std::min(l.a, l.b)));
+      names_.push_back(chip::link_segment_name(job, l.a, l.b));
       chip::Segment seg = chip::Segment::create(names_.back(), process::shm_link_bytes(shm_ring_capacity));
       process::create_shm_link(seg.data(), shm_ring_capacity);
     }

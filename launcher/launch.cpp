@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -489,7 +490,7 @@ std::string resolve_transport(const std::string& option) {
   const char* env = std::getenv("TTEMU_TRANSPORT");
   if (t.empty() && env && *env) t = env;
   if (t.empty()) t = "udp";
-  if (t != "udp" && t != "shm" && t != "uring") {
+  if (std::find(kTransports.begin(), kTransports.end(), t) == kTransports.end()) {
     throw Error(fmt::format("{}'{}' is not a transport (udp, uring or shm)", option.empty() ? "TTEMU_TRANSPORT: " : "",
                             printable(t)));
   }

@@ -32,11 +32,14 @@ struct LaunchOptions {
   int ack_delay_us = 1000;            // TT-link pure acknowledgements wait this long for data
   int credit_delay_us = 1000;         // freed buffer slots are returned after this long
   int spin_us = 0;                    // chips poll this long after traffic before sleeping
-  std::string transport;              // udp | shm; empty: $TTEMU_TRANSPORT, else udp
+  std::string transport;              // udp | uring | shm; empty: $TTEMU_TRANSPORT, else udp
 };
 
+// The transports a launch can use (chip_process.cpp builds each).
+inline const std::vector<std::string> kTransports{"udp", "uring", "shm"};
+
 // The transport a launch uses: the option, else $TTEMU_TRANSPORT, else udp; throws Error
-// naming a value that is neither.
+// naming a value that is none of kTransports.
 std::string resolve_transport(const std::string& option);
 
 // Returns the exit status: the client's when a command runs, else 0 after a clean stop.

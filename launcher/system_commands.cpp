@@ -88,7 +88,7 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   launch->add_option("--transport", lo->transport,
                      "How links move datagrams: udp (sockets), uring (the sockets through io_uring) or shm "
                      "(rings in shared memory, chips of one host); default: $TTEMU_TRANSPORT, else udp")
-      ->check(CLI::IsMember({"udp", "uring", "shm"}));
+      ->check(CLI::IsMember(kTransports));
   launch->add_option("--spin-us", lo->spin_us, "Chips keep polling this long after traffic before they sleep (0: sleep at once)")->check(whole_number(0, 100000));
   launch->add_option("--timeout-ms", lo->timeout_ms, "Drop a packet whose head waits this long (spec 5.5)")->check(whole_number(1, 600000));
   launch->footer("Run a client against the live system: ttemu launch FILE -- CMD ARGS...\n"

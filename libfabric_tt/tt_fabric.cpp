@@ -61,13 +61,6 @@ std::chrono::milliseconds barrier_limit() {
   return std::chrono::milliseconds(env && end && *end == 0 && ms > 0 ? ms : 60000);
 }
 
-bool in_range(uint64_t addr, size_t size, uint64_t l1, uint64_t dram) {
-  const bool is_dram = (addr & TT_FABRIC_DRAM) != 0;
-  const uint64_t off = addr & ~TT_FABRIC_DRAM;
-  const uint64_t limit = is_dram ? dram : l1;
-  return off <= limit && size <= limit - off;
-}
-
 // Open workers. A handle given to the caller is not a pointer to its tt_fabric but a key: the
 // number of a slot here and the count of opens when it was opened. Every call looks its key up,
 // so a handle used after tt_fabric_close (or made up) finds its slot empty or holding another
@@ -142,12 +135,12 @@ int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
   const bool moves_data = routing::moves_data(r.command);
   if (moves_data && (r.size == 0 || r.size > TT_FABRIC_MAX_SIZE)) return fail(status, TT_FABRIC_ESIZE);
   const uint32_t span = moves_data ? r.size : 4;
-  if (!in_range(r.dst_addr, span, t->second.l1_bytes, t->second.dram_bytes)) return fail(status, TT_FABRIC_EADDR);
-  if (r.command == routing::Command::kWrite && !in_range(r.src_addr, r.size, f->l1.size(), f->dram.size())) {
+  if (!chip::in_range(r.dst_addr, span, t->second.l1_bytes, t->second.dram_bytes)) return fail(status, TT_FABRIC_EADDR);
+  if (r.command == routing::Command::kWrite && !chip::in_range(r.src_addr, r.size, f->l1.size(), f->dram.size())) {
     return fail(status, TT_FABRIC_EADDR);
   }
   const bool answers = routing::answered_with_data(r.command);
-  if (answers && !in_range(r.return_addr, span, f->l1.size(), f->dram.size())) return fail(status, TT_FABRIC_EADDR);
+  if (answers && !chip::in_range(r.return_addr, span, f->l1.size(), f->dram.size())) return fail(status, TT_FABRIC_EADDR);
 
   // A status inside chip memory is the router's to fill (it knows the FVC it picks).
   uint64_t status_addr = 0;
@@ -359,7 +352,7 @@ int fabric_async_write_multicast(tt_fabric* handle, uint8_t plane, tt_fabric_dev
   }
   for (const auto& d : group) {
     auto t = f->targets.at({d.mesh, d.device});
-    if (!in_range(dst_addr, size, t.l1_bytes, t.dram_bytes)) return fail(status, TT_FABRIC_EADDR);
+    if (!chip::in_range(dst_addr, size, t.l1_bytes, t.dram_bytes)) return fail(status, TT_FABRIC_EADDR);
   }
   for (const auto& d : group) {
     int rc = fabric_async_write(handle, plane, src_addr, d, dst_addr, size, fvc, txn, status);

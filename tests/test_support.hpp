@@ -68,26 +68,15 @@ class TempDir {
   fs::path path_;
 };
 
-// A temporary file holding `text` (a fault plan, a table file), removed afterwards.
+// A temporary file holding `text` (a fault plan, a table file), removed afterwards: a file in
+// a private directory of its own.
 class TempFile {
  public:
-  explicit TempFile(const std::string& text) {
-    std::string pattern = (fs::temp_directory_path() / "ttemu-test-XXXXXX").string();
-    const int fd = mkstemp(pattern.data());
-    if (fd < 0) throw std::runtime_error("mkstemp failed");
-    ::close(fd);
-    path_ = pattern;
-    write_file(path_, text);
-  }
-  ~TempFile() {
-    std::error_code ec;
-    fs::remove(path_, ec);
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
+  explicit TempFile(const std::string& text) : path_((dir_ / "file").string()) { write_file(path_, text); }
   const std::string& path() const { return path_; }
 
  private:
+  TempDir dir_;
   std::string path_;
 };
 

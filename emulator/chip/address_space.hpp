@@ -11,13 +11,18 @@ namespace ttemu::chip {
 
 inline constexpr uint64_t kDramBit = 1ull << 63;
 
+// Whether [addr, addr+size) lies in a chip with l1_bytes of L1 and dram_bytes of DRAM.
+inline bool in_range(uint64_t addr, size_t size, uint64_t l1_bytes, uint64_t dram_bytes) {
+  const uint64_t limit = addr & kDramBit ? dram_bytes : l1_bytes;
+  const uint64_t off = addr & ~kDramBit;
+  return off <= limit && size <= limit - off;
+}
+
 // The bytes [addr, addr+size) of a chip whose memory is l1 and dram; an empty span (no data)
 // when the range is outside it.
 inline std::span<uint8_t> locate(uint64_t addr, size_t size, std::span<uint8_t> l1, std::span<uint8_t> dram) {
-  const std::span<uint8_t> mem = addr & kDramBit ? dram : l1;
-  const uint64_t off = addr & ~kDramBit;
-  if (off > mem.size() || size > mem.size() - off) return {};
-  return mem.subspan(off, size);
+  if (!in_range(addr, size, l1.size(), dram.size())) return {};
+  return (addr & kDramBit ? dram : l1).subspan(addr & ~kDramBit, size);
 }
 
 }  // namespace ttemu::chip

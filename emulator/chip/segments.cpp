@@ -1,5 +1,6 @@
 #include "emulator/chip/segments.hpp"
 
+#include <algorithm>
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 
@@ -16,8 +17,8 @@ std::string segment_name(const JobId& job, routing::ChipId chip, SegmentKind kin
   return fmt::format("{}{}.{}", job::segment_prefix(job), routing::to_string(chip), suffix);
 }
 
-std::string link_segment_name(const JobId& job, routing::PortId lower_end) {
-  return fmt::format("{}{}.link", job::segment_prefix(job), routing::to_string(lower_end));
+std::string link_segment_name(const JobId& job, routing::PortId a, routing::PortId b) {
+  return fmt::format("{}{}.link", job::segment_prefix(job), routing::to_string(std::min(a, b)));
 }
 
 Segment::Segment(std::string name, std::unique_ptr<bip::mapped_region> region)

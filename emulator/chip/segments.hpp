@@ -23,9 +23,9 @@ using job::JobId;  // segments are named per job
 
 enum class SegmentKind { kControl, kL1, kDram };
 std::string segment_name(const JobId& job, routing::ChipId chip, SegmentKind kind);
-// The segment of a link between two chips of one host (--transport shm), named after the
-// link's lower end: /ttemu.<uid>.<job>.<MxDyPz>.link.
-std::string link_segment_name(const JobId& job, routing::PortId lower_end);
+// The segment of the link between ends a and b, two chips of one host (--transport shm), named
+// after the link's lower end whichever end asks: /ttemu.<uid>.<job>.<MxDyPz>.link.
+std::string link_segment_name(const JobId& job, routing::PortId a, routing::PortId b);
 
 // A mapping of one segment. Creating truncates to size (sparse); opening maps what exists.
 class Segment {

@@ -75,7 +75,7 @@ uint32_t frame_crc(uint32_t body_crc, const SeqExtension& ext);
 void append_frame(wire::Datagram& out, const FrameHeader& header, std::span<const uint8_t> payload,
                   const SeqExtension& ext);
 // Room a payload buffer keeps in front of its payload for the frame header, so the frame goes
-// on the wire where it lies (TtLink::send of a buffer).
+// on the wire where it lies (TtLink::send_framed).
 inline constexpr size_t kFrameRoom = kHeaderBytes;
 // Appends one frame whose payload lies in `framed` after kFrameRoom bytes of room: the header
 // is written into the room, the CRC computed in one pass, and header and payload are borrowed

@@ -19,7 +19,7 @@ namespace ttemu::link {
   X(malformed, "datagrams or frames that could not be parsed (dropped)")               \
   X(foreign, "frames from another job, chip, port or session (dropped)")               \
   X(stale, "frames of this session from an earlier sequence wrap (dropped)")           \
-  X(retransmits, "data frames sent again (go-back-N)")                                 \
+  X(retransmits, "data frames sent again (after a NACK or a timeout)")                 \
   X(duplicates, "data frames received twice (discarded)")                              \
   X(out_of_order, "data frames received after a gap (held until it is filled)")       \
   X(nacks_tx, "gaps reported to the sender")                                           \

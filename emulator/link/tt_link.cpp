@@ -238,16 +238,16 @@ void TtLink::on_ack(uint64_t ack, bool nack, Time now) {
     if (base_ != next_) arm_rto(now);
   }
   if (nack && base_ != next_) {
-    // Go back N for a new gap, or for the same gap once the resent frame has had time to
-    // arrive (it was lost again); other NACKs for it are echoes of the first.
+    // Resend for a new gap, or for the same gap once the resent frame has had time to arrive
+    // (it was lost again); other NACKs for it are echoes of the first.
     const Outgoing& first = unacked_.front();
     Duration settle = srtt_ + srtt_ / 2 + 50us;
-    if (!last_goback_ || *last_goback_ != base_ || (cursor_ != base_ && now - first.sent > settle)) {
+    if (!last_nacked_base_ || *last_nacked_base_ != base_ || (cursor_ != base_ && now - first.sent > settle)) {
       // The receiver holds what arrived after the gap: resend the missing frame alone; its
       // acknowledgement then covers what was held, and what is still missing is asked for
       // in turn. (A timeout still goes back over the whole window.)
       resend_base_ = true;
-      last_goback_ = base_;
+      last_nacked_base_ = base_;
     }
   }
 }

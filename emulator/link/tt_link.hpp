@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "emulator/common/buffer_pool.hpp"
+#include "emulator/common/fifo.hpp"
 #include "emulator/link/fault_injector.hpp"
 #include "emulator/link/frame.hpp"
 #include "emulator/link/link_counters.hpp"
@@ -81,8 +82,8 @@ class TtLink {
   // The same, taking the buffer itself into the window (no copy): kFrameRoom bytes of room,
   // then the payload. Left untouched on false.
   bool send_framed(uint32_t dest_addr, std::vector<uint8_t>&& framed);
-  // True when a gap was seen and the go-back request should leave without waiting for the
-  // rest of a receive batch.
+  // True when a gap was seen and its NACK should leave without waiting for the rest of a
+  // receive batch.
   bool nack_pending() const { return nack_pending_; }
   // True when every frame sent has been acknowledged.
   bool drained() const { return base_ == next_; }
@@ -138,7 +139,7 @@ class TtLink {
   // Sequence numbers are 64-bit here and never wrap; frames carry the low 16 bits and fold the
   // rest into their CRC (SeqExtension).
   // Sender: frames base_..next_-1 are unacknowledged; cursor_ is the next to (re)transmit.
-  std::deque<Outgoing> unacked_;
+  Fifo<Outgoing> unacked_;  // keeps its storage: no allocation per frame
   BufferPool own_pool_{256};
   BufferPool* pool_ = &own_pool_;
   // Acknowledged payloads that datagrams not yet handed back may still borrow.
@@ -148,7 +149,7 @@ class TtLink {
   std::optional<Time> rto_deadline_;
   Duration rto_, srtt_{0}, rttvar_{0};
   int consecutive_timeouts_ = 0;
-  std::optional<uint64_t> last_goback_;
+  std::optional<uint64_t> last_nacked_base_;  // the gap the last NACK resent
   bool resend_base_ = false;  // a NACK asked for the oldest unacknowledged frame again
 
   // Receiver. Frames that arrive after a gap are held (up to a window's worth) until the gap

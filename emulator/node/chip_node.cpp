@@ -11,6 +11,9 @@
 
 namespace ttemu::node {
 
+// A packet's buffer becomes a frame where it lies: its link room is the frame header.
+static_assert(routing::Packet::kLinkRoom == link::kFrameRoom);
+
 namespace {
 
 // Test-stream payloads: a header (stream, index), then the stream's pattern (random bytes
@@ -129,7 +132,6 @@ ChipNode::Port& ChipNode::port(uint8_t number) {
 
 const ChipNode::Port& ChipNode::port(uint8_t number) const { return const_cast<ChipNode*>(this)->port(number); }
 
-bool ChipNode::wired(uint8_t number) const { return number < by_number_.size() && by_number_[number]; }
 const link::LinkCounters& ChipNode::counters(uint8_t number) const { return port(number).status->counters; }
 link::LinkState ChipNode::link_state(uint8_t number) const { return port(number).link->state(); }
 
@@ -147,7 +149,7 @@ void ChipNode::on_datagram(uint8_t number, std::span<const uint8_t> datagram, Ti
   Port& p = port(number);
   if (!p.touched) touched_.push_back(&p), p.touched = true;
   p.link->on_datagram(datagram, now);
-  if (p.link->nack_pending()) service(p, now);  // a gap: ask for the go-back now
+  if (p.link->nack_pending()) service(p, now);  // a gap: send its NACK now
 }
 
 void ChipNode::end_of_batch(Time now) {

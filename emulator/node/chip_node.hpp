@@ -105,7 +105,6 @@ class ChipNode {
   // tests); false when its FVC's buffer is full.
   bool inject(routing::Packet packet, Time now);
 
-  bool wired(uint8_t port) const;
   const link::LinkCounters& counters(uint8_t port) const;
   link::LinkState link_state(uint8_t port) const;
 

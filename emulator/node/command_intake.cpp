@@ -96,6 +96,10 @@ bool CommandIntake::issue(const FabricCommand& c, Progress& pr, session::FabricN
   }
   const uint32_t total = routing::moves_data(c.command) ? c.size : 0;
   do {
+    if (router.inject_room(static_cast<uint8_t>(pr.fvc)) == 0) {  // before any copy into a packet
+      no_room = pr.fvc;
+      return false;
+    }
     const uint32_t chunk = std::min(total - pr.offset, routing::kMaxPacketPayload);
     routing::Packet p;
     auto& h = p.header;

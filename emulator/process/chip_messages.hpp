@@ -37,7 +37,7 @@ struct Config {
   std::vector<LinkSetup> links;  // the wired ports; each plane's table is in the routers' L1
   int planes = 1, data_fvcs = 0, rb_packets = 0, timeout_ms = 0;
   int ack_delay_us = 0, credit_delay_us = 0, spin_us = 0;
-  std::string transport = "udp";  // udp | shm
+  std::string transport = "udp";  // udp | uring | shm
 };
 
 struct PeerAddress {

@@ -297,28 +297,33 @@ class Chip final : public node::NodeObserver {
     const size_t n = uring_->poll({
         [&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); },
         [&](uint8_t port) { node_->on_writable(port, t); },
-        [&](uint8_t port) {
-          auto& c = ctl_->ports[port].counters;
-          c.add(c.foreign);
-        },
+        [&](uint8_t port) { count_foreign(port); },
     });
     publish_uring_mode();
     return n;
   }
 
+  // A datagram from anyone but the port's peer: dropped and counted.
+  void count_foreign(uint8_t port) {
+    auto& c = ctl_->ports[port].counters;
+    c.add(c.foreign);
+  }
+
   void connect(const msg::Peers& m) {
+    // Every wired port's socket needs its peer's address; other ports' entries are ignored.
+    auto peer_of = [&](uint8_t port) {
+      const auto peer = m.peers.find(std::to_string(port));
+      if (peer == m.peers.end()) throw Error(fmt::format("peers: no address for port {}", port));
+      return wire::make_address(peer->second.addr, peer->second.udp);
+    };
     if (shm_) shm_->connect();
     if (uring_) {
-      for (const auto& [port, peer] : m.peers) {
-        uring_->set_peer(static_cast<uint8_t>(std::stoi(port)), wire::make_address(peer.addr, peer.udp));
-      }
+      for (uint8_t port : uring_->ports()) uring_->set_peer(port, peer_of(port));
       uring_->start();  // completions are the loop's shared work (uring_transport.hpp)
       publish_uring_mode();
     }
     for (auto& e : udp_.endpoints()) {
-      const auto peer = m.peers.find(std::to_string(e->port));
-      if (peer == m.peers.end()) throw Error(fmt::format("peers: no address for port {}", e->port));
-      e->socket->set_peer(wire::make_address(peer->second.addr, peer->second.udp));
+      e->socket->set_peer(peer_of(e->port));
       auto* raw = e.get();
       loop_.watch(e->socket->fd(), EPOLLIN, [this, raw](uint32_t events) {
         if (events & EPOLLOUT) node_->on_writable(raw->port, now());
@@ -336,8 +341,7 @@ class Chip final : public node::NodeObserver {
       auto batch = e.socket->receive();
       for (const auto& d : batch) {
         if (!e.socket->accepts(*d.from)) {
-          auto& c = ctl_->ports[e.port].counters;
-          c.add(c.foreign);
+          count_foreign(e.port);
           continue;
         }
         node_->on_datagram(e.port, d.bytes, t);

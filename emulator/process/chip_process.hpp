@@ -1,7 +1,8 @@
 // The life of one chip process: it maps its shared-memory segments, takes its configuration
-// from the launcher over a private control socket (JSON lines), binds one UDP socket per wired
-// ethernet port, builds its ChipNode (emulator/node/chip_node.hpp) over them, and drives it
-// from an epoll loop until told to stop or orphaned. Idle, it sleeps in epoll: no deadline is
+// from the launcher over a private control socket (JSON lines), builds its transport (a UDP
+// socket per wired ethernet port, the same sockets driven through an io_uring, or shared-memory
+// rings), builds its ChipNode (emulator/node/chip_node.hpp) over it, and drives it from its
+// event loop until told to stop or orphaned. Idle, it sleeps in the kernel: no deadline is
 // set unless a link has frames in flight, is coming up or probing, a packet waits in a routing
 // buffer, or credits or acknowledgements are due.
 //

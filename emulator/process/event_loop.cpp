@@ -94,8 +94,8 @@ void EventLoop::run() {
       t = time_ = now();
       continue;
     }
-    // Shared work runs, then the descriptors get their turn (a poll): a steady stream of
-    // commands must not keep sockets, signals and deadlines waiting.
+    // Shared work runs first; deadlines (above) and descriptors (below) still get their turn
+    // under a steady stream of commands.
     bool worked = false;
     if (shared_ready_ && shared_ready_()) {
       shared_run_();
@@ -109,9 +109,10 @@ void EventLoop::run() {
       continue;
     }
     const bool spinning = spin_.count() > 0 && t - last_event_ < spin_;
-    // A wait looks before it sleeps, so after work the loop goes straight round to it instead
-    // of looking first (a system call per turn saved); a run of turns that all find work
-    // still looks now and then, so that descriptors get their turn.
+    // After work the loop goes round again instead of looking at descriptors: if no more
+    // work is found, the wait it then blocks in returns at once for a ready descriptor, so
+    // the look would be a system call spent twice. Only a run of kMaxUnlooked turns that all
+    // find work looks, so that descriptors are not starved.
     if (worked && !spinning && ++unlooked_ < kMaxUnlooked) continue;
     unlooked_ = 0;
     timespec ts{}, *timeout = nullptr;

@@ -3,8 +3,8 @@
 //
 // Promises:
 // - handlers run on the thread that called run(), one at a time;
-// - the deadline (set_deadline) is honoured to the nanosecond by the epoll wait's own timeout
-//   (epoll_pwait2), so moving it costs no system call;
+// - the deadline (set_deadline) is honoured to the nanosecond by the wait's own timeout
+//   (epoll_pwait2's, or the waiter's), so moving it costs no system call;
 // - while traffic flows the loop keeps polling, for at most `spin` after the last event, and
 //   yields the processor between polls (many chips share few cores); after that, or with a
 //   spin of zero, it sleeps in the kernel until something happens. Idle is free;

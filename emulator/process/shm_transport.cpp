@@ -51,8 +51,8 @@ ShmTransport::~ShmTransport() = default;
 
 void ShmTransport::add(uint8_t port, routing::PortId peer) {
   const routing::PortId me{self_, port};
-  const bool lower = me < peer;
-  chip::Segment seg = chip::Segment::open(chip::link_segment_name(job_, lower ? me : peer));
+  const bool lower = me < peer;  // the lower end writes the first ring
+  chip::Segment seg = chip::Segment::open(chip::link_segment_name(job_, me, peer));
   try {
     // Two rings of equal size, the second on the page after the first.
     auto* base = seg.as<uint8_t>();

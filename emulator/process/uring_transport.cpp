@@ -102,7 +102,6 @@ uint16_t UringTransport::add(uint8_t port, const std::string& bind) {
   s->sock = std::make_unique<wire::UdpSocket>(bind, 0);  // the ring receives, not the socket
   s->multishot = multishot_;
   s->layout.msg_namelen = sizeof(sockaddr_storage);
-  s->buf.reset(new uint8_t[wire::kMaxUdpPayload]);
   by_port_[port] = s.get();
   sockets_.push_back(std::move(s));
   return sockets_.back()->sock->local_port();
@@ -110,10 +109,16 @@ uint16_t UringTransport::add(uint8_t port, const std::string& bind) {
 
 void UringTransport::set_peer(uint8_t port, const wire::Address& peer) { socket(port).sock->set_peer(peer); }
 
+std::vector<uint8_t> UringTransport::ports() const {
+  std::vector<uint8_t> out;
+  for (const auto& s : sockets_) out.push_back(s->port);
+  return out;
+}
+
 io_uring_sqe* UringTransport::sqe() {
   io_uring_sqe* e = io_uring_get_sqe(&ring_);
   if (!e) {
-    io_uring_submit(&ring_);
+    submit_all();
     e = io_uring_get_sqe(&ring_);
     if (!e) throw Error("io_uring: no submission queue entry");
   }
@@ -127,6 +132,7 @@ void UringTransport::arm_receive(Socket& s) {
     e->flags |= IOSQE_BUFFER_SELECT;
     e->buf_group = kGroup;
   } else {
+    if (!s.buf) s.buf.reset(new uint8_t[wire::kMaxUdpPayload]);  // only single-shot receives need one
     s.iov = {s.buf.get(), wire::kMaxUdpPayload};
     s.msg = {};
     s.msg.msg_name = &s.from.storage;
@@ -136,7 +142,6 @@ void UringTransport::arm_receive(Socket& s) {
     io_uring_prep_recvmsg(e, s.sock->fd(), &s.msg, 0);
   }
   io_uring_sqe_set_data64(e, tag(kRecv, s.port));
-  submit_due_ = true;
 }
 
 void UringTransport::arm_writable(Socket& s) {
@@ -145,7 +150,6 @@ void UringTransport::arm_writable(Socket& s) {
   io_uring_sqe* e = sqe();
   io_uring_prep_poll_add(e, s.sock->fd(), POLLOUT);
   io_uring_sqe_set_data64(e, tag(kWritable, s.port));
-  submit_due_ = true;
 }
 
 UringTransport::Mode UringTransport::mode() const {
@@ -155,11 +159,22 @@ UringTransport::Mode UringTransport::mode() const {
 void UringTransport::submit_all() {
   while (io_uring_sq_ready(&ring_) > 0) {
     const int n = io_uring_submit(&ring_);
-    if (n < 0 && n != -EINTR && n != -EAGAIN && n != -EBUSY) {
+    if (n == -EBUSY || n == -EAGAIN) {
+      stash_completions();  // a full completion queue refuses submissions until it is reaped
+    } else if (n < 0 && n != -EINTR) {
       throw Error(fmt::format("io_uring: cannot submit: {}", std::strerror(-n)));
     }
   }
-  submit_due_ = false;
+}
+
+void UringTransport::stash_completions() {
+  unsigned head = 0, count = 0;
+  io_uring_cqe* cqe = nullptr;
+  io_uring_for_each_cqe(&ring_, head, cqe) {
+    pending_.push_back({cqe->user_data, cqe->res, cqe->flags});
+    ++count;
+  }
+  io_uring_cq_advance(&ring_, count);
 }
 
 void UringTransport::start() {
@@ -183,8 +198,11 @@ size_t UringTransport::send(uint8_t port, std::span<const wire::Datagram> datagr
       io_uring_sqe_set_data64(e, tag(kSend, port, static_cast<uint32_t>(i)));
       if (i + 1 < n) e->flags |= IOSQE_IO_LINK;  // a failure cancels the rest: order is kept
     }
-    submit_all();
-    // UDP sends complete inline; other completions met on the way wait for poll().
+    // One call submits the chain and waits for it: the sends after the first are issued as
+    // deferred work, which only a call that waits runs. (Other completions may count towards
+    // the n; the loop below waits for what is missing.)
+    if (io_uring_submit_and_wait(&ring_, static_cast<unsigned>(n)) < 0) submit_all();
+    // Other completions met on the way wait for poll().
     for (size_t seen = 0; seen < n;) {
       io_uring_cqe* cqe = nullptr;
       if (const int e = io_uring_wait_cqe(&ring_, &cqe); e < 0) {
@@ -209,7 +227,7 @@ size_t UringTransport::send(uint8_t port, std::span<const wire::Datagram> datagr
     const int32_t err = send_res_[ok];
     if (err == -EAGAIN || err == -ENOBUFS) {
       arm_writable(s);  // the rest waits until the socket drains
-      if (submit_due_) submit_all();
+      submit_all();
       return done + ok;
     }
     // The wire refused one (the peer's port is gone): like a loss, the TT-link copes; the
@@ -249,8 +267,7 @@ bool UringTransport::wait(const timespec* timeout) {
   if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY) {
     throw Error(fmt::format("io_uring: cannot wait: {}", std::strerror(-e)));
   }
-  if (io_uring_sq_ready(&ring_) > 0) submit_all();  // a wait interrupted before submitting
-  submit_due_ = false;
+  submit_all();  // what a wait interrupted before submitting left
   return io_uring_cq_ready(&ring_) > 0;
 }
 
@@ -260,22 +277,17 @@ bool UringTransport::has_pending() { return !pending_.empty() || io_uring_cq_rea
 
 size_t UringTransport::poll(const Handlers& h) {
   size_t delivered = 0;
-  std::vector<Completion> batch;
-  while (true) {
-    batch.swap(pending_);
-    unsigned head = 0, count = 0;
-    io_uring_cqe* cqe = nullptr;
-    io_uring_for_each_cqe(&ring_, head, cqe) {
-      batch.push_back({cqe->user_data, cqe->res, cqe->flags});
-      ++count;
-    }
-    io_uring_cq_advance(&ring_, count);
-    if (batch.empty()) break;
-    // Handled after taking them off the queue: a delivery may send, and send() reaps too.
-    for (const auto& c : batch) handle(c, h, delivered);
-    batch.clear();
+  // A few rounds at most: a handler that sends reaps more completions, and under a steady
+  // stream the loop's batch end, deadlines and descriptors must get their turn (what is left
+  // is still pending: the loop comes back for it).
+  for (int round = 0; round < 4; ++round) {
+    stash_completions();
+    if (pending_.empty()) break;
+    handling_.swap(pending_);  // handled off the queue: a delivery may send, and send() reaps too
+    for (const auto& c : handling_) handle(c, h, delivered);
+    handling_.clear();
   }
-  if (submit_due_) submit_all();
+  submit_all();
   return delivered;
 }
 
@@ -301,24 +313,13 @@ void UringTransport::handle(const Completion& c, const Handlers& h, size_t& deli
             from.length = std::min<socklen_t>(out->namelen, sizeof(sockaddr_storage));
             std::memcpy(&from.storage, io_uring_recvmsg_name(out), from.length);
             const auto* payload = static_cast<const uint8_t*>(io_uring_recvmsg_payload(out, &s->layout));
-            const auto length = io_uring_recvmsg_payload_length(out, c.res, &s->layout);
-            if (!s->sock->accepts(from)) {
-              h.stray(port);
-            } else {
-              h.deliver(port, {payload, length});
-              ++delivered;
-            }
+            arrive(*s, from, {payload, io_uring_recvmsg_payload_length(out, c.res, &s->layout)}, h, delivered);
           }
         }
         give_back(bid);
       } else if (!s->multishot && c.res >= 0) {
         s->from.length = s->msg.msg_namelen;
-        if (!s->sock->accepts(s->from)) {
-          h.stray(port);
-        } else {
-          h.deliver(port, {s->buf.get(), static_cast<size_t>(c.res)});
-          ++delivered;
-        }
+        arrive(*s, s->from, {s->buf.get(), static_cast<size_t>(c.res)}, h, delivered);
       } else if (c.res == -EINVAL && s->multishot) {
         s->multishot = false;  // the kernel has no multishot receives: fall back
         fell_back_ = true;
@@ -330,11 +331,19 @@ void UringTransport::handle(const Completion& c, const Handlers& h, size_t& deli
       s->write_waiting = false;
       h.writable(port);
       break;
-    case kSend:
-    case kEpoll:
-      break;  // reaped by send() itself; handled above
-
+    default:
+      break;  // sends are reaped by send() itself; the epoll poll is handled above
   }
+}
+
+void UringTransport::arrive(Socket& s, const wire::Address& from, std::span<const uint8_t> bytes, const Handlers& h,
+                            size_t& delivered) {
+  if (!s.sock->accepts(from)) {
+    h.stray(s.port);
+    return;
+  }
+  h.deliver(s.port, bytes);
+  ++delivered;
 }
 
 }  // namespace ttemu::process

@@ -4,8 +4,9 @@
 // per batch; where the kernel refuses either, each socket keeps one single-shot recvmsg in
 // flight instead (mode() says which, and `ttemu status` shows it). Sends are sendmsg requests
 // gathered from the datagrams' pieces, linked so that a full socket buffer stops the rest in
-// order, and submitted in one call per batch; they complete before send() returns (a UDP send
-// does not wait), so the datagrams' borrowed pieces need live no longer than the call.
+// order, and submitted and waited for in one call per batch; they complete before send()
+// returns (a UDP send does not wait), so the datagrams' borrowed pieces need live no longer
+// than the call.
 //
 // Waking: the chip's event loop sleeps in this ring (it is the loop's Waiter): one
 // io_uring_enter submits what is prepared and waits for the first completion or the loop's
@@ -49,6 +50,8 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
   // Binds a socket for `port`; returns its UDP port.
   uint16_t add(uint8_t port, const std::string& bind);
   void set_peer(uint8_t port, const wire::Address& peer);
+  // The ports added, in order.
+  std::vector<uint8_t> ports() const;
   // Arms the receives of every socket (after set_peer).
   void start();
 
@@ -59,7 +62,8 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
     std::function<void(uint8_t port)> writable;  // room again after a short send
     std::function<void(uint8_t port)> stray;     // a datagram from anyone but the peer
   };
-  // Handles every completion there is; returns how many datagrams it delivered.
+  // Handles the completions there are (a bounded number of rounds: handlers that send may
+  // bring more); returns how many datagrams it delivered.
   size_t poll(const Handlers& h);
   // Completions wait to be handled (the loop's shared-work check).
   bool has_pending();
@@ -81,8 +85,13 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
   void arm_receive(Socket& s);
   void arm_writable(Socket& s);
   void handle(const Completion& c, const Handlers& h, size_t& delivered);
+  void arrive(Socket& s, const wire::Address& from, std::span<const uint8_t> bytes, const Handlers& h,
+              size_t& delivered);
   void give_back(uint16_t bid);
-  void submit_all();  // submits every prepared entry (a short submit would strand a chain)
+  // Submits every prepared entry (a short submit would strand a chain); a kernel that is busy
+  // with completions gets them reaped into pending_ first.
+  void submit_all();
+  void stash_completions();  // the completion queue, into pending_
   bool setup_buffer_ring();
 
   io_uring ring_{};
@@ -97,9 +106,9 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
   // Send state, alive during one send() call.
   wire::SendBatch batch_;
   std::vector<int32_t> send_res_;
-  // Completions of other requests reaped while send() waited for its own.
-  std::vector<Completion> pending_;
-  bool submit_due_ = false;
+  // Completions of other requests reaped while send() waited for its own, and the ones poll()
+  // is handling (both keep their storage).
+  std::vector<Completion> pending_, handling_;
   // The event loop's epoll descriptor, watched by a single-shot poll.
   int epoll_fd_ = -1;
   bool epoll_armed_ = false;

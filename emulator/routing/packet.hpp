@@ -58,7 +58,7 @@ static_assert(sizeof(PacketHeader) == 48, "the fabric header is 48 bytes");
 // move the buffer from owner to owner (routing buffer, link window) and rewrite only the
 // header room (seal), so a forwarding hop copies the payload once: when it arrives (decode).
 struct Packet {
-  static constexpr size_t kLinkRoom = 16;  // a TT-link frame header (link/frame.hpp checks)
+  static constexpr size_t kLinkRoom = 16;  // a TT-link frame header (node/chip_node.cpp checks)
   static constexpr size_t kPayloadAt = kLinkRoom + sizeof(PacketHeader);
 
   PacketHeader header;
@@ -109,10 +109,10 @@ inline bool moves_data(Command c) { return c == Command::kWrite || c == Command:
 inline bool is_answer(Command c) {
   return c == Command::kWriteAck || c == Command::kNack || c == Command::kReadResponse;
 }
-// The FVC a request's answer travels on: acks and NACKs on the control FVC, read responses on
-// the request's own FVC (in its answer lanes).
 // Requests answered with data (a read response to return_addr).
 inline bool answered_with_data(Command c) { return c == Command::kReadRequest || c == Command::kAtomicReadInc; }
+// The FVC a request's answer travels on: acks and NACKs on the control FVC, read responses on
+// the request's own FVC (in its answer lanes).
 inline uint8_t answer_fvc(const PacketHeader& h, uint8_t control_fvc) {
   return answered_with_data(h.command) ? h.fvc : control_fvc;
 }

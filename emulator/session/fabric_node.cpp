@@ -24,7 +24,6 @@ FabricNode::FabricNode(routing::ChipId self, const routing::RouterConfig& config
       buffers_(buffers) {
   backlog_.resize(router_.wired_ports());
   replies_.resize(static_cast<size_t>(router_.fvcs()));
-  reply_count_.resize(replies_.size());
 }
 
 size_t FabricNode::rank(uint8_t port) const {
@@ -88,14 +87,13 @@ bool FabricNode::poll(routing::Time now, Output& out) {
       while (!q.empty() && router_.inject_room(static_cast<uint8_t>(v), true) > 0) {
         router_.inject(std::move(q.front()), now);  // moved, not copied: there is room
         q.pop_front();
-        --reply_count_[v];
         --replies_waiting_;
         ++injected;
       }
     }
     // Requests reach the center only while their answers have room to wait (bounded queues).
     for (size_t v = 0; v < replies_.size(); ++v) {
-      router_.set_center_room(static_cast<uint8_t>(v), reply_bound() - std::min(reply_bound(), reply_count_[v]));
+      router_.set_center_room(static_cast<uint8_t>(v), reply_bound() - std::min(reply_bound(), replies_[v].size()));
     }
     actions_.clear();
     router_.poll(now, actions_);
@@ -115,8 +113,7 @@ bool FabricNode::poll(routing::Time now, Output& out) {
       buffers_.give(std::move(p.bytes));
     }
     for (auto& reply : center_out_.replies) {
-      ++reply_count_.at(reply.header.fvc);
-      replies_[reply.header.fvc].push_back(std::move(reply));
+      replies_.at(reply.header.fvc).push_back(std::move(reply));
       ++replies_waiting_;
     }
     for (auto& w : center_out_.for_workers) out.for_workers.push_back(std::move(w));

@@ -19,7 +19,7 @@
 namespace ttemu::session {
 
 // A payload for a TT-link: Packet::kLinkRoom bytes of room for the frame header, then the
-// payload (the layout TtLink::send takes without a copy).
+// payload (the layout TtLink::send_framed takes without a copy).
 struct LinkPayload {
   uint32_t dest_addr;
   std::vector<uint8_t> bytes;
@@ -81,7 +81,6 @@ class FabricNode {
   // Center answers by FVC, waiting for room in the router: at most reply_bound() each (the
   // router holds back requests meanwhile).
   std::vector<Fifo<routing::Packet>> replies_;
-  std::vector<size_t> reply_count_;  // replies_[v].size()
   size_t reply_bound() const { return static_cast<size_t>(config_.rb_packets); }
   size_t replies_waiting_ = 0;
   routing::FabricRouter::Actions actions_;

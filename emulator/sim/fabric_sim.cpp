@@ -62,13 +62,17 @@ struct FabricSim::Node final : node::NodeObserver, wire::Transport {
     sim->log("link {} {}", to_string(PortId{id, port}), link::to_string(state));
   }
   void router_event(const routing::RouterEvent& ev) override {
-    sim->log("{} at {} id {} {} -> {} fvc {} ttl {}", ev.name(), to_string(ev.at), ev.packet.packet_id,
-                         to_string(ev.packet.src()), to_string(ev.packet.dst()), ev.packet.fvc, ev.packet.ttl);
+    if (sim->tracing()) {  // the names are formatted only for a trace
+      sim->log("{} at {} id {} {} -> {} fvc {} ttl {}", ev.name(), to_string(ev.at), ev.packet.packet_id,
+               to_string(ev.packet.src()), to_string(ev.packet.dst()), ev.packet.fvc, ev.packet.ttl);
+    }
     sim->events_.push_back(ev);
   }
   void committed(const routing::PacketHeader& h) override {
-    sim->log("deliver {} at {} id {} from {}", routing::to_string(h.command), to_string(id), h.packet_id,
-                         to_string(h.src()));
+    if (sim->tracing()) {
+      sim->log("deliver {} at {} id {} from {}", routing::to_string(h.command), to_string(id), h.packet_id,
+               to_string(h.src()));
+    }
   }
   void answer(const Packet& p) override { inbox.push_back(p); }
 };
@@ -144,8 +148,10 @@ bool FabricSim::inject(ChipId at, Packet packet) {
   if (!n.chip->inject(std::move(packet), now_)) return false;
   n.poked = true;
   ++next_packet_id_;
-  log("inject {} {} -> {} id {} fvc {}", routing::to_string(h.command), to_string(at), to_string(h.dst()),
-      h.packet_id, h.fvc);
+  if (tracing()) {
+    log("inject {} {} -> {} id {} fvc {}", routing::to_string(h.command), to_string(at), to_string(h.dst()),
+        h.packet_id, h.fvc);
+  }
   return true;
 }
 
@@ -194,7 +200,7 @@ chip::CommandBufferClient& FabricSim::worker(ChipId chip, uint16_t core) {
     w = std::make_unique<chip::CommandBufferClient>(*n.control, core, [this, raw] {
       raw->rung = true;
       ++raw->rings;
-      log("doorbell {}", to_string(raw->id));
+      if (tracing()) log("doorbell {}", to_string(raw->id));
     });
   }
   return *w;

@@ -92,6 +92,8 @@ class FabricSim {
   Node& node(routing::ChipId chip) const;
   void build(Node& n, int index);
   std::unique_ptr<link::FaultInjector> injector(const link::DirectionFaults& f, routing::PortId end, uint64_t salt) const;
+  // Per-packet lines check tracing() first: their arguments are formatted before log() runs.
+  bool tracing() const { return cfg_.trace; }
   template <class... Args>
   void log(fmt::format_string<Args...> format, Args&&... args) {
     if (cfg_.trace) trace_.push_back(fmt::format("{:>12} {}", now_.count(), fmt::format(format, std::forward<Args>(args)...)));

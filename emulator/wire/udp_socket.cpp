@@ -105,9 +105,9 @@ void SendBatch::prepare(std::span<const Datagram> datagrams, const Address& peer
     d.gather(iov_);
   }
   first_.push_back(iov_.size());
-  msgs_.assign(datagrams.size(), msghdr{});
+  msgs_.assign(datagrams.size(), mmsghdr{});
   for (size_t i = 0; i < datagrams.size(); ++i) {  // after gathering: iov_ no longer moves
-    msghdr& m = msgs_[i];
+    msghdr& m = msgs_[i].msg_hdr;
     m.msg_iov = iov_.data() + first_[i];
     m.msg_iovlen = first_[i + 1] - first_[i];
     m.msg_name = const_cast<sockaddr_storage*>(&peer.storage);
@@ -120,9 +120,7 @@ size_t UdpSocket::send(std::span<const Datagram> datagrams) {
   while (sent < datagrams.size()) {
     const size_t n = std::min<size_t>(datagrams.size() - sent, 64);
     batch_.prepare(datagrams.subspan(sent, n), peer_);
-    send_msgs_.assign(n, mmsghdr{});
-    for (size_t i = 0; i < n; ++i) send_msgs_[i].msg_hdr = batch_.msg(i);
-    int out = ::sendmmsg(fd_, send_msgs_.data(), static_cast<unsigned>(n), MSG_DONTWAIT);
+    int out = ::sendmmsg(fd_, batch_.mmsgs(), static_cast<unsigned>(n), MSG_DONTWAIT);
     if (out <= 0) {
       if (out < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS) {
         // The wire refused the datagram (e.g. the peer's port is gone): like a loss, ARQ copes.

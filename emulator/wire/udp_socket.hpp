@@ -35,16 +35,18 @@ struct Received {
 
 // The messages that send a batch of datagrams to one peer, each gathered from its datagram's
 // pieces (no copy): msg(i) sends datagrams[i]. Storage is reused from batch to batch; the
-// messages stay valid until the next prepare().
+// messages stay valid until the next prepare(). They are sendmmsg's entries, so a socket
+// passes them on as they are.
 class SendBatch {
  public:
   void prepare(std::span<const Datagram> datagrams, const Address& peer);
-  msghdr& msg(size_t i) { return msgs_[i]; }
+  msghdr& msg(size_t i) { return msgs_[i].msg_hdr; }
+  mmsghdr* mmsgs() { return msgs_.data(); }
 
  private:
   std::vector<iovec> iov_;
   std::vector<size_t> first_;  // datagram i's pieces are iov_[first_[i], first_[i + 1])
-  std::vector<msghdr> msgs_;
+  std::vector<mmsghdr> msgs_;
 };
 
 class UdpSocket {
@@ -78,7 +80,6 @@ class UdpSocket {
   std::vector<mmsghdr> msgs_;
   std::vector<iovec> iov_;
   SendBatch batch_;
-  std::vector<mmsghdr> send_msgs_;
   std::vector<Address> from_;
 };
 
