@@ -17,9 +17,12 @@ set(layers
   "emulator/node:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/wire,emulator/link,emulator/session,emulator/chip"
   "emulator/sim:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node"
   "emulator/process:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node"
-  "libfabric_tt:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/wire,emulator/link,emulator/chip"
+  "libfabric_tt:emulator/common,emulator/job,emulator/chip"
   "tools/viz:emulator/common,emulator/transport,emulator/routing,emulator/control"
   "launcher:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node,emulator/process,tools/viz"
+  "tools/bench:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node"
+  "tools/traffic:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node,emulator/sim,emulator/process,tools/viz,launcher,libfabric_tt"
+  "cli:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node,emulator/sim,emulator/process,tools/viz,launcher,libfabric_tt,tools/traffic"
 )
 set(checked_prefixes emulator libfabric_tt launcher tools cli)
 set(failures "")

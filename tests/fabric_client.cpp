@@ -361,9 +361,7 @@ bool quiet(const ControlBlock& a, const ControlBlock& b) {
   return a_tx == b_rx && b_tx == a_rx && a->commands.router_asleep.load() && b->commands.router_asleep.load();
 }
 
-// Polls pred() until it holds, yielding in between; false if it does not within `limit` (for
-// state in shared memory that changes without a notification).
-
+// Busy-waits for d: a worker pausing between commands without sleeping.
 void spin_for(std::chrono::microseconds d) {
   const auto end = steady_clock::now() + d;
   while (steady_clock::now() < end) {

@@ -196,6 +196,7 @@ TEST(Robustness, EveryRequestFieldIsTypeAndRangeChecked) {
 }
 
 TEST(Robustness, LaunchOptionsAreRangeCheckedBeforeAnythingStarts) {
+  TTEMU_ONCE_FOR_ALL_TRANSPORTS();
   // Each would start a system if accepted: `-- true` makes such a run end at once.
   const std::pair<std::vector<std::string>, std::string> cases[] = {
       {{"--seed", "-1"}, "--seed: must be a whole number 0-9000000000000000, not '-1'"},

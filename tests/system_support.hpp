@@ -65,6 +65,12 @@ inline std::string transport_under_test() {
   return t && *t ? t : "udp";
 }
 
+// For a test that does not depend on the transport, or names its own: it runs once, in the
+// default run, and CTest's per-transport runs skip it.
+#define TTEMU_ONCE_FOR_ALL_TRANSPORTS()                   \
+  if (::ttemu::test::transport_under_test() != "udp")     \
+  GTEST_SKIP() << "does not depend on the transport: runs once, in the default (udp) run"
+
 // A launched system: started in the constructor, ready (every link up, the control socket
 // named) when it returns.
 class System {
@@ -135,7 +141,6 @@ class System {
     int status = 0;
     waitpid(pid_, &status, 0);
     pid_ = 0;
-    wait_for("\x01never", std::chrono::milliseconds(0));
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 

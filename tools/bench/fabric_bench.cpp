@@ -64,18 +64,18 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
                           "--latency-samples {} --json; ", ttemu, d, samples);
   }
   constexpr size_t kBulkRuns = 3;
-  const std::string bulk = fmt::format("{} traffic --pattern unicast --src M0D0 --dst M0D15 --count 48 --size 65536 "
-                                       "--latency-samples 1 --json; ", ttemu);
-  script += bulk;  // warm-up
-  for (size_t i = 0; i < kBulkRuns; ++i) script += bulk;
+  // A warm-up run, then kBulkRuns measured ones.
+  auto runs = [&](const std::string& traffic_args) {
+    const std::string one = fmt::format("{} traffic {} --latency-samples 1 --json; ", ttemu, traffic_args);
+    std::string all;
+    for (size_t i = 0; i <= kBulkRuns; ++i) all += one;
+    return all;
+  };
+  script += runs("--pattern unicast --src M0D0 --dst M0D15 --count 48 --size 65536");
   const std::string opts = fmt::format("--transport {} --spin-us {}", transport, spin_us);
-  auto docs = ttemu::bench::capture_json_lines(fmt::format("{} launch {} {} -- sh -c '{}' 2>/dev/null", ttemu, topo, opts, script));
-  const std::string all_to_all =
-      fmt::format("{} traffic --pattern all_to_all --count 4 --size 16384 --latency-samples 1 --json; ", ttemu);
-  std::string galaxy_script = all_to_all;  // warm-up
-  for (size_t i = 0; i < kBulkRuns; ++i) galaxy_script += all_to_all;
-  auto galaxy = ttemu::bench::capture_json_lines(fmt::format("{} launch {} {} -- sh -c '{}' 2>/dev/null", ttemu,
-                                                             TTEMU_TOPOLOGIES "/galaxy.yaml", opts, galaxy_script));
+  auto docs = ttemu::bench::launch_json(ttemu, topo, opts, fmt::format("sh -c '{}'", script));
+  auto galaxy = ttemu::bench::launch_json(ttemu, TTEMU_TOPOLOGIES "/galaxy.yaml", opts,
+                                          fmt::format("sh -c '{}'", runs("--pattern all_to_all --count 4 --size 16384")));
   if (docs.size() != dsts.size() + 1 + kBulkRuns || galaxy.size() != 1 + kBulkRuns) {
     fmt::print(stderr, "ttemu_bench_fabric: --transport {}: expected {} + {} results, got {} + {}\n", transport,
                dsts.size() + 1 + kBulkRuns, 1 + kBulkRuns, docs.size(), galaxy.size());
@@ -83,17 +83,17 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
   }
   for (size_t i = 0; i < dsts.size(); ++i) r.p50.push_back(docs[i]["latency_us"]["p50"].get<double>());
   r.per_hop_us = slope(r.p50) / 2;  // half the slope: one hop one way
-  std::vector<double> bulk_rates, galaxy_rates;
-  for (size_t i = dsts.size(); i < docs.size(); ++i) {  // the warm-up's bytes are verified too
-    if (i > dsts.size()) bulk_rates.push_back(docs[i]["gb_per_s"].get<double>() * 1e9);
-    r.verified += docs[i]["verified"].get<double>();
-    r.errors += docs[i]["errors"].get<double>();
-  }
-  for (size_t i = 0; i < galaxy.size(); ++i) {
-    if (i > 0) galaxy_rates.push_back(galaxy[i]["gb_per_s"].get<double>() * 1e9);
-    r.verified += galaxy[i]["verified"].get<double>();
-    r.errors += galaxy[i]["errors"].get<double>();
-  }
+  // The goodputs of the measured runs; every run's bytes count as verified, the warm-up's too.
+  auto measured = [&](const std::vector<json>& results, size_t warm_up_at) {
+    std::vector<double> rates;
+    for (size_t i = warm_up_at; i < results.size(); ++i) {
+      if (i > warm_up_at) rates.push_back(results[i]["gb_per_s"].get<double>() * 1e9);
+      r.verified += results[i]["verified"].get<double>();
+      r.errors += results[i]["errors"].get<double>();
+    }
+    return rates;
+  };
+  const std::vector<double> bulk_rates = measured(docs, dsts.size()), galaxy_rates = measured(galaxy, 0);
   r.goodput = ttemu::bench::median(bulk_rates);
   r.galaxy_goodput = ttemu::bench::median(galaxy_rates);
   r.galaxy_mean_hops = galaxy[0]["mean_hops"].get<double>();
@@ -101,12 +101,16 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
   return r;
 }
 
-// One TT-link's goodput with this transport (the yardstick of the multi-hop figures).
-double link_goodput(const std::string& ttemu, const std::string& transport, int spin_us) {
-  auto docs = ttemu::bench::capture_json_lines(fmt::format(
-      "{} launch {} --transport {} --spin-us {} -- {} link test M0D0P2 --frames 100000 --size 4096 --json 2>/dev/null",
-      ttemu, TTEMU_TOPOLOGIES "/n300.yaml", transport, spin_us, ttemu));
-  return docs.empty() ? 0 : docs.back()["gb_per_s"].get<double>() * 1e9;
+// One TT-link's goodput with this transport (the yardstick of the multi-hop figures), one run;
+// its payloads count as verified.
+double link_goodput(const std::string& ttemu, const std::string& transport, int spin_us, FabricRun& r) {
+  auto docs = ttemu::bench::launch_json(ttemu, TTEMU_TOPOLOGIES "/n300.yaml",
+                                        fmt::format("--transport {} --spin-us {}", transport, spin_us),
+                                        ttemu + " link test M0D0P2 --frames 100000 --size 4096 --json");
+  if (docs.empty()) return 0;
+  r.verified += docs.back()["verified"].get<double>() * 4096;
+  r.errors += docs.back()["errors"].get<double>() * 4096;
+  return docs.back()["gb_per_s"].get<double>() * 1e9;
 }
 
 // One round: the raw baselines, then every transport; false if some run failed or lost bytes.
@@ -124,8 +128,8 @@ bool measure_round(const std::vector<std::string>& transports, int samples, int 
   double errors = 0;
   bool ok = true;
   for (const auto& t : transports) {
-    const FabricRun r = run_transport(ttemu, t, samples, spin_us);
-    const double link = link_goodput(ttemu, t, spin_us);
+    FabricRun r = run_transport(ttemu, t, samples, spin_us);
+    const double link = link_goodput(ttemu, t, spin_us, r);
     ok = ok && r.ok && link > 0;
     errors += r.errors;
     by_transport[t] = {

@@ -13,8 +13,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -29,9 +27,8 @@ using namespace ttemu::bench;
 using nlohmann::json;
 json run_ttemu(const std::string& ttemu, const std::string& topology, const std::string& extra,
                const std::string& client) {
-  std::string cmd = fmt::format("{} launch {} {} -- {} {} 2>/dev/null", ttemu, topology, extra, ttemu, client);
-  auto docs = capture_json_lines(cmd);
-  if (docs.empty()) throw std::runtime_error("no result from: " + cmd);
+  auto docs = launch_json(ttemu, topology, extra, ttemu + " " + client);
+  if (docs.empty()) throw std::runtime_error(fmt::format("no result from: ttemu launch {} {} -- ttemu {}", topology, extra, client));
   return docs.back();
 }
 
@@ -80,8 +77,7 @@ int main(int argc, char** argv) {
   auto raw_rtt = raw_round_trips(64, 2000, Waiting{std::chrono::microseconds(spin_us)});
   const double raw_p50 = median(raw_rtt);
   std::string client = fmt::format("link test M0D0P2 --frames {} --size {} --json", frames, payload);
-  std::string plan_path = fmt::format("/tmp/ttemu-bench-plan-{}.yaml", getpid());
-  std::ofstream(plan_path) << fmt::format("links:\n  - link: all\n    corrupt: {}\n", fer);
+  const ScratchFile plan(fmt::format("links:\n  - link: all\n    corrupt: {}\n", fer));
   uint64_t verified = 0, errors = 0;  // over every run, clean and lossy
   json by_transport = json::object();
   for (const auto& t : transports) {
@@ -94,7 +90,7 @@ int main(int argc, char** argv) {
       return clean["gb_per_s"].get<double>() * 1e9;
     });
     double lossy_rate = med([&] {
-      lossy = run_ttemu(ttemu, topology, opts + " --faults " + plan_path + " --seed 1", client);
+      lossy = run_ttemu(ttemu, topology, opts + " --faults " + plan.path() + " --seed 1", client);
       verified += lossy["verified"].get<uint64_t>();
       errors += lossy["errors"].get<uint64_t>();
       return lossy["gb_per_s"].get<double>() * 1e9;
@@ -108,7 +104,6 @@ int main(int argc, char** argv) {
         {"lossy_crc_errors", lossy["crc_errors"]}, {"lossy_retransmits", lossy["retransmits"]},
         {"ttlink_rtt_p50_us", tt_p50}, {"rtt_ratio", tt_p50 / raw_p50}};
   }
-  std::filesystem::remove(plan_path);
 
   json result = {
       {"payload_bytes", payload}, {"frames", frames}, {"spin_us", spin_us},

@@ -16,9 +16,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace ttemu::bench {
@@ -256,6 +258,34 @@ inline std::vector<nlohmann::json> capture_json_lines(const std::string& command
   }
   return docs;
 }
+
+// The JSON lines that `ttemu launch TOPOLOGY OPTIONS -- COMMAND` printed: COMMAND runs against
+// the launched system (a ttemu client, or `sh -c '...'` for several); stderr is dropped.
+inline std::vector<nlohmann::json> launch_json(const std::string& ttemu, const std::string& topology,
+                                               const std::string& options, const std::string& command) {
+  return capture_json_lines(fmt::format("{} launch {} {} -- {} 2>/dev/null", ttemu, topology, options, command));
+}
+
+// A file of the benchmark's own (a fault plan), removed when it goes, however the run ends.
+class ScratchFile {
+ public:
+  explicit ScratchFile(const std::string& text) {
+    char name[] = "/tmp/ttemu-bench-XXXXXX";
+    const int fd = mkstemp(name);
+    if (fd < 0) throw std::runtime_error("mkstemp failed");
+    path_ = name;
+    const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    if (!ok) throw std::runtime_error("cannot write " + path_);
+  }
+  ~ScratchFile() { ::unlink(path_.c_str()); }
+  ScratchFile(const ScratchFile&) = delete;
+  ScratchFile& operator=(const ScratchFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // "udp,shm" -> {"udp", "shm"} (benchmark options that take a list).
 inline std::vector<std::string> split_list(const std::string& list) {
