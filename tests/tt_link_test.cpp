@@ -257,6 +257,58 @@ TEST(TtLink, ALostFrameCostsOneRetransmissionNotTheWindowBehindIt) {
   EXPECT_LE(p.ca_.retransmits, 3 * lost) << lost << " frames lost";
 }
 
+// On a busy host a receiver may not run for longer than the retransmission timeout: its
+// acknowledgements come late, not never. Each timeout then costs the sender one frame, not
+// its whole window, and the stream is still exact.
+TEST(TtLink, AnAcknowledgementLaterThanTheTimeoutCostsOneFrameNotTheWindow) {
+  Pair p(3);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(2000, 1024));  // the link learns a 40 us round trip: a 2 ms timeout
+  const uint64_t timeouts = p.ca_.timeouts, retransmits = p.ca_.retransmits;
+  p.ba_.latency = 30ms;  // every acknowledgement now comes 30 ms late
+  ASSERT_TRUE(p.stream(4000, 1024));
+  EXPECT_EQ(p.corrupt_, 0u);
+  const uint64_t fired = p.ca_.timeouts - timeouts;
+  ASSERT_GT(fired, 0u) << "the late acknowledgements must outlast the timeout";
+  EXPECT_LE(fired, 10u) << "frames sent once time the longer round trip (Karn), so the timeout learns it";
+  EXPECT_LE(p.ca_.retransmits - retransmits, fired) << "one frame per timeout";
+  EXPECT_EQ(p.cb_.duplicates, p.ca_.retransmits) << "nothing was lost: every resend is a duplicate";
+}
+
+// A timeout that finds frames really lost goes back over them, so a whole lost window (tail
+// loss, no later frame to reveal the gap) still arrives.
+TEST(TtLink, AWindowLostWholeIsResentAfterTheTimeout) {
+  Pair p(4);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(936, 1024));
+  const uint64_t timeouts = p.ca_.timeouts;
+  p.ab_.cut = true;
+  p.on_pump_ = [&] { p.ab_.cut = false; };  // the last 64 frames go out in one pump, lost
+  ASSERT_TRUE(p.stream(1000, 1024));
+  EXPECT_EQ(p.received_, 1000u);
+  EXPECT_EQ(p.corrupt_, 0u);
+  EXPECT_GE(p.ca_.timeouts - timeouts, 1u);
+  EXPECT_LE(p.ca_.timeouts - timeouts, 2u) << "the answer to the first resend sends the rest at once";
+}
+
+// At ten percent frame errors both ways (the chip processes' window and ack delay), lost
+// acknowledgements and gaps must not pass for long round trips: a timeout learnt from them
+// stalls the link for tens of milliseconds at each loss (this stream took over 60 simulated
+// seconds when the answer to a resend was timed from the frame's first sending).
+TEST(TtLink, LostAcknowledgementsDoNotPassForLongRoundTrips) {
+  DirectionFaults f;
+  f.corrupt = 0.10;
+  LinkConfig cfg;
+  cfg.window = 128;
+  cfg.ack_delay = 1ms;
+  Pair p(3, f, f, cfg);
+  ASSERT_TRUE(p.wait_up());
+  const Time start = p.now_;
+  ASSERT_TRUE(p.stream(20000, 1024, 5s)) << "received " << p.received_ << " of 20000 in 5 simulated seconds";
+  EXPECT_EQ(p.corrupt_, 0u);
+  EXPECT_LT(p.now_ - start, 2s);
+}
+
 class ErrorRate : public ::testing::TestWithParam<double> {};
 
 TEST_P(ErrorRate, CorruptedFramesAreRetransmittedUntilTheStreamIsExact) {

@@ -216,6 +216,12 @@ void TtLink::on_ack(uint64_t ack, bool nack, Time now) {
     const Outgoing& newest = unacked_[ack - base_ - 1];
     if (newest.transmissions == 1) {  // Karn: time only frames sent once
       Duration sample = now - newest.sent;
+      // A resend after it (a probe after a timeout, a frame a NACK asked for) may be what this
+      // acknowledgement answers, unless it came back faster than any round trip yet: then the
+      // round trip is the time since the resend, not the time the acknowledgement was lost or
+      // the gap was open.
+      if (last_resent_ > newest.sent && now - last_resent_ >= min_rtt_) sample = now - last_resent_;
+      min_rtt_ = min_rtt_.count() ? std::min(min_rtt_, sample) : sample;
       if (srtt_.count() == 0) {
         srtt_ = sample;
         rttvar_ = sample / 2;
@@ -231,6 +237,10 @@ void TtLink::on_ack(uint64_t ack, bool nack, Time now) {
       ++base_;
     }
     if (cursor_ < base_) cursor_ = base_;
+    if (probe_end_) {
+      if (base_ < *probe_end_) cursor_ = base_;  // still missing after the timeout: go back
+      probe_end_.reset();
+    }
     consecutive_timeouts_ = 0;
     // Progress ends any timeout backoff.
     rto_ = srtt_.count() ? std::clamp(srtt_ + 4 * rttvar_, cfg_.min_rto, cfg_.max_rto) : cfg_.initial_rto;
@@ -263,7 +273,10 @@ void TtLink::on_timer(Time now) {
     if (++consecutive_timeouts_ > cfg_.max_retries) {
       go_down(now);
     } else {
-      cursor_ = base_;
+      // Resend the oldest frame alone: on a busy host a timeout is mostly an acknowledgement
+      // that is late, not lost, and the answer to this one frame says which it was.
+      resend_base_ = true;
+      if (!probe_end_) probe_end_ = next_;
       rto_ = std::min(rto_ * 2, cfg_.max_rto);
       rto_deadline_ = now + rto_;
     }
@@ -286,6 +299,7 @@ void TtLink::come_up(Time now) {
   consecutive_timeouts_ = 0;
   ack_pending_ = true;  // tell the peer where we are
   rto_deadline_.reset();
+  probe_end_.reset();
   if (base_ != next_) {
     cursor_ = base_;
     rto_ = cfg_.initial_rto;
@@ -302,6 +316,7 @@ void TtLink::go_down(Time now) {
   c_.state.store(static_cast<uint32_t>(state_), std::memory_order_relaxed);
   add(c_.down_transitions);
   rto_deadline_.reset();
+  probe_end_.reset();
   cursor_ = base_;
   hello_due_ = true;
   hello_backoff_ = cfg_.hello_interval;
@@ -404,7 +419,10 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
       // room; a retransmission while an earlier datagram may still hold the frame is copied
       // instead (rewriting the header would change that datagram).
       const bool in_place = o.transmissions == 0 || lent_ == 0;
-      if (o.transmissions++ > 0) add(c_.retransmits);
+      if (o.transmissions++ > 0) {
+        add(c_.retransmits);
+        last_resent_ = now;
+      }
       o.sent = now;
       const std::span<uint8_t> framed(o.framed);
       emit(h, framed.subspan(kFrameRoom), {o.seq >> 16, expected_ >> 16}, now,

@@ -151,6 +151,12 @@ class TtLink {
   int consecutive_timeouts_ = 0;
   std::optional<uint64_t> last_nacked_base_;  // the gap the last NACK resent
   bool resend_base_ = false;  // a NACK asked for the oldest unacknowledged frame again
+  // A timeout resent only the oldest frame; frames before this had been sent when it fired.
+  // The next acknowledgement tells a late ack (it covers them: nothing more to resend) from
+  // a loss (it does not: go back from there).
+  std::optional<uint64_t> probe_end_;
+  Time last_resent_{};  // when a frame was last sent again
+  Duration min_rtt_{0};  // the shortest round trip sampled (0: none yet)
 
   // Receiver. Frames that arrive after a gap are held (up to a window's worth) until the gap
   // is filled, then delivered in order: the sender resends only what is missing.
