@@ -31,6 +31,7 @@
 #include "launcher/chip_memory.hpp"
 #include "launcher/control_requests.hpp"
 #include "launcher/control_server.hpp"
+#include "launcher/event_log.hpp"
 #include "launcher/local_chips.hpp"
 
 namespace ttemu::launcher {
@@ -65,6 +66,7 @@ class Launcher : public ControlTarget {
     if (!stale.empty()) fmt::print(stderr, "ttemu: removed {} leftover(s) of dead jobs\n", stale.size());
     job_ = job::JobId::create();
     started_ = Clock::now();
+    log_ = std::make_unique<EventLog>(o_.events_dir.empty() ? default_events_dir() : o_.events_dir, job_.text());
     memory_ = std::make_unique<ChipMemory>(job_, sys_, tables_,
                                            o_.dram_mib ? std::optional<size_t>(*o_.dram_mib << 20) : std::nullopt,
                                            o_.transport == "shm" ? process::shm_ring_capacity(o_.window) : 0);
@@ -179,13 +181,7 @@ class Launcher : public ControlTarget {
                    },
                    [&](const msg::StreamDone& d) { finish(d.id); },
                    [&](const msg::PingDone& d) { finish(d.id); },
-                   [&](const msg::Event& e) {
-                     // 5.4 / 5.5: the control plane is told which router dropped what.
-                     fmt::print(stderr, "ttemu: {} at {}: {} packet {} from {} to {} on FVC {} (ttl {})\n", e.kind,
-                                e.at, e.command, e.packet_id, e.src, e.dst, e.fvc, e.ttl);
-                     events_.push_back(msg::to_json_object(m));
-                     if (events_.size() > 1000) events_.erase(events_.begin());
-                   },
+                   [&](const msg::StatusPushed&) { drain_status(node); },
                    [&](const msg::ChipError& e) { fmt::print(stderr, "ttemu: chip {}: {}\n", name, e.message); },
                },
                m);
@@ -215,6 +211,7 @@ class Launcher : public ControlTarget {
     fmt::print("ttemu: {}: {} chip(s), {} link(s) up, ready in {:.2f} s (job {})\n", o_.file,
                sys_.chips.size(), sys_.links.size(), secs, job_.text());
     fmt::print("ttemu: control socket {}; 'ttemu status' shows the system, Ctrl-C stops it\n", socket_path_);
+    fmt::print("ttemu: event log {}\n", log_->path());
     std::fflush(stdout);
     if (!o_.command.empty()) spawn_client();
   }
@@ -267,8 +264,11 @@ class Launcher : public ControlTarget {
 
   void on_chip_death(int node, int pid, const std::string& how) {
     ++exited_;
+    drain_status(node);  // what it pushed before it died
     if (!stopping_) {
       fmt::print(stderr, "ttemu: chip {} (pid {}) {}\n", to_string(sys_.chips[static_cast<size_t>(node)].id), pid, how);
+      record({{"time", utc_time()}, {"uptime_s", uptime()}, {"chip", to_string(sys_.chips[static_cast<size_t>(node)].id)},
+              {"kind", "chip_died"}, {"pid", pid}, {"how", how}});
       if (!ready_) fail("a chip died while the system was coming up");
       tell_peers_of_death(node);
     }
@@ -289,6 +289,7 @@ class Launcher : public ControlTarget {
   }
 
   json status() override {
+    for (int v = 0; v < sys_.node_count(); ++v) drain_status(v);
     json chips = json::array(), links = json::array();
     for (int v = 0; v < sys_.node_count(); ++v) {
       const auto& chip = sys_.chips[static_cast<size_t>(v)];
@@ -323,6 +324,7 @@ class Launcher : public ControlTarget {
     return {{"job", job_.text()}, {"system", o_.file}, {"system_path", std::filesystem::absolute(o_.file).string()},
             {"ready", ready_}, {"seed", seed_},
             {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"transport", o_.transport}, {"events", events_},
+            {"event_log", log_ ? log_->path() : ""},
             {"uptime_s", std::chrono::duration<double>(Clock::now() - started_).count()},
             {"chips", chips}, {"links", links}};
   }
@@ -407,6 +409,40 @@ class Launcher : public ControlTarget {
     }
   }
 
+  // --- the status queues and the event log (spec 1.1.2.1) ---------------------------------
+
+  // Takes what a chip pushed into its status queue into the event log.
+  void drain_status(int node) {
+    if (!memory_) return;
+    const routing::ChipId chip = sys_.chips[static_cast<size_t>(node)].id;
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    const int64_t launched =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(started_.time_since_epoch()).count();
+    chip::StatusQueue& q = memory_->control(node).status;
+    const uint64_t lost = q.drain([&](const chip::StatusEntry& e) { record(event_json(e, chip, now, launched)); });
+    if (lost) {
+      record({{"time", utc_time()}, {"uptime_s", uptime()}, {"chip", to_string(chip)}, {"kind", "status_lost"},
+              {"lost", lost}});
+    }
+    if (!q.caught_up()) asio::post(io_, [this, node] { drain_status(node); });  // it pushes on: come back
+  }
+
+  void record(const json& event) {
+    if (event["kind"] == "dropped") {
+      // 5.4 / 5.5: the control plane is told which router dropped what.
+      fmt::print(stderr, "ttemu: {} at {}: {} packet {} from {} to {} on FVC {} (ttl {})\n",
+                 event["reason"].get<std::string>(), event["chip"].get<std::string>(),
+                 event["command"].get<std::string>(), event["packet_id"].get<uint64_t>(),
+                 event["src"].get<std::string>(), event["dst"].get<std::string>(), event["fvc"].get<int>(),
+                 event["ttl"].get<int>());
+    }
+    if (log_) log_->append(event);
+    events_.push_back(event);
+    if (events_.size() > 1000) events_.erase(events_.begin());
+  }
+
+  double uptime() const { return std::chrono::duration<double>(Clock::now() - started_).count(); }
+
   // --- ending ------------------------------------------------------------------------------
 
   void fail(const std::string& why) {
@@ -437,6 +473,7 @@ class Launcher : public ControlTarget {
     if (client_pid_ > 0) ::kill(client_pid_, SIGTERM);
     if (chips_) chips_->kill_all();
     if (client_pid_ > 0) ::waitpid(client_pid_, nullptr, 0);
+    for (int v = 0; memory_ && v < sys_.node_count(); ++v) drain_status(v);  // the last words
     if (memory_) memory_->remove();
     if (server_) server_->close();
     if (published_) job::unpublish(job_);
@@ -460,7 +497,8 @@ class Launcher : public ControlTarget {
   std::map<std::pair<int, int>, std::string> link_state_;
   std::map<uint64_t, std::function<void(const json&)>> pending_;
   std::set<routing::PortId> busy_;  // ports with a link test or ping running
-  std::vector<json> events_;        // router events reported by the chips, newest last
+  std::unique_ptr<EventLog> log_;
+  std::vector<json> events_;        // the event log's last 1000 entries, newest last
   uint64_t next_test_ = 0;
   Clock::time_point started_;
   int bound_ = 0, exited_ = 0, exit_status_ = 0;

@@ -33,6 +33,7 @@ struct LaunchOptions {
   int credit_delay_us = 1000;         // freed buffer slots are returned after this long
   int spin_us = 0;                    // chips poll this long after traffic before sleeping
   std::string transport;              // udp | uring | shm; empty: $TTEMU_TRANSPORT, else udp
+  std::string events_dir;             // the event log's directory; empty: default_events_dir()
 };
 
 // The transports a launch can use (chip_process.cpp builds each).

@@ -43,10 +43,16 @@ void print_status(const json& s) {
   }
   fmt::print("fabric: {} packet(s) injected by workers, {} delivered to centers, {} router event(s)\n",
              injected, delivered, events);
+  std::vector<json> drops;
   for (const auto& e : s.value("events", json::array())) {
-    fmt::print("  event: {} at {}: {} packet {} from {} to {}\n", e.value("kind", "?"), e.value("at", "?"),
+    if (e.value("kind", "") == "dropped") drops.push_back(e);
+  }
+  for (size_t i = drops.size() > 10 ? drops.size() - 10 : 0; i < drops.size(); ++i) {  // the last ten
+    const json& e = drops[i];
+    fmt::print("  dropped: {} at {}: {} packet {} from {} to {}\n", e.value("reason", "?"), e.value("chip", "?"),
                e.value("command", "?"), e.value("packet_id", 0), e.value("src", "?"), e.value("dst", "?"));
   }
+  if (s.contains("event_log")) fmt::print("event log: {} ('ttemu events' shows it)\n", s["event_log"].get<std::string>());
   // stray: foreign, stale and malformed datagrams and frames, both ends.
   fmt::print("{:<11} {:<11} {:>5} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}\n", "link", "peer", "plane",
              "state", "frames a>b", "frames b>a", "crc err", "retrans", "stray", "downs");
@@ -90,6 +96,8 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
                      "(rings in shared memory, chips of one host); default: $TTEMU_TRANSPORT, else udp")
       ->check(CLI::IsMember(kTransports));
   launch->add_option("--spin-us", lo->spin_us, "Chips keep polling this long after traffic before they sleep (0: sleep at once)")->check(whole_number(0, 100000));
+  launch->add_option("--events-dir", lo->events_dir,
+                     "Where the job's event log goes (default: $TTEMU_EVENTS_DIR, else ~/.local/state/ttemu/events)");
   launch->add_option("--timeout-ms", lo->timeout_ms, "Drop a packet whose head waits this long (spec 5.5)")->check(whole_number(1, 600000));
   launch->footer("Run a client against the live system: ttemu launch FILE -- CMD ARGS...\n"
                  "(it sees TTEMU_JOB and TTEMU_CONTROL; the system stops when it exits, with its status)");

@@ -221,6 +221,14 @@ TEST(System, AChipThatDiesIsReportedAndTheRestKeepRunning) {
   ASSERT_FALSE(neighbours.empty());
   for (const auto& n : neighbours) EXPECT_TRUE(sys.wait_for("ttemu: link " + n + " is down", 20s)) << n << "\n" << sys.output();
   s = sys.status();
+  // The event log (spec 1.1.2.1) has the death and each neighbour's link going down, as the
+  // neighbours' status queues reported it.
+  const auto log = read_event_log(s["event_log"]);
+  auto logged = [&](const std::string& kind, const std::string& field, const std::string& value) {
+    return std::any_of(log.begin(), log.end(), [&](const json& e) { return e["kind"] == kind && e.value(field, "") == value; });
+  };
+  EXPECT_TRUE(logged("chip_died", "chip", "M0D3")) << s["event_log"];
+  for (const auto& n : neighbours) EXPECT_TRUE(logged("link_down", "port", n)) << n;
   EXPECT_FALSE(s["chips"][3]["alive"].get<bool>());
   EXPECT_TRUE(s["chips"][0]["alive"].get<bool>());
   for (const auto& l : s["links"]) {
@@ -629,6 +637,29 @@ TEST(Fabric, ARoutingLoopIsDroppedWhereTtlRunsOutAndTheSenderIsTold) {
   expect_client_passed(r, {"Loop.AWriteIntoARoutingLoopIsNackedNotLanded"});
   // TTL 64 from M0D0: one hop to the loop, then around it; it runs out at M0D10 (the spec's D11).
   EXPECT_NE(r.out.find("ttl_expired at M0D10: write packet 1 from M0D0 to M0D15 on FVC 0 (ttl 0)"), std::string::npos) << r.out;
+  // The drop travelled through M0D10's status queue into the job's event log, which outlives
+  // the job, and `ttemu events` shows it.
+  const std::string marker = "ttemu: event log ";
+  const size_t at = r.out.find(marker);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string path = r.out.substr(at + marker.size(), r.out.find('\n', at) - at - marker.size());
+  const auto log = read_event_log(path);
+  const auto drop = std::find_if(log.begin(), log.end(), [](const json& e) { return e["kind"] == "dropped"; });
+  ASSERT_NE(drop, log.end()) << path;
+  EXPECT_EQ((*drop)["reason"], "ttl_expired");
+  EXPECT_EQ((*drop)["chip"], "M0D10");
+  EXPECT_EQ((*drop)["src"], "M0D0");
+  EXPECT_EQ((*drop)["dst"], "M0D15");
+  EXPECT_EQ((*drop)["command"], "write");
+  RunResult shown = ttemu({"events", path});
+  EXPECT_EQ(shown.status, 0) << shown.out;
+  EXPECT_NE(shown.stdout_text.find("write packet 1 from M0D0 to M0D15 dropped: ttl_expired"), std::string::npos)
+      << shown.out;
+  RunResult as_json = ttemu({"events", "--json", path});
+  EXPECT_EQ(as_json.stdout_text, slurp(path)) << "--json prints the log's lines as they are";
+  RunResult missing = ttemu({"events", "no-such-job"});
+  EXPECT_NE(missing.status, 0);
+  EXPECT_NE(missing.out.find("'no-such-job' is neither an event log file nor a job"), std::string::npos) << missing.out;
 }
 
 // A lost wake-up must fail the test, not merely delay a command. So nothing but the doorbell

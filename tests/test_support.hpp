@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "emulator/control/routing_tables.hpp"
 #include "emulator/control/system_yaml.hpp"
@@ -67,6 +68,27 @@ class TempDir {
  private:
   fs::path path_;
 };
+
+// The event logs of the systems a test process launches go to a directory of its own, removed
+// when it exits (ttemu launch keeps a job's log after the job ends, by design).
+inline const TempDir& test_events_dir() {
+  static TempDir dir;
+  return dir;
+}
+inline const bool kTestEventsDirSet = [] {
+  ::setenv("TTEMU_EVENTS_DIR", test_events_dir().path().c_str(), 1);
+  return true;
+}();
+
+// The lines of an event log (launcher/event_log.hpp), each a JSON object.
+inline std::vector<nlohmann::json> read_event_log(const std::string& path) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
+  }
+  return lines;
+}
 
 // A temporary file holding `text` (a fault plan, a table file), removed afterwards: a file in
 // a private directory of its own.

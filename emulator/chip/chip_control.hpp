@@ -1,8 +1,9 @@
 // The layout of a chip's memory as the control plane sees it.
 //
 // Control segment: a ChipControl block the chip updates and the launcher reads (per-port link
-// counters, the UDP port each link is bound to, stream-check results) - the spec's status
-// reporting (1.1.2), reached through shared memory as the control plane reaches DRAM over PCIe.
+// counters, the UDP port each link is bound to, stream-check results, the status queue the
+// router pushes its messages into) - the spec's status reporting (1.1.2, 1.1.2.1), reached
+// through shared memory as the control plane reaches DRAM over PCIe.
 // L1 segment: Tensix cores' L1 then ethernet cores' L1; each ethernet core (one per port)
 // starts with its router's configuration (the routing table of the port's plane, written by
 // the control plane before the chip starts) followed by its receive buffer.
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "emulator/chip/status_queue.hpp"
 #include "emulator/link/link_counters.hpp"
 #include "emulator/routing/address.hpp"
 #include "emulator/routing/packet.hpp"
@@ -20,7 +22,7 @@ namespace ttemu::chip {
 
 inline constexpr uint64_t kControlMagic = 0x4c5254434d455454ull;  // "TTEMCTRL"
 inline constexpr uint64_t kRouterMagic = 0x52544f524d455454ull;   // "TTEMROTR"
-inline constexpr uint32_t kControlVersion = 5;  // bumped whenever the layout below changes
+inline constexpr uint32_t kControlVersion = 6;  // bumped whenever the layout below changes
 
 // How the chip's links move datagrams, as the chip found it could (ChipControl::transport_mode).
 enum TransportMode : uint32_t {
@@ -134,6 +136,7 @@ struct ChipControl {
   CommandBuffer commands;
   std::atomic<uint64_t> packets_injected{0}, packets_delivered{0}, router_events{0};
   std::atomic<uint32_t> transport_mode{kTransportUdp};  // TransportMode
+  StatusQueue status;  // the fabric node status queue (spec 1.1.2.1): the router's messages
 };
 
 // The router's block at the start of its ethernet core's L1: the routing table of the port's

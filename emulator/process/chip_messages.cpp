@@ -37,7 +37,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Bound, ports)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LinkState, port, state)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StreamDone, port, id, frames, bytes, seconds)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PingDone, port, id, rtt_us)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Event, kind, at, src, dst, command, packet_id, fvc, ttl)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StatusPushed, pushed)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ChipError, message)
 
 namespace {

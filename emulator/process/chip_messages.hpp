@@ -116,12 +116,11 @@ struct PingDone {
   std::vector<double> rtt_us;
 };
 
-struct Event {
-  static constexpr const char* kType = "event";
-  std::string kind, at, src, dst, command;
-  uint64_t packet_id = 0;
-  int fvc = 0;
-  int ttl = 0;
+// The chip pushed into its status queue after the control plane had drained it: drain again.
+// (One message per drain, not per entry: the entries themselves stay in the queue.)
+struct StatusPushed {
+  static constexpr const char* kType = "status";
+  uint64_t pushed = 0;  // entries pushed so far
 };
 
 struct ChipError {
@@ -129,7 +128,7 @@ struct ChipError {
   std::string message;
 };
 
-using FromChip = std::variant<Bound, LinkState, StreamDone, PingDone, Event, ChipError>;
+using FromChip = std::variant<Bound, LinkState, StreamDone, PingDone, StatusPushed, ChipError>;
 
 // One handler per message type, for std::visit: std::visit(Overloaded{[](const Config&) {...}, ...}, m).
 template <class... F>

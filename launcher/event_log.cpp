@@ -1,0 +1,88 @@
+#include "launcher/event_log.hpp"
+
+#include <time.h>
+
+#include <chrono>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "emulator/common/error.hpp"
+#include "emulator/routing/fabric_router.hpp"
+#include "emulator/routing/packet.hpp"
+
+namespace ttemu::launcher {
+
+using nlohmann::json;
+
+std::string default_events_dir() {
+  if (const char* d = std::getenv("TTEMU_EVENTS_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x) return std::string(x) + "/ttemu/events";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.local/state/ttemu/events";
+}
+
+EventLog::EventLog(const std::string& dir, const std::string& job) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error(fmt::format("event log directory {}: {}", dir, ec.message()));
+  path_ = dir + "/" + job + ".jsonl";
+  file_ = std::fopen(path_.c_str(), "a");
+  if (!file_) throw Error(fmt::format("event log {}: {}", path_, std::strerror(errno)));
+}
+
+EventLog::~EventLog() {
+  if (file_) std::fclose(file_);
+}
+
+void EventLog::append(const json& event) {
+  const std::string line = event.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  std::fwrite(line.data(), 1, line.size(), file_);
+  std::fflush(file_);
+}
+
+std::string utc_time(int64_t ago_ns) {
+  const auto t = std::chrono::system_clock::now() - std::chrono::nanoseconds(ago_ns);
+  const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  const time_t secs = static_cast<time_t>(ms / 1000);
+  tm parts{};
+  gmtime_r(&secs, &parts);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", parts.tm_year + 1900, parts.tm_mon + 1,
+                     parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec, ms % 1000);
+}
+
+json event_json(const chip::StatusEntry& e, routing::ChipId chip, int64_t steady_now_ns, int64_t launched_ns) {
+  json j{{"time", utc_time(std::max<int64_t>(0, steady_now_ns - e.time_ns))},
+         {"uptime_s", static_cast<double>(e.time_ns - launched_ns) / 1e9},
+         {"chip", routing::to_string(chip)},
+         {"kind", chip::to_string(e.kind)}};
+  if (e.port != 0xFF) j["port"] = routing::to_string(routing::PortId{chip, e.port});
+  switch (e.kind) {
+    case chip::StatusKind::kDropped: {
+      routing::RouterEvent ev{static_cast<routing::RouterEvent::Kind>(e.reason), chip, {}};
+      j["reason"] = ev.name();
+      j["command"] = routing::to_string(static_cast<routing::Command>(e.command));
+      j["packet_id"] = e.packet_id;
+      j["src"] = routing::to_string(routing::ChipId{e.src_mesh, e.src_device});
+      j["dst"] = routing::to_string(routing::ChipId{e.dst_mesh, e.dst_device});
+      j["fvc"] = e.fvc;
+      j["ttl"] = e.ttl;
+      break;
+    }
+    case chip::StatusKind::kPortRates:
+      j["frames"] = e.a;
+      j["bytes"] = e.b;
+      j["crc_errors"] = e.c;
+      j["retransmits"] = e.d;
+      break;
+    case chip::StatusKind::kLinkUp:
+    case chip::StatusKind::kLinkDown: break;
+  }
+  return j;
+}
+
+}  // namespace ttemu::launcher

@@ -1,0 +1,50 @@
+// The control plane's event log (spec 1.1.2.1): every status message the chips push into their
+// status queues, and what the launcher sees itself (a chip that died, a lost entry count), one
+// JSON object per line, in one file per job that is kept after the job ends.
+//
+// Each line has "time" (UTC, ISO 8601 with milliseconds), "uptime_s" (since the launch),
+// "chip" (MxDy), "kind", and the fields of its kind: "port" (MxDyPz) for link and rate
+// messages; "reason", "command", "packet_id", "src", "dst", "fvc", "ttl" for a dropped packet;
+// "frames", "bytes", "crc_errors", "retransmits" for rates; "lost" for entries
+// a full queue overwrote ("status_lost"); "pid" and "how" for a chip that died
+// ("chip_died"). docs/architecture.md ("The status queue") describes the path.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "emulator/chip/status_queue.hpp"
+#include "emulator/routing/address.hpp"
+
+namespace ttemu::launcher {
+
+// $TTEMU_EVENTS_DIR, else $XDG_STATE_HOME/ttemu/events, else ~/.local/state/ttemu/events.
+std::string default_events_dir();
+
+class EventLog {
+ public:
+  // Creates the directory if needed and the job's file; throws Error naming what failed.
+  EventLog(const std::string& dir, const std::string& job);
+  ~EventLog();
+  EventLog(const EventLog&) = delete;
+  EventLog& operator=(const EventLog&) = delete;
+
+  const std::string& path() const { return path_; }
+  // One line, written through (a kill of the launcher loses nothing already appended).
+  void append(const nlohmann::json& event);
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+// An entry from a chip's status queue as a log line. steady_now_ns: the chip clock's reading
+// now (CLOCK_MONOTONIC, shared by the host's processes), to place the entry in wall time.
+nlohmann::json event_json(const chip::StatusEntry& e, routing::ChipId chip, int64_t steady_now_ns,
+                          int64_t launched_ns);
+// The UTC time `ago_ns` before now, as 2026-11-23T10:11:12.345Z.
+std::string utc_time(int64_t ago_ns = 0);
+
+}  // namespace ttemu::launcher

@@ -1,0 +1,150 @@
+#include "launcher/events_command.hpp"
+
+#include <poll.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "emulator/common/error.hpp"
+#include "launcher/control_client.hpp"
+#include "launcher/event_log.hpp"
+
+namespace ttemu::launcher {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct EventsOptions {
+  std::string what;  // a file, a job id, or empty
+  std::string dir;
+  bool json = false, follow = false;
+};
+
+// The log to show: a file named; a job's log in the directory; else the running system's;
+// else the newest in the directory.
+std::string log_path(const EventsOptions& o) {
+  const std::string dir = o.dir.empty() ? default_events_dir() : o.dir;
+  if (!o.what.empty()) {
+    if (fs::is_regular_file(o.what)) return o.what;
+    const std::string job_log = dir + "/" + o.what + ".jsonl";
+    if (fs::is_regular_file(job_log)) return job_log;
+    throw Error(fmt::format("'{}' is neither an event log file nor a job with a log in {}", o.what, dir));
+  }
+  try {
+    const json s = request(find_control_socket(std::nullopt), {{"cmd", "status"}});
+    if (s.contains("event_log") && !s["event_log"].get<std::string>().empty()) return s["event_log"];
+  } catch (const Error&) {
+    // no running system, or more than one: the newest log instead
+  }
+  std::error_code ec;
+  fs::path newest;
+  fs::file_time_type when{};
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().extension() == ".jsonl" && (newest.empty() || entry.last_write_time() > when)) {
+      newest = entry.path();
+      when = entry.last_write_time();
+    }
+  }
+  if (newest.empty()) throw Error(fmt::format("no event logs in {} (ttemu launch --events-dir DIR chooses one)", dir));
+  return newest.string();
+}
+
+std::string human(const json& e) {
+  const std::string kind = e.value("kind", "?");
+  std::string what;
+  if (kind == "dropped") {
+    what = fmt::format("{} packet {} from {} to {} dropped: {} (FVC {}, ttl {})", e.value("command", "?"),
+                       e.value("packet_id", 0), e.value("src", "?"), e.value("dst", "?"), e.value("reason", "?"),
+                       e.value("fvc", 0), e.value("ttl", 0));
+  } else if (kind == "link_up" || kind == "link_down") {
+    what = fmt::format("link {} {}", e.value("port", "?"), kind == "link_up" ? "up" : "down");
+  } else if (kind == "chip_died") {
+    what = fmt::format("chip died (pid {}): {}", e.value("pid", 0), e.value("how", "?"));
+  } else if (kind == "status_lost") {
+    what = fmt::format("{} status message(s) lost: the queue was full", e.value("lost", 0));
+  } else {
+    what = e.dump();
+  }
+  return fmt::format("{}  {:>9.3f} s  {:<6} {:<12} {}", e.value("time", "?"), e.value("uptime_s", 0.0),
+                     e.value("chip", ""), kind, what);
+}
+
+// Prints the complete lines from `in`; a partial last line waits for its end.
+void print_lines(std::ifstream& in, const EventsOptions& o, const std::string& path, size_t& line_no) {
+  std::string line;
+  while (true) {
+    const auto at = in.tellg();
+    if (!std::getline(in, line)) break;
+    if (in.eof()) {  // no newline yet: read it again once it is complete
+      in.clear();
+      in.seekg(at);
+      break;
+    }
+    ++line_no;
+    if (line.empty()) continue;
+    if (o.json) {
+      fmt::print("{}\n", line);
+      continue;
+    }
+    const json e = json::parse(line, nullptr, false);
+    if (e.is_discarded() || !e.is_object()) {
+      fmt::print(stderr, "ttemu events: {}:{}: not a JSON object, skipped\n", path, line_no);
+      continue;
+    }
+    fmt::print("{}\n", human(e));
+  }
+  std::fflush(stdout);
+  in.clear();
+}
+
+void show(const EventsOptions& o) {
+  const std::string path = log_path(o);
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("cannot read {}", path));
+  size_t line_no = 0;
+  print_lines(in, o, path, line_no);
+  if (!o.follow) return;
+  const int fd = inotify_init1(IN_CLOEXEC);
+  if (fd < 0 || inotify_add_watch(fd, path.c_str(), IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF) < 0) {
+    if (fd >= 0) ::close(fd);
+    throw Error(fmt::format("cannot follow {}", path));
+  }
+  alignas(inotify_event) char buf[4096];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);  // sleeps until the log grows (Ctrl-C ends it)
+    if (n <= 0) break;
+    bool gone = false;
+    for (ssize_t at = 0; at < n;) {
+      const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
+      gone |= (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0;
+      at += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+    }
+    print_lines(in, o, path, line_no);
+    if (gone) break;
+  }
+  ::close(fd);
+}
+
+}  // namespace
+
+void add_events_command(CLI::App& app) {
+  auto o = std::make_shared<EventsOptions>();
+  auto* events = app.add_subcommand("events", "Show an event log: what the chips' status queues reported");
+  events->add_option("JOB|FILE", o->what,
+                     "A job id or an event log file (default: the running system's, else the newest log)");
+  events->add_option("--dir", o->dir, "Where the logs are (default: $TTEMU_EVENTS_DIR, else ~/.local/state/ttemu/events)");
+  events->add_flag("--json", o->json, "Print the log's JSON lines as they are");
+  events->add_flag("--follow,-f", o->follow, "Keep printing as the log grows (Ctrl-C ends)");
+  events->callback([o] { show(*o); });
+}
+
+}  // namespace ttemu::launcher
