@@ -45,7 +45,10 @@ void EventLog::append(const json& event) {
   std::fflush(file_);
 }
 
-std::string utc_time(int64_t ago_ns) {
+namespace {
+
+// The UTC time `ago_ns` before now, as 2026-11-23T10:11:12.345Z.
+std::string utc_time(int64_t ago_ns = 0) {
   const auto t = std::chrono::system_clock::now() - std::chrono::nanoseconds(ago_ns);
   const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
   const time_t secs = static_cast<time_t>(ms / 1000);
@@ -53,6 +56,12 @@ std::string utc_time(int64_t ago_ns) {
   gmtime_r(&secs, &parts);
   return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", parts.tm_year + 1900, parts.tm_mon + 1,
                      parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec, ms % 1000);
+}
+
+}  // namespace
+
+json launcher_event(routing::ChipId chip, const char* kind, double uptime_s) {
+  return {{"time", utc_time()}, {"uptime_s", uptime_s}, {"chip", routing::to_string(chip)}, {"kind", kind}};
 }
 
 json event_json(const chip::StatusEntry& e, routing::ChipId chip, int64_t steady_now_ns, int64_t launched_ns) {
@@ -63,8 +72,7 @@ json event_json(const chip::StatusEntry& e, routing::ChipId chip, int64_t steady
   if (e.port != 0xFF) j["port"] = routing::to_string(routing::PortId{chip, e.port});
   switch (e.kind) {
     case chip::StatusKind::kDropped: {
-      routing::RouterEvent ev{static_cast<routing::RouterEvent::Kind>(e.reason), chip, {}};
-      j["reason"] = ev.name();
+      j["reason"] = routing::to_string(static_cast<routing::RouterEvent::Kind>(e.reason));
       j["command"] = routing::to_string(static_cast<routing::Command>(e.command));
       j["packet_id"] = e.packet_id;
       j["src"] = routing::to_string(routing::ChipId{e.src_mesh, e.src_device});
@@ -73,12 +81,6 @@ json event_json(const chip::StatusEntry& e, routing::ChipId chip, int64_t steady
       j["ttl"] = e.ttl;
       break;
     }
-    case chip::StatusKind::kPortRates:
-      j["frames"] = e.a;
-      j["bytes"] = e.b;
-      j["crc_errors"] = e.c;
-      j["retransmits"] = e.d;
-      break;
     case chip::StatusKind::kLinkUp:
     case chip::StatusKind::kLinkDown: break;
   }

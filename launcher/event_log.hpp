@@ -3,11 +3,10 @@
 // JSON object per line, in one file per job that is kept after the job ends.
 //
 // Each line has "time" (UTC, ISO 8601 with milliseconds), "uptime_s" (since the launch),
-// "chip" (MxDy), "kind", and the fields of its kind: "port" (MxDyPz) for link and rate
-// messages; "reason", "command", "packet_id", "src", "dst", "fvc", "ttl" for a dropped packet;
-// "frames", "bytes", "crc_errors", "retransmits" for rates; "lost" for entries
-// a full queue overwrote ("status_lost"); "pid" and "how" for a chip that died
-// ("chip_died"). docs/architecture.md ("The status queue") describes the path.
+// "chip" (MxDy), "kind", and the fields of its kind: "port" (MxDyPz) for a link going up or
+// down; "reason", "command", "packet_id", "src", "dst", "fvc", "ttl" for a dropped packet;
+// "lost" for entries a full queue overwrote ("status_lost"); "pid" and "how" for a chip that
+// died ("chip_died"). docs/architecture.md ("The status queue") describes the path.
 #pragma once
 
 #include <cstdio>
@@ -44,7 +43,7 @@ class EventLog {
 // now (CLOCK_MONOTONIC, shared by the host's processes), to place the entry in wall time.
 nlohmann::json event_json(const chip::StatusEntry& e, routing::ChipId chip, int64_t steady_now_ns,
                           int64_t launched_ns);
-// The UTC time `ago_ns` before now, as 2026-11-23T10:11:12.345Z.
-std::string utc_time(int64_t ago_ns = 0);
+// A line of the launcher's own (a chip that died, lost entries): the time, the chip, the kind.
+nlohmann::json launcher_event(routing::ChipId chip, const char* kind, double uptime_s);
 
 }  // namespace ttemu::launcher

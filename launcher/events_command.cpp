@@ -1,6 +1,5 @@
 #include "launcher/events_command.hpp"
 
-#include <poll.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -267,8 +268,10 @@ class Launcher : public ControlTarget {
     drain_status(node);  // what it pushed before it died
     if (!stopping_) {
       fmt::print(stderr, "ttemu: chip {} (pid {}) {}\n", to_string(sys_.chips[static_cast<size_t>(node)].id), pid, how);
-      record({{"time", utc_time()}, {"uptime_s", uptime()}, {"chip", to_string(sys_.chips[static_cast<size_t>(node)].id)},
-              {"kind", "chip_died"}, {"pid", pid}, {"how", how}});
+      json died = launcher_event(sys_.chips[static_cast<size_t>(node)].id, "chip_died", uptime());
+      died["pid"] = pid;
+      died["how"] = how;
+      record(died);
       if (!ready_) fail("a chip died while the system was coming up");
       tell_peers_of_death(node);
     }
@@ -325,7 +328,7 @@ class Launcher : public ControlTarget {
             {"ready", ready_}, {"seed", seed_},
             {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"transport", o_.transport}, {"events", events_},
             {"event_log", log_ ? log_->path() : ""},
-            {"uptime_s", std::chrono::duration<double>(Clock::now() - started_).count()},
+            {"uptime_s", uptime()},
             {"chips", chips}, {"links", links}};
   }
 
@@ -415,14 +418,13 @@ class Launcher : public ControlTarget {
   void drain_status(int node) {
     if (!memory_) return;
     const routing::ChipId chip = sys_.chips[static_cast<size_t>(node)].id;
-    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-    const int64_t launched =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(started_.time_since_epoch()).count();
+    const int64_t now = steady_ns(Clock::now()), launched = steady_ns(started_);
     chip::StatusQueue& q = memory_->control(node).status;
     const uint64_t lost = q.drain([&](const chip::StatusEntry& e) { record(event_json(e, chip, now, launched)); });
     if (lost) {
-      record({{"time", utc_time()}, {"uptime_s", uptime()}, {"chip", to_string(chip)}, {"kind", "status_lost"},
-              {"lost", lost}});
+      json e = launcher_event(chip, "status_lost", uptime());
+      e["lost"] = lost;
+      record(e);
     }
     if (!q.caught_up()) asio::post(io_, [this, node] { drain_status(node); });  // it pushes on: come back
   }
@@ -438,10 +440,14 @@ class Launcher : public ControlTarget {
     }
     if (log_) log_->append(event);
     events_.push_back(event);
-    if (events_.size() > 1000) events_.erase(events_.begin());
+    if (events_.size() > 1000) events_.pop_front();
   }
 
   double uptime() const { return std::chrono::duration<double>(Clock::now() - started_).count(); }
+  // The chips' clock: the host's CLOCK_MONOTONIC, as steady_clock reads it.
+  static int64_t steady_ns(Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  }
 
   // --- ending ------------------------------------------------------------------------------
 
@@ -473,7 +479,7 @@ class Launcher : public ControlTarget {
     if (client_pid_ > 0) ::kill(client_pid_, SIGTERM);
     if (chips_) chips_->kill_all();
     if (client_pid_ > 0) ::waitpid(client_pid_, nullptr, 0);
-    for (int v = 0; memory_ && v < sys_.node_count(); ++v) drain_status(v);  // the last words
+    for (int v = 0; v < sys_.node_count(); ++v) drain_status(v);  // the last words
     if (memory_) memory_->remove();
     if (server_) server_->close();
     if (published_) job::unpublish(job_);
@@ -498,7 +504,7 @@ class Launcher : public ControlTarget {
   std::map<uint64_t, std::function<void(const json&)>> pending_;
   std::set<routing::PortId> busy_;  // ports with a link test or ping running
   std::unique_ptr<EventLog> log_;
-  std::vector<json> events_;        // the event log's last 1000 entries, newest last
+  std::deque<json> events_;         // the event log's last 1000 entries, newest last
   uint64_t next_test_ = 0;
   Clock::time_point started_;
   int bound_ = 0, exited_ = 0, exit_status_ = 0;

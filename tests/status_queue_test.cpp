@@ -15,14 +15,14 @@ StatusEntry numbered(uint64_t i) {
   StatusEntry e;
   e.kind = StatusKind::kDropped;
   e.packet_id = i;
-  e.a = i * 3;
+  e.time_ns = static_cast<int64_t>(i * 3);
   return e;
 }
 
 std::vector<uint64_t> drain_ids(StatusQueue& q, uint64_t& lost) {
   std::vector<uint64_t> ids;
   lost = q.drain([&](const StatusEntry& e) {
-    EXPECT_EQ(e.a, e.packet_id * 3) << "an entry arrives whole";
+    EXPECT_EQ(static_cast<uint64_t>(e.time_ns), e.packet_id * 3) << "an entry arrives whole";
     ids.push_back(e.packet_id);
   });
   return ids;
@@ -77,7 +77,7 @@ TEST(StatusQueue, AConcurrentProducerAndConsumerLoseNothingUncounted) {
   bool first = true, ordered = true;
   auto take = [&] {
     lost += q->drain([&](const StatusEntry& e) {
-      if (e.a != e.packet_id * 3 || (!first && e.packet_id <= last)) ordered = false;
+      if (static_cast<uint64_t>(e.time_ns) != e.packet_id * 3 || (!first && e.packet_id <= last)) ordered = false;
       first = false;
       last = e.packet_id;
       ++seen;

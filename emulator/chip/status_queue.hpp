@@ -19,15 +19,13 @@ namespace ttemu::chip {
 enum class StatusKind : uint16_t {
   kLinkUp = 1,
   kLinkDown = 2,
-  kDropped = 3,      // a router dropped a packet: `reason` says why (RouterEvent::Kind)
-  kPortRates = 4,    // a port's traffic over the last interval: a = frames, b = bytes, c = CRC errors, d = retransmissions
+  kDropped = 3,  // a router dropped a packet: `reason` says why (RouterEvent::Kind)
 };
 inline const char* to_string(StatusKind k) {
   switch (k) {
     case StatusKind::kLinkUp: return "link_up";
     case StatusKind::kLinkDown: return "link_down";
     case StatusKind::kDropped: return "dropped";
-    case StatusKind::kPortRates: return "port_rates";
   }
   return "?";
 }
@@ -40,7 +38,6 @@ struct StatusEntry {
   uint8_t fvc = 0, ttl = 0, command = 0, reserved = 0;
   uint16_t src_mesh = 0, src_device = 0, dst_mesh = 0, dst_device = 0;
   uint64_t packet_id = 0;
-  uint64_t a = 0, b = 0, c = 0, d = 0;  // figures, by kind
 };
 
 class StatusQueue {
@@ -62,8 +59,8 @@ class StatusQueue {
   }
   // Whether the consumer had taken everything before the last push: the producer's cue to
   // tell it (one nudge per drain, not one per entry).
-  bool drained_before(uint64_t pushes_back = 1) const {
-    return tail_.load(std::memory_order_seq_cst) + pushes_back >= head_.load(std::memory_order_relaxed);
+  bool drained_before() const {
+    return tail_.load(std::memory_order_seq_cst) + 1 >= head_.load(std::memory_order_relaxed);
   }
   uint64_t pushed() const { return head_.load(std::memory_order_acquire); }
 

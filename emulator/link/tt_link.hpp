@@ -150,7 +150,7 @@ class TtLink {
   Duration rto_, srtt_{0}, rttvar_{0};
   int consecutive_timeouts_ = 0;
   std::optional<uint64_t> last_nacked_base_;  // the gap the last NACK resent
-  bool resend_base_ = false;  // a NACK asked for the oldest unacknowledged frame again
+  bool resend_base_ = false;  // a NACK or a timeout asks for the oldest unacknowledged frame again
   // A timeout resent only the oldest frame; frames before this had been sent when it fired.
   // The next acknowledgement tells a late ack (it covers them: nothing more to resend) from
   // a loss (it does not: go back from there).

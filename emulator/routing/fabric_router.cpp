@@ -13,12 +13,14 @@ using transport::answer_lane;
 using transport::fvc_of_lane;
 using transport::lane;
 
-const char* RouterEvent::name() const {
+const char* RouterEvent::name() const { return to_string(kind); }
+
+const char* to_string(RouterEvent::Kind kind) {
   switch (kind) {
-    case kTtlExpired: return "ttl_expired";
-    case kTimeout: return "timeout";
-    case kNoRoute: return "no_route";
-    case kLinkDown: return "link_down";
+    case RouterEvent::kTtlExpired: return "ttl_expired";
+    case RouterEvent::kTimeout: return "timeout";
+    case RouterEvent::kNoRoute: return "no_route";
+    case RouterEvent::kLinkDown: return "link_down";
   }
   return "?";
 }

@@ -55,6 +55,7 @@ struct RouterEvent {
   PacketHeader packet;
   const char* name() const;
 };
+const char* to_string(RouterEvent::Kind kind);
 
 class FabricRouter {
  public:
