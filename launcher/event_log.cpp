@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "emulator/link/efc.hpp"
+
 #include "emulator/common/error.hpp"
 #include "emulator/routing/fabric_router.hpp"
 #include "emulator/routing/packet.hpp"
@@ -81,6 +83,12 @@ json event_json(const chip::StatusEntry& e, routing::ChipId chip, int64_t steady
       j["ttl"] = e.ttl;
       break;
     }
+    case chip::StatusKind::kFallback:
+      j["via"] = routing::to_string(routing::PortId{chip, e.via});
+      [[fallthrough]];
+    case chip::StatusKind::kReturned:
+      j["reason"] = link::to_string(static_cast<link::EfcReason>(e.reason));
+      break;
     case chip::StatusKind::kLinkUp:
     case chip::StatusKind::kLinkDown: break;
   }

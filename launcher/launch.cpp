@@ -25,6 +25,7 @@
 #include "emulator/control/system_yaml.hpp"
 #include "emulator/control/table_json.hpp"
 #include "emulator/job/description.hpp"
+#include "emulator/link/efc.hpp"
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/link/tt_link.hpp"
 #include "emulator/process/chip_messages.hpp"
@@ -155,6 +156,10 @@ class Launcher : public ControlTarget {
     m.credit_delay_us = o_.credit_delay_us;
     m.spin_us = o_.spin_us;
     m.transport = o_.transport;
+    m.efc = o_.efc;
+    m.efc_timeouts = o_.efc_timeouts;
+    m.efc_error_rate = o_.efc_error_rate;
+    m.efc_interval_ms = o_.efc_interval_ms;
     return m;
   }
 
@@ -318,9 +323,16 @@ class Launcher : public ControlTarget {
 #undef TTEMU_JSON
         counters["stream_verified"] = ps.stream_verified.load();
         counters["stream_errors"] = ps.stream_errors.load();
-        ends.push_back({{"port", to_string(end)}, {"udp", ps.udp_port.load()},
-                        {"state", chips_->alive(node) ? link::to_string(static_cast<link::LinkState>(ps.counters.state.load())) : "dead"},
-                        {"counters", counters}});
+        json e{{"port", to_string(end)}, {"udp", ps.udp_port.load()},
+               {"state", chips_->alive(node) ? link::to_string(static_cast<link::LinkState>(ps.counters.state.load())) : "dead"},
+               {"counters", counters}};
+        // The EFC: the port whose wire carries this end's traffic, when it is not its own.
+        const auto wire = static_cast<uint8_t>(ps.wire.load(std::memory_order_relaxed));
+        if (wire != end.port && chips_->alive(node)) {
+          e["fallback"] = {{"via", to_string(routing::PortId{end.chip, wire})},
+                           {"reason", link::to_string(static_cast<link::EfcReason>(ps.fallback_reason.load()))}};
+        }
+        ends.push_back(std::move(e));
       }
       links.push_back({{"a", to_string(l.a)}, {"b", to_string(l.b)}, {"plane", l.plane}, {"ends", ends}});
     }

@@ -52,6 +52,13 @@ void print_status(const json& s) {
     fmt::print("  dropped: {} at {}: {} packet {} from {} to {}\n", e.value("reason", "?"), e.value("chip", "?"),
                e.value("command", "?"), e.value("packet_id", 0), e.value("src", "?"), e.value("dst", "?"));
   }
+  for (const auto& l : s["links"]) {
+    for (const auto& end : l["ends"]) {
+      if (!end.contains("fallback")) continue;
+      fmt::print("  fallback channel: {}'s traffic travels {}'s wire ({})\n", end["port"].get<std::string>(),
+                 end["fallback"]["via"].get<std::string>(), end["fallback"]["reason"].get<std::string>());
+    }
+  }
   if (s.contains("event_log")) fmt::print("event log: {} ('ttemu events' shows it)\n", s["event_log"].get<std::string>());
   // stray: foreign, stale and malformed datagrams and frames, both ends.
   fmt::print("{:<11} {:<11} {:>5} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}\n", "link", "peer", "plane",
@@ -96,6 +103,12 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
                      "(rings in shared memory, chips of one host); default: $TTEMU_TRANSPORT, else udp")
       ->check(CLI::IsMember(kTransports));
   launch->add_option("--spin-us", lo->spin_us, "Chips keep polling this long after traffic before they sleep (0: sleep at once)")->check(whole_number(0, 100000));
+  launch->add_option("--efc", lo->efc, "Ethernet Fallback Channel: a broken link's traffic moves onto a parallel link (on|off)")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"on", true}, {"off", false}}, CLI::ignore_case));
+  launch->add_option("--efc-timeouts", lo->efc_timeouts, "EFC: retransmission timeouts in a row that break a link")->check(whole_number(1, 1000));
+  launch->add_option("--efc-error-rate", lo->efc_error_rate, "EFC: errors (retransmissions, CRC errors) per frame over an interval that break a link; 0: never")
+      ->check(number_in(0, 1));
+  launch->add_option("--efc-interval-ms", lo->efc_interval_ms, "EFC: the interval the error rate is measured over")->check(whole_number(1, 600000));
   launch->add_option("--events-dir", lo->events_dir,
                      "Where the job's event log goes (default: $TTEMU_EVENTS_DIR, else ~/.local/state/ttemu/events)");
   launch->add_option("--timeout-ms", lo->timeout_ms, "Drop a packet whose head waits this long (spec 5.5)")->check(whole_number(1, 600000));

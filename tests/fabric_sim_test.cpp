@@ -515,5 +515,156 @@ TEST(FabricSim, DelayedCreditsAndAcksStillMoveEverything) {
   expect_all_to_all_landed(sim, sys, 2048);
 }
 
+
+// The Ethernet Fallback Channel (spec 2.2.5). Writes stream both ways across one link of a
+// chip pair with four (M0D0-M0D1, plane 0) while that link's wire is broken.
+struct EfcRig {
+  explicit EfcRig(SimConfig cfg = {}) : sys(load("galaxy.yaml")), tables(control::compute_tables(sys)) {
+    for (const auto& l : sys.links) {
+      if (l.plane == 0 && l.a.chip == a && l.b.chip == b) ends = {l.a, l.b};
+      if (l.plane == 0 && l.a.chip == b && l.b.chip == a) ends = {l.b, l.a};
+    }
+    cfg.trace = false;
+    sim = std::make_unique<FabricSim>(sys, tables, cfg);
+    EXPECT_TRUE(sim->run(std::chrono::seconds(1)));  // every link up
+    start = sim->now();
+  }
+  // `writes` 4 KiB writes each way on plane 0, one each way every `gap`; then runs until idle.
+  void stream(int writes, link::Duration gap) {
+    for (int i = 0; i < writes; ++i) {
+      for (auto [src, dst] : {std::pair{a, b}, std::pair{b, a}}) {
+        for (int tries = 0; !sim->inject(src, write(dst, kBase + 4096 * static_cast<uint64_t>(i), data(src, i))); ++tries) {
+          ASSERT_LT(tries, 50000) << "no room at " << to_string(src);
+          sim->run(std::chrono::microseconds(100));
+        }
+      }
+      sim->run(gap);
+    }
+    EXPECT_TRUE(sim->run(std::chrono::seconds(30)));
+    for (auto [src, dst] : {std::pair{a, b}, std::pair{b, a}}) {
+      for (const auto& p : sim->worker_inbox(src)) {
+        if (p.header.command == Command::kWriteAck) acked += static_cast<int>(p.header.arg);
+        nacked += p.header.command == Command::kNack;
+      }
+      for (int i = 0; i < writes; ++i) {
+        auto got = sim->memory(dst, kBase + 4096 * static_cast<uint64_t>(i), 4096);
+        auto want = data(src, i);
+        landed += std::equal(got.begin(), got.end(), want.begin());
+      }
+    }
+  }
+  // Every write landed bit-exact and was acknowledged; nothing was NACKed or dropped.
+  void expect_everything_delivered(int writes) const {
+    EXPECT_EQ(landed, 2 * writes);
+    EXPECT_EQ(acked, 2 * writes);
+    EXPECT_EQ(nacked, 0);
+    EXPECT_TRUE(sim->events().empty()) << "a packet dropped: " << (sim->events().empty() ? "" : sim->events()[0].name());
+  }
+  static std::vector<uint8_t> data(ChipId src, int i) { return pattern(src.device, i, 4096); }
+  // The EFC events of one end, in order.
+  std::vector<EfcEvent> of(routing::PortId end) const {
+    std::vector<EfcEvent> v;
+    for (const auto& e : sim->efc_events()) {
+      if (e.port == end) v.push_back(e);
+    }
+    return v;
+  }
+
+  static constexpr uint64_t kBase = 64 << 10;
+  const ChipId a{0, 0}, b{0, 1};
+  control::System sys;
+  control::TableSet tables;
+  std::pair<routing::PortId, routing::PortId> ends;
+  std::unique_ptr<FabricSim> sim;
+  link::Time start{};
+  int acked = 0, nacked = 0, landed = 0;
+};
+
+// A wire cut for 4 s, longer than the link's retries last (it would be declared down, and
+// what waits for it NACKed): the link's traffic travels a parallel link's wire within a few
+// timeouts, nothing is lost, and it comes back once its own wire answers probes again.
+TEST(FabricSim, ACutLinkTravelsTheFallbackChannelAndReturnsWhenRestored) {
+  EfcRig rig;
+  FabricSim& sim = *rig.sim;
+  const auto [ea, eb] = rig.ends;
+  const link::Time cut_at = rig.start + std::chrono::milliseconds(10), restore_at = cut_at + std::chrono::seconds(4);
+  sim.at(cut_at, [&] { sim.cut(ea, true); });
+  sim.at(restore_at, [&] { sim.cut(ea, false); });
+  rig.stream(200, std::chrono::milliseconds(25));
+  rig.expect_everything_delivered(200);
+  for (auto end : {ea, eb}) {
+    const auto ev = rig.of(end);
+    ASSERT_GE(ev.size(), 2u) << to_string(end) << ": onto a fallback channel and back";
+    EXPECT_NE(ev.front().wire, end.port) << to_string(end);
+    EXPECT_LT(ev.front().at - cut_at, std::chrono::milliseconds(40)) << to_string(end) << ": the pause";
+    EXPECT_EQ(ev.back().wire, end.port) << to_string(end) << ": back on its own wire";
+    EXPECT_GT(ev.back().at, restore_at) << "not before the restore";
+    EXPECT_LT(ev.back().at, restore_at + std::chrono::milliseconds(500)) << "soon after it";
+    EXPECT_EQ(sim.counters(end).state, static_cast<uint32_t>(link::LinkState::kUp));
+    EXPECT_EQ(sim.counters(end).down_transitions, 0u) << to_string(end) << ": the link never went down";
+    EXPECT_GT(sim.counters(end).fallback_rx, 0u) << to_string(end) << ": the far end's traffic came over the channel";
+  }
+  EXPECT_EQ(rig.of(ea).front().why, link::EfcReason::kTimeouts);
+}
+
+// Without the EFC, the same cut outlasts the link's retries: it goes down, and the writes
+// that wait for it are dropped and NACKed. What the EFC buys, shown by its absence.
+TEST(FabricSim, WithoutTheFallbackChannelTheSameCutLosesWrites) {
+  SimConfig cfg;
+  cfg.efc.enabled = false;
+  EfcRig rig(cfg);
+  FabricSim& sim = *rig.sim;
+  const auto [ea, eb] = rig.ends;
+  const link::Time cut_at = rig.start + std::chrono::milliseconds(10);
+  sim.at(cut_at, [&] { sim.cut(ea, true); });
+  sim.at(cut_at + std::chrono::seconds(4), [&] { sim.cut(ea, false); });
+  rig.stream(200, std::chrono::milliseconds(25));
+  EXPECT_TRUE(sim.efc_events().empty());
+  EXPECT_EQ(sim.counters(ea).fallbacks, 0u);
+  EXPECT_GT(sim.counters(ea).down_transitions, 0u);
+  EXPECT_GT(rig.nacked, 0);
+  EXPECT_LT(rig.landed, 400);
+}
+
+TEST(FabricSim, OneDeadDirectionTakesBothDirectionsOntoTheFallbackChannel) {
+  EfcRig rig;
+  FabricSim& sim = *rig.sim;
+  const auto [ea, eb] = rig.ends;
+  // Only what `eb` sends is lost: `ea` hears no acknowledgements and falls back, and `eb`,
+  // whose own frames also vanish, follows, so that its acknowledgements arrive.
+  const link::Time cut_at = rig.start + std::chrono::milliseconds(10), restore_at = cut_at + std::chrono::seconds(1);
+  sim.at(cut_at, [&] { sim.cut(eb, true, FabricSim::Direction::kOut); });
+  sim.at(restore_at, [&] { sim.cut(eb, false, FabricSim::Direction::kOut); });
+  rig.stream(100, std::chrono::milliseconds(20));
+  rig.expect_everything_delivered(100);
+  for (auto end : {ea, eb}) {
+    const auto ev = rig.of(end);
+    ASSERT_GE(ev.size(), 2u) << to_string(end);
+    EXPECT_NE(ev.front().wire, end.port);
+    EXPECT_EQ(ev.back().wire, end.port) << to_string(end) << ": back on its own wire";
+    EXPECT_GT(ev.back().at, restore_at);
+  }
+}
+
+TEST(FabricSim, AnUnreliableLinkMovesOntoTheFallbackChannelAtItsErrorRate) {
+  SimConfig cfg;
+  cfg.efc.interval = std::chrono::milliseconds(20);
+  cfg.efc.min_frames = 16;
+  EfcRig rig(cfg);
+  FabricSim& sim = *rig.sim;
+  const auto [ea, eb] = rig.ends;
+  link::DirectionFaults f;
+  f.corrupt = 0.2;
+  sim.set_faults(ea, f);
+  rig.stream(100, std::chrono::milliseconds(2));
+  rig.expect_everything_delivered(100);
+  const auto ev = rig.of(ea);
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev.front().why, link::EfcReason::kErrorRate);
+  EXPECT_NE(ev.front().wire, ea.port);
+  EXPECT_NE(ev.back().wire, ea.port) << "a link that still corrupts one frame in five stays off";
+  EXPECT_GT(sim.counters(ea).injected_corrupt, 0u);
+}
+
 }  // namespace
 }  // namespace ttemu::sim

@@ -48,8 +48,8 @@ class Pair {
   Pair(uint64_t seed, DirectionFaults ab = {}, DirectionFaults ba = {}, LinkConfig cfg = {})
       : a_(cfg, {kJob, 0, 0, 4}, {kJob, 0, 1, 12}, 0x1111, ca_),
         b_(cfg, {kJob, 0, 1, 12}, {kJob, 0, 0, 4}, 0x2222, cb_) {
-    if (ab.any()) a_.set_faults(std::make_unique<FaultInjector>(ab, seed));
-    if (ba.any()) b_.set_faults(std::make_unique<FaultInjector>(ba, seed + 1));
+    if (ab.any()) a_.set_faults((fa_ = std::make_unique<FaultInjector>(ab, seed)).get());
+    if (ba.any()) b_.set_faults((fb_ = std::make_unique<FaultInjector>(ba, seed + 1)).get());
     b_.set_delivery([this](uint32_t dest, std::span<const uint8_t> p) {
       EXPECT_EQ(dest, 0x1000u + (received_ % 64));
       auto want = pattern(received_, p.size());
@@ -132,6 +132,7 @@ class Pair {
   }
 
   LinkCounters ca_, cb_;  // before the links that count into them
+  std::unique_ptr<FaultInjector> fa_, fb_;  // the wires' faults, before the links
   TtLink a_, b_;
   Wire ab_, ba_;
   Time now_{1s};

@@ -22,7 +22,7 @@ namespace ttemu::chip {
 
 inline constexpr uint64_t kControlMagic = 0x4c5254434d455454ull;  // "TTEMCTRL"
 inline constexpr uint64_t kRouterMagic = 0x52544f524d455454ull;   // "TTEMROTR"
-inline constexpr uint32_t kControlVersion = 6;  // bumped whenever the layout below changes
+inline constexpr uint32_t kControlVersion = 7;  // bumped whenever the layout below changes
 
 // How the chip's links move datagrams, as the chip found it could (ChipControl::transport_mode).
 enum TransportMode : uint32_t {
@@ -46,6 +46,10 @@ struct PortStatus {
   std::atomic<uint32_t> udp_port{0};        // bound UDP port, 0 when the port is not wired
   std::atomic<uint64_t> stream_verified{0}; // stream payloads that arrived bit-exact, in order
   std::atomic<uint64_t> stream_errors{0};   // stream payloads that arrived wrong
+  // The port whose wire carries this port's traffic: its own number, or a parallel link's
+  // while the Ethernet Fallback Channel carries it (efc.hpp), for fallback_reason.
+  std::atomic<uint32_t> wire{0};
+  std::atomic<uint32_t> fallback_reason{0};  // link::EfcReason
 };
 
 // The router command buffer of the pull model (spec 2.2.2.4): a worker takes a ticket only

@@ -20,12 +20,16 @@ enum class StatusKind : uint16_t {
   kLinkUp = 1,
   kLinkDown = 2,
   kDropped = 3,  // a router dropped a packet: `reason` says why (RouterEvent::Kind)
+  kFallback = 4,  // the port's traffic moved onto port `via`'s wire: `reason` (link::EfcReason)
+  kReturned = 5,  // the port's traffic is back on its own wire: `reason` (link::EfcReason)
 };
 inline const char* to_string(StatusKind k) {
   switch (k) {
     case StatusKind::kLinkUp: return "link_up";
     case StatusKind::kLinkDown: return "link_down";
     case StatusKind::kDropped: return "dropped";
+    case StatusKind::kFallback: return "fallback";
+    case StatusKind::kReturned: return "returned";
   }
   return "?";
 }
@@ -34,8 +38,9 @@ struct StatusEntry {
   int64_t time_ns = 0;  // the chip's clock (steady, or the simulator's)
   StatusKind kind{};
   uint8_t port = 0xFF;  // 0xFF: not about a port
-  uint8_t reason = 0;   // kDropped: routing::RouterEvent::Kind
-  uint8_t fvc = 0, ttl = 0, command = 0, reserved = 0;
+  uint8_t reason = 0;   // kDropped: routing::RouterEvent::Kind; kFallback, kReturned: link::EfcReason
+  uint8_t fvc = 0, ttl = 0, command = 0;
+  uint8_t via = 0xFF;   // kFallback: the port whose wire carries the traffic
   uint16_t src_mesh = 0, src_device = 0, dst_mesh = 0, dst_device = 0;
   uint64_t packet_id = 0;
 };

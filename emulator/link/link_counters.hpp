@@ -29,7 +29,9 @@ namespace ttemu::link {
   X(down_transitions, "times the link was declared down")                              \
   X(injected_corrupt, "frames corrupted by fault injection")                           \
   X(injected_drop, "frames dropped by fault injection")                                \
-  X(wire_drops, "datagrams the transport could not take (a full shared-memory ring)")
+  X(wire_drops, "datagrams the transport could not take (a full shared-memory ring)")      \
+  X(fallbacks, "times the port's traffic moved onto a parallel link's wire (the EFC)")       \
+  X(fallback_rx, "datagrams for this port that arrived over a parallel link's wire")
 
 struct LinkCounters {
 #define TTEMU_DECLARE(name, help) std::atomic<uint64_t> name{0};

@@ -323,6 +323,22 @@ void TtLink::go_down(Time now) {
   hello_deadline_ = now + hello_backoff_;
 }
 
+void TtLink::rewire(Time now, bool lost) {
+  if (!lost) return;
+  if (state_ == LinkState::kUp) {
+    consecutive_timeouts_ = 0;
+    probe_end_.reset();
+    rto_deadline_.reset();
+    cursor_ = base_;
+    rto_ = srtt_.count() ? std::clamp(srtt_ + 4 * rttvar_, cfg_.min_rto, cfg_.max_rto) : cfg_.initial_rto;
+    ack_pending_ = true;  // tell the peer where we are, over the new wire
+  } else {
+    hello_due_ = true;
+    hello_backoff_ = cfg_.hello_interval;
+    hello_deadline_ = now + hello_backoff_;
+  }
+}
+
 void TtLink::arm_rto(Time now) {
   if (!rto_deadline_) rto_deadline_ = now + rto_;
 }
@@ -340,6 +356,7 @@ void TtLink::emit(const FrameHeader& header, std::span<const uint8_t> payload,
     add(c_.injected_drop);
     return;
   }
+  start_datagram();
   if (verdict.corrupt) {
     // Corrupt a copy: the window's payload must stay intact for the retransmission.
     const auto mark = packing_.mark();
@@ -350,6 +367,10 @@ void TtLink::emit(const FrameHeader& header, std::span<const uint8_t> payload,
   }
   if (!framed.empty()) append_framed(packing_, header, framed, ext);
   else append_frame(packing_, header, payload, ext);
+}
+
+void TtLink::start_datagram() {
+  if (packing_.empty() && !prefix_.empty()) packing_.append_copy(prefix_);
 }
 
 void TtLink::flush_datagram(Time now) {

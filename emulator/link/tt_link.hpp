@@ -68,8 +68,16 @@ class TtLink {
   // Where payload buffers come from and go back to once acknowledged (the chip node's, shared
   // with its router); by default the link's own.
   void set_buffer_pool(BufferPool& pool) { pool_ = &pool; }
-  // Faults on what this end transmits (the wire toward the peer); nullptr for none.
-  void set_faults(std::unique_ptr<FaultInjector> f) { faults_ = std::move(f); }
+  // Faults of the wire this end transmits into (not owned: they belong to the wire, and move
+  // with the link's traffic when it takes another wire); nullptr for none.
+  void set_faults(FaultInjector* f) { faults_ = f; }
+  // Bytes every datagram starts with from now on (a fallback header while the link's traffic
+  // travels another port's wire, efc.hpp); empty for none.
+  void set_prefix(std::span<const uint8_t> prefix) { prefix_.assign(prefix.begin(), prefix.end()); }
+  // The link's traffic now travels another wire. With `lost`, what is in flight on the old
+  // one is taken as lost: the sender goes back to its oldest unacknowledged frame at once,
+  // with a fresh timeout, and a handshake in progress says hello again at once.
+  void rewire(Time now, bool lost);
   void start(Time now);
 
   LinkState state() const { return state_; }
@@ -87,6 +95,8 @@ class TtLink {
   bool nack_pending() const { return nack_pending_; }
   // True when every frame sent has been acknowledged.
   bool drained() const { return base_ == next_; }
+  // Retransmission timeouts since the last progress (the EFC's cue, before max_retries).
+  int consecutive_timeouts() const { return consecutive_timeouts_; }
 
   void on_datagram(std::span<const uint8_t> datagram, Time now);
   void on_timer(Time now);
@@ -124,6 +134,7 @@ class TtLink {
             Time now, std::span<uint8_t> framed = {});
   bool accept(uint32_t dest_addr, std::vector<uint8_t>&& framed);
   void flush_datagram(Time now);
+  void start_datagram();  // the prefix, if the datagram being packed has nothing yet
   void arm_rto(Time now);
   void add(std::atomic<uint64_t>& c, uint64_t n = 1) { c_.add(c, n); }
 
@@ -132,7 +143,8 @@ class TtLink {
   uint32_t nonce_, peer_nonce_ = 0, session_ = 0;
   LinkCounters& c_;
   Delivery deliver_;
-  std::unique_ptr<FaultInjector> faults_;
+  FaultInjector* faults_ = nullptr;
+  std::vector<uint8_t> prefix_;
   LinkState state_ = LinkState::kHandshake;
   Time started_{};
 

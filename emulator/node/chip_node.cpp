@@ -1,6 +1,7 @@
 #include "emulator/node/chip_node.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <deque>
 #include <random>
@@ -62,6 +63,20 @@ struct ChipNode::Port {
   std::span<uint8_t> rb;  // where checked streams land
   std::vector<wire::Datagram> outbox;  // datagrams the transport has not taken yet
   size_t outbox_sent = 0;
+  // The EFC. The port's traffic travels wire `wire` (its own, or a parallel link's that
+  // carries it); a port's wire carries its passengers' datagrams after its own.
+  uint8_t wire = 0;
+  uint8_t peer_port = 0;  // the far end's port
+  routing::ChipId peer;   // the far end's chip
+  std::unique_ptr<link::FaultInjector> faults;  // this port's own wire's
+  link::PortEfc efc{link::EfcConfig{}};
+  std::vector<Port*> passengers;
+  // The far end sent this link's traffic over port lease_via's wire until lease_until: this
+  // end's goes there too.
+  std::optional<uint8_t> lease_via;
+  Time lease_until{};
+  Time returned_at{-std::chrono::hours(1)};  // when probes last brought it back
+  bool peer_gone = false;  // the control plane said the far chip died: no carrier, no fallback
   bool touched = false;  // received on in the current batch
   link::LinkState reported = link::LinkState::kHandshake;
   // Stream sender (ttemu link test).
@@ -110,7 +125,12 @@ ChipNode::ChipNode(ChipNodeConfig config, session::Center::Memory memory, chip::
     if (pc.number >= routing::kMaxPorts) throw std::invalid_argument("port " + std::to_string(pc.number) + " does not exist");
     auto p = std::make_unique<Port>();
     p->number = pc.number;
+    p->wire = pc.number;
+    p->peer_port = pc.peer.port;
+    p->peer = {pc.peer.mesh, pc.peer.device};
+    p->efc = link::PortEfc(cfg_.efc);
     p->status = &ctl_.ports[pc.number];
+    p->status->wire.store(pc.number, std::memory_order_relaxed);
     p->rb = pc.receive_buffer;
     const link::LinkIdentity self{cfg_.job, cfg_.self.mesh, cfg_.self.device, pc.number};
     p->link = std::make_unique<link::TtLink>(cfg_.link, self, pc.peer, pc.nonce, p->status->counters);
@@ -134,9 +154,11 @@ const ChipNode::Port& ChipNode::port(uint8_t number) const { return const_cast<C
 
 const link::LinkCounters& ChipNode::counters(uint8_t number) const { return port(number).status->counters; }
 link::LinkState ChipNode::link_state(uint8_t number) const { return port(number).link->state(); }
+uint8_t ChipNode::wire(uint8_t number) const { return port(number).wire; }
 
 void ChipNode::start(Time now) {
   now_ = now;
+  started_ = now;
   for (auto& p : ports_) {
     p->link->start(now);
     service(*p, now);
@@ -146,7 +168,30 @@ void ChipNode::start(Time now) {
 
 void ChipNode::on_datagram(uint8_t number, std::span<const uint8_t> datagram, Time now) {
   now_ = now;
-  Port& p = port(number);
+  Port& arrived = port(number);
+  Port* target = &arrived;
+  if (const auto h = link::decode_fallback(datagram)) {
+    target = fallback_target(arrived, *h);
+    if (!target) {
+      arrived.status->counters.add(arrived.status->counters.malformed);
+      return;
+    }
+    if (h->kind != link::FallbackKind::kData) {
+      on_probe(*target, *h, now);
+      return;
+    }
+    datagram = datagram.subspan(link::kFallbackHeaderBytes);
+    if (target != &arrived) {
+      target->status->counters.add(target->status->counters.fallback_rx);
+      // The far end judged the link broken: this end's traffic for it takes the same way back
+      // (unless this end has just seen its own wire answer probes: those are stragglers).
+      if ((h->flags & link::kFallbackJudged) && now >= target->returned_at + cfg_.efc.lease) {
+        target->lease_via = number;
+        target->lease_until = now + cfg_.efc.lease;
+      }
+    }
+  }
+  Port& p = *target;
   if (!p.touched) touched_.push_back(&p), p.touched = true;
   p.link->on_datagram(datagram, now);
   if (p.link->nack_pending()) service(p, now);  // a gap: send its NACK now
@@ -171,6 +216,11 @@ void ChipNode::on_timer(Time now) {
   now_ = now;
   for (auto& p : ports_) {
     p->link->on_timer(now);
+    if (p->efc.round_due(now)) {
+      for (int i = 0; i < cfg_.efc.probes; ++i) {
+        send_control(*p, {p->number, p->peer_port, link::FallbackKind::kProbe, 0, p->efc.round() << 8 | static_cast<uint32_t>(i)}, now);
+      }
+    }
     service(*p, now);
   }
   pump(now);
@@ -208,8 +258,9 @@ void ChipNode::pump(Time now) {
 void ChipNode::on_writable(uint8_t number, Time now) {
   now_ = now;
   Port& p = port(number);
-  flush(p);
+  flush(number);
   service(p, now);
+  for (size_t i = 0; i < p.passengers.size(); ++i) service(*p.passengers[i], now);
   settle(now);
 }
 
@@ -219,7 +270,12 @@ void ChipNode::settle(Time now) {
 
 std::optional<Time> ChipNode::next_deadline() const {
   std::optional<Time> next = fabric_.next_deadline();
-  for (const auto& p : ports_) next = earlier(next, p->link->next_deadline());
+  for (const auto& p : ports_) {
+    next = earlier(next, p->link->next_deadline());
+    next = earlier(next, p->efc.next_deadline());
+    // A leased fallback ends when the far end stops using it: one look then, to return.
+    if (p->wire != p->number && !p->efc.on_fallback()) next = earlier(next, p->lease_until);
+  }
   return next;
 }
 
@@ -234,13 +290,17 @@ bool ChipNode::idle() const {
 void ChipNode::peer_down(uint8_t number, Time now) {
   now_ = now;
   Port& p = port(number);
+  p.peer_gone = true;
   p.link->peer_lost(now);
   service(p, now);
   settle(now);
 }
 
 void ChipNode::set_faults(uint8_t number, std::unique_ptr<link::FaultInjector> faults) {
-  port(number).link->set_faults(std::move(faults));
+  Port& w = port(number);
+  w.faults = std::move(faults);
+  if (w.wire == w.number) w.link->set_faults(w.faults.get());
+  for (Port* q : w.passengers) q->link->set_faults(w.faults.get());
 }
 
 void ChipNode::stall(uint8_t fvc, bool stalled, Time now) {
@@ -315,6 +375,7 @@ void ChipNode::on_delivery(Port& p, uint32_t dest, std::span<const uint8_t> payl
 }
 
 void ChipNode::service(Port& p, Time now) {
+  steer(p, now);
   // Packets move into the link's window without a copy (their buffers go with them).
   fabric_.pass_backlog(p.number, [&](uint32_t addr, std::vector<uint8_t>& bytes) {
     return p.link->send_room() > 0 && p.link->send_framed(addr, std::move(bytes));
@@ -335,7 +396,7 @@ void ChipNode::service(Port& p, Time now) {
   }
   // New datagrams queue behind what the transport has not taken yet.
   p.link->poll_transmit(now, p.outbox);
-  flush(p);
+  flush(p.wire);
   report(p);
 }
 
@@ -348,19 +409,165 @@ std::vector<uint8_t> ChipNode::test_frame(Port& p, uint64_t id, uint64_t index, 
   return frame;
 }
 
-void ChipNode::flush(Port& p) {
-  // Called even with nothing left: the transport learns that it need not wait for room.
-  p.outbox_sent += transport_.send(p.number, std::span(p.outbox).subspan(p.outbox_sent));
-  if (p.outbox_sent == p.outbox.size()) {
-    p.link->recycle(p.outbox);
-    p.outbox_sent = 0;
+void ChipNode::flush(uint8_t w) {
+  Port& c = port(w);
+  bool sent = false;
+  // False when the wire took less than all: it calls on_writable(w) when it has room, and
+  // nothing after may be sent first (a later full send would tell it not to wait).
+  auto send = [&](Port& q) {
+    if (q.outbox_sent < q.outbox.size()) {
+      sent = true;
+      q.outbox_sent += transport_.send(w, std::span(q.outbox).subspan(q.outbox_sent));
+      if (q.outbox_sent < q.outbox.size()) return false;
+    }
+    q.link->recycle(q.outbox);  // also when empty: acknowledged payloads go back to the pool
+    q.outbox_sent = 0;
+    return true;
+  };
+  if (c.wire == w && !send(c)) return;
+  for (Port* q : c.passengers) {
+    if (!send(*q)) return;
   }
+  // Nothing was left: the transport learns that it need not wait for room.
+  if (!sent) transport_.send(w, {});
+}
+
+bool ChipNode::wire_busy(uint8_t w) const {
+  const Port& c = port(w);
+  if (c.wire == w && c.outbox_sent < c.outbox.size()) return true;
+  return std::any_of(c.passengers.begin(), c.passengers.end(), [](const Port* q) { return q->outbox_sent < q->outbox.size(); });
+}
+
+// The EFC (spec 2.2.5). A port leaves its own wire when its judgement says the link is broken
+// and a parallel link to the same neighbour is up; while it is away it probes its own wire
+// (on_timer) and returns when the probes come back. A port whose far end sends this link's
+// traffic over a fallback channel sends its own there too, so both directions of the link
+// travel the same live wire (a cut may take either direction).
+void ChipNode::steer(Port& p, Time now) {
+  if (!cfg_.efc.enabled) return;
+  if (p.efc.on_fallback()) {
+    if (can_carry(port(p.wire), p)) return;
+    if (Port* c = find_carrier(p)) {  // its carrier failed: another
+      move_wire(p, c->number, true, p.efc.why(), now);
+    } else {
+      p.efc.returned(p.status->counters, now);
+      move_wire(p, p.number, true, link::EfcReason::kNoCarrier, now);
+    }
+    return;
+  }
+  if (!p.peer_gone) {
+    const link::EfcReason why =
+        p.efc.judge(p.status->counters, p.link->consecutive_timeouts(), p.link->state() == link::LinkState::kDown, now);
+    if (why != link::EfcReason::kNone) {
+      if (Port* c = find_carrier(p)) {
+        p.efc.fell_back(why, now);
+        move_wire(p, c->number, true, why, now);
+        return;
+      }
+    }
+  }
+  uint8_t target = p.number;
+  if (p.lease_via && now < p.lease_until && can_carry(port(*p.lease_via), p)) target = *p.lease_via;
+  if (target != p.wire) {
+    if (target == p.number) p.lease_via.reset();
+    move_wire(p, target, false, target == p.number ? link::EfcReason::kLeaseEnded : link::EfcReason::kPeer, now);
+  }
+}
+
+bool ChipNode::can_carry(const Port& c, const Port& p) const {
+  return &c != &p && c.peer == p.peer && c.wire == c.number && !c.efc.on_fallback() && !c.peer_gone && c.link->up();
+}
+
+ChipNode::Port* ChipNode::find_carrier(const Port& p) {
+  // The wire it already travels, if it may; else the first parallel link in good standing
+  // (not one in the middle of timeouts itself).
+  if (p.wire != p.number && can_carry(port(p.wire), p)) return &port(p.wire);
+  for (auto& c : ports_) {
+    if (can_carry(*c, p) && c->link->consecutive_timeouts() == 0) return c.get();
+  }
+  return nullptr;
+}
+
+void ChipNode::move_wire(Port& p, uint8_t w, bool lost, link::EfcReason why, Time now) {
+  // (A port that follows its far end onto a channel and then judges the link broken itself
+  // stays on the same wire: only its header and its go-back change.)
+  if (w != p.wire) {
+    // What the old wire can still take goes; the rest is lost with it (go-back-N resends it).
+    flush(p.wire);
+    if (p.outbox_sent < p.outbox.size()) {
+      p.status->counters.add(p.status->counters.wire_drops, p.outbox.size() - p.outbox_sent);
+      p.link->recycle(p.outbox);
+      p.outbox_sent = 0;
+    }
+    if (p.wire != p.number) std::erase(port(p.wire).passengers, &p);
+    p.wire = w;
+    p.link->set_faults(port(w).faults.get());
+    if (w != p.number) {
+      port(w).passengers.push_back(&p);
+      p.status->counters.add(p.status->counters.fallbacks);
+    }
+  }
+  if (w == p.number) {
+    p.link->set_prefix({});
+  } else {
+    std::array<uint8_t, link::kFallbackHeaderBytes> header;
+    const uint8_t flags = p.efc.on_fallback() ? link::kFallbackJudged : 0;
+    link::encode({p.number, p.peer_port, link::FallbackKind::kData, flags, 0}, header);
+    p.link->set_prefix(header);
+  }
+  p.link->rewire(now, lost);
+  p.status->wire.store(w, std::memory_order_relaxed);
+  p.status->fallback_reason.store(w == p.number ? 0 : static_cast<uint32_t>(why), std::memory_order_relaxed);
+  observer_.fallback(p.number, w, why);
+  // A port that leaves its own wire carries nobody any more: its passengers move on.
+  if (w != p.number && !p.passengers.empty()) {
+    const std::vector<Port*> moving = std::move(p.passengers);
+    p.passengers.clear();
+    for (Port* q : moving) steer(*q, now);  // p cannot carry them: each finds another
+  }
+}
+
+ChipNode::Port* ChipNode::fallback_target(const Port& arrived, const link::FallbackHeader& h) {
+  Port* t = h.rx_port < by_number_.size() ? by_number_[h.rx_port] : nullptr;
+  if (!t || t->peer_port != h.tx_port || t->peer != arrived.peer) return nullptr;
+  // Probes test a port's own wire: they travel nowhere else.
+  if (h.kind != link::FallbackKind::kData && t != &arrived) return nullptr;
+  return t;
+}
+
+void ChipNode::on_probe(Port& p, const link::FallbackHeader& h, Time now) {
+  if (h.kind == link::FallbackKind::kProbe) {
+    send_control(p, {p.number, p.peer_port, link::FallbackKind::kProbeReply, 0, h.probe}, now);
+  } else if (p.efc.on_reply(h.probe, now)) {
+    p.efc.returned(p.status->counters, now);
+    p.returned_at = now;
+    p.lease_via.reset();
+    move_wire(p, p.number, false, link::EfcReason::kProbed, now);
+    service(p, now);
+    settle(now);
+  }
+}
+
+void ChipNode::send_control(Port& p, const link::FallbackHeader& h, Time now) {
+  // Behind datagrams the wire has not taken, a probe would reorder the transport's waiting.
+  if (wire_busy(p.number)) return;
+  if (p.faults) {
+    const auto verdict = p.faults->on_frame(link::kFallbackHeaderBytes, now - started_);
+    if (verdict.drop || verdict.corrupt) {
+      p.status->counters.add(verdict.drop ? p.status->counters.injected_drop : p.status->counters.injected_corrupt);
+      return;
+    }
+  }
+  control_.clear();
+  link::encode(h, control_.append_owned(link::kFallbackHeaderBytes).first<link::kFallbackHeaderBytes>());
+  transport_.send(p.number, std::span(&control_, 1));
 }
 
 void ChipNode::report(Port& p) {
   const link::LinkState state = p.link->state();
   if (state != p.reported) {
     p.reported = state;
+    if (state == link::LinkState::kUp) p.peer_gone = false;
     observer_.link_state(p.number, state);
     if (fabric_.set_link_down(p.number, state == link::LinkState::kDown)) {
       links_changed_ = true;  // pumped before the node's call returns

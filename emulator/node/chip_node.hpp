@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "emulator/chip/chip_control.hpp"
+#include "emulator/link/efc.hpp"
 #include "emulator/link/fault_injector.hpp"
 #include "emulator/link/tt_link.hpp"
 #include "emulator/node/command_intake.hpp"
@@ -48,6 +49,7 @@ struct ChipNodeConfig {
   routing::ChipId self;
   uint64_t job = 0;  // the job identity the links' hellos carry
   link::LinkConfig link;
+  link::EfcConfig efc;
   routing::RouterConfig router;
   std::vector<PortConfig> ports;
   std::vector<routing::RouterTable> tables;  // this chip's table on each plane
@@ -58,6 +60,9 @@ class NodeObserver {
  public:
   virtual ~NodeObserver() = default;
   virtual void link_state(uint8_t /*port*/, link::LinkState /*state*/) {}
+  // The port's traffic moved onto port `wire`'s wire (the fallback channel), or back onto its
+  // own (wire == port), for `why`.
+  virtual void fallback(uint8_t /*port*/, uint8_t /*wire*/, link::EfcReason /*why*/) {}
   virtual void router_event(const routing::RouterEvent& /*event*/) {}
   virtual void committed(const routing::PacketHeader& /*packet*/) {}
   // An answer (ack, NACK, read response) for a local worker; the command buffer has counted it.
@@ -97,6 +102,7 @@ class ChipNode {
 
   // The control plane's requests.
   void peer_down(uint8_t port, Time now);  // the far end's chip died
+  // The faults of the wire `port` transmits into (whatever link's traffic travels it).
   void set_faults(uint8_t port, std::unique_ptr<link::FaultInjector> faults);
   void stall(uint8_t fvc, bool stalled, Time now);  // a stalled consumer (ttemu fabric stall)
   void start_stream(uint8_t port, uint64_t id, uint64_t frames, uint32_t size, Time now);
@@ -107,6 +113,8 @@ class ChipNode {
 
   const link::LinkCounters& counters(uint8_t port) const;
   link::LinkState link_state(uint8_t port) const;
+  // The port whose wire carries `port`'s traffic now: itself, or a fallback channel's.
+  uint8_t wire(uint8_t port) const;
 
  private:
   struct Port;
@@ -114,7 +122,20 @@ class ChipNode {
   const Port& port(uint8_t number) const;
   void on_delivery(Port& p, uint32_t dest, std::span<const uint8_t> payload);
   void service(Port& p, Time now);
-  void flush(Port& p);
+  // Sends what waits for wire `w`: its own port's datagrams, then its passengers'.
+  void flush(uint8_t w);
+  bool wire_busy(uint8_t w) const;
+  // The EFC: moves the port's traffic onto a fallback channel or back, as its judgement says.
+  void steer(Port& p, Time now);
+  Port* find_carrier(const Port& p);
+  bool can_carry(const Port& carrier, const Port& p) const;
+  void move_wire(Port& p, uint8_t wire, bool lost, link::EfcReason why, Time now);
+  // A fallback header arrived on `arrived`'s wire: the port it is for, if it names a link to
+  // the same neighbour.
+  Port* fallback_target(const Port& arrived, const link::FallbackHeader& h);
+  void on_probe(Port& p, const link::FallbackHeader& h, Time now);
+  // A probe or probe reply on the port's own wire, through its faults; best effort.
+  void send_control(Port& p, const link::FallbackHeader& h, Time now);
   // Payload `index` of test stream (or ping) `id`, in a frame buffer for TtLink::send_framed.
   std::vector<uint8_t> test_frame(Port& p, uint64_t id, uint64_t index, uint32_t size);
   void report(Port& p);
@@ -132,6 +153,8 @@ class ChipNode {
   std::vector<Port*> by_number_;              // port number -> its Port, nullptr if not wired
   std::vector<Port*> touched_;                // received on in the current batch
   session::FabricNode::Output out_;
+  wire::Datagram control_;     // a probe or probe reply being sent
+  Time started_{};             // when the links started (the origin of their fault plans)
   Time now_{};                 // the time of the call in progress (deliveries happen inside)
   bool fabric_dirty_ = false;  // packets arrived for the router since its last pass
   bool links_changed_ = false; // a link went down or came back since the last pump

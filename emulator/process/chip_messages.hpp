@@ -38,6 +38,10 @@ struct Config {
   int planes = 1, data_fvcs = 0, rb_packets = 0, timeout_ms = 0;
   int ack_delay_us = 0, credit_delay_us = 0, spin_us = 0;
   std::string transport = "udp";  // udp | uring | shm
+  // The Ethernet Fallback Channel (link::EfcConfig).
+  bool efc = true;
+  int efc_timeouts = 3, efc_interval_ms = 100;
+  double efc_error_rate = 0.05;
 };
 
 struct PeerAddress {

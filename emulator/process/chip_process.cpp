@@ -199,6 +199,10 @@ class Chip final : public node::NodeObserver {
     nc.job = m.job_hash;
     nc.link.window = m.window;
     nc.link.ack_delay = std::chrono::microseconds(m.ack_delay_us);
+    nc.efc.enabled = m.efc;
+    nc.efc.timeouts = m.efc_timeouts;
+    nc.efc.error_rate = m.efc_error_rate;
+    nc.efc.interval = std::chrono::milliseconds(m.efc_interval_ms);
     nc.router.data_fvcs = m.data_fvcs;
     nc.router.rb_packets = m.rb_packets;
     nc.router.timeout = std::chrono::milliseconds(m.timeout_ms);
@@ -358,6 +362,15 @@ class Chip final : public node::NodeObserver {
     StatusEntry e;
     e.kind = state == link::LinkState::kUp ? StatusKind::kLinkUp : StatusKind::kLinkDown;
     e.port = port;
+    push_status(e);
+  }
+
+  void fallback(uint8_t port, uint8_t wire, link::EfcReason why) override {
+    StatusEntry e;
+    e.kind = wire == port ? StatusKind::kReturned : StatusKind::kFallback;
+    e.port = port;
+    e.via = wire;
+    e.reason = static_cast<uint8_t>(why);
     push_status(e);
   }
 

@@ -61,6 +61,12 @@ struct FabricSim::Node final : node::NodeObserver, wire::Transport {
   void link_state(uint8_t port, link::LinkState state) override {
     sim->log("link {} {}", to_string(PortId{id, port}), link::to_string(state));
   }
+  void fallback(uint8_t port, uint8_t wire, link::EfcReason why) override {
+    const PortId at{id, port};
+    if (wire == port) sim->log("efc {} back on its own wire ({})", to_string(at), link::to_string(why));
+    else sim->log("efc {} onto {}'s wire ({})", to_string(at), to_string(PortId{id, wire}), link::to_string(why));
+    sim->efc_events_.push_back({sim->now_, at, wire, why});
+  }
   void router_event(const routing::RouterEvent& ev) override {
     if (sim->tracing()) {  // the names are formatted only for a trace
       sim->log("{} at {} id {} {} -> {} fvc {} ttl {}", ev.name(), to_string(ev.at), ev.packet.packet_id,
@@ -116,6 +122,7 @@ void FabricSim::build(Node& n, int v) {
   nc.self = n.id;
   nc.job = cfg_.seed;
   nc.link = cfg_.link;
+  nc.efc = cfg_.efc;
   nc.router = cfg_.router;
   for (int p = 0; p < tables_.planes(); ++p) nc.tables.push_back(tables_.at(p, v));
   for (uint8_t port : sys_.wired_ports(v)) {

@@ -33,9 +33,18 @@ struct SimConfig {
   std::map<routing::PortId, link::DirectionFaults> link_faults;  // ... unless named here (by sending port)
   routing::RouterConfig router;
   link::LinkConfig link;
+  link::EfcConfig efc;  // the Ethernet Fallback Channel's thresholds (enabled by default)
   size_t l1_bytes = 1 << 20;   // simulated memory per chip
   size_t dram_bytes = 1 << 20;
   bool trace = true;  // keep the trace (a line per delivery, event, ring...); off, nothing is formatted
+};
+
+// A port's traffic moved onto another port's wire (the EFC), or back (wire == port.port).
+struct EfcEvent {
+  link::Time at;
+  routing::PortId port;
+  uint8_t wire;
+  link::EfcReason why;
 };
 
 class FabricSim {
@@ -81,6 +90,7 @@ class FabricSim {
   link::Time now() const { return now_; }
   const std::vector<std::string>& trace() const { return trace_; }
   const std::vector<routing::RouterEvent>& events() const { return events_; }
+  const std::vector<EfcEvent>& efc_events() const { return efc_events_; }
   // Packets that reached a worker at their source chip (acks, NACKs, read responses).
   const std::vector<routing::Packet>& worker_inbox(routing::ChipId at) const;
   const link::LinkCounters& counters(routing::PortId end) const;
@@ -106,6 +116,7 @@ class FabricSim {
   std::map<routing::PortId, std::unique_ptr<End>> ends_;
   std::vector<std::string> trace_;
   std::vector<routing::RouterEvent> events_;
+  std::vector<EfcEvent> efc_events_;
   std::multimap<link::Time, std::function<void()>> actions_;
   std::map<routing::PortId, uint64_t> link_number_;  // nonces and fault seeds
   const control::TableSet& tables_;
