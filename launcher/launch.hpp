@@ -36,8 +36,8 @@ struct LaunchOptions {
   std::string events_dir;             // the event log's directory; empty: default_events_dir()
   // The Ethernet Fallback Channel (docs/fabric.md#the-ethernet-fallback-channel).
   bool efc = true;
-  int efc_timeouts = 3;               // retransmission timeouts in a row that break a port
-  double efc_error_rate = 0.05;       // errors per frame over an interval that break it; 0: off
+  int efc_timeouts = 4;               // retransmission timeouts in a row that break a port
+  double efc_error_rate = 0.05;       // receive errors per frame over an interval that break it; 0: off
   int efc_interval_ms = 100;
 };
 

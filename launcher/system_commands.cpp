@@ -106,7 +106,7 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   launch->add_option("--efc", lo->efc, "Ethernet Fallback Channel: a broken link's traffic moves onto a parallel link (on|off)")
       ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"on", true}, {"off", false}}, CLI::ignore_case));
   launch->add_option("--efc-timeouts", lo->efc_timeouts, "EFC: retransmission timeouts in a row that break a link")->check(whole_number(1, 1000));
-  launch->add_option("--efc-error-rate", lo->efc_error_rate, "EFC: errors (retransmissions, CRC errors) per frame over an interval that break a link; 0: never")
+  launch->add_option("--efc-error-rate", lo->efc_error_rate, "EFC: receive errors (CRC errors, gaps) per frame over an interval that break a link; 0: never")
       ->check(number_in(0, 1));
   launch->add_option("--efc-interval-ms", lo->efc_interval_ms, "EFC: the interval the error rate is measured over")->check(whole_number(1, 600000));
   launch->add_option("--events-dir", lo->events_dir,

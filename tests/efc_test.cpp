@@ -45,6 +45,13 @@ TEST(PortEfc, TimeoutsInARowOrADownLinkBreakAPort) {
   PortEfc efc(cfg);
   EXPECT_EQ(efc.judge(c, cfg.timeouts - 1, false, 1s), EfcReason::kNone);
   EXPECT_EQ(efc.judge(c, cfg.timeouts, false, 1s), EfcReason::kTimeouts);
+  // Fewer, but spread over longer than `stall` (a timeout grown long): broken too.
+  PortEfc slow(cfg);
+  EXPECT_EQ(slow.judge(c, 1, false, 1s), EfcReason::kNone);
+  EXPECT_EQ(slow.judge(c, 2, false, 1s + cfg.stall - 1ms), EfcReason::kNone);
+  EXPECT_EQ(slow.judge(c, 2, false, 1s + cfg.stall), EfcReason::kTimeouts);
+  EXPECT_EQ(slow.judge(c, 0, false, 2s), EfcReason::kNone) << "progress ends the run";
+  EXPECT_EQ(slow.judge(c, 2, false, 2s + cfg.stall - 1ms), EfcReason::kNone) << "a new run starts its own clock";
   EXPECT_EQ(efc.judge(c, 0, true, 1s), EfcReason::kLinkDown);
   cfg.enabled = false;
   EXPECT_EQ(PortEfc(cfg).judge(c, 100, true, 1s), EfcReason::kNone) << "off is off";
@@ -58,16 +65,17 @@ TEST(PortEfc, AnErrorRateAboveTheThresholdOverAnIntervalBreaksAPort) {
   LinkCounters c;
   PortEfc efc(cfg);
   EXPECT_EQ(efc.judge(c, 0, false, 1s), EfcReason::kNone);  // the interval starts
-  c.frames_tx = 1000;
-  c.retransmits = 40;
-  c.crc_errors = 9;  // 49 in 1000: under 5 %
+  c.frames_rx = 990;
+  c.crc_errors = 10;
+  c.nacks_tx = 39;  // 49 in 1000: under 5 %
+  c.retransmits = 900;  // a sender's resends are not the wire's errors (late acknowledgements)
   EXPECT_EQ(efc.judge(c, 0, false, 1s + 50ms), EfcReason::kNone) << "the interval is not over";
   EXPECT_EQ(efc.judge(c, 0, false, 1s + 100ms), EfcReason::kNone);
-  c.frames_rx = 1000 + 50;  // the next interval: 50 frames, all errors, but too few to judge
-  c.crc_errors = 9 + 50;
+  c.crc_errors += 50;  // the next interval: 50 frames, all errors, but too few to judge
   EXPECT_EQ(efc.judge(c, 0, false, 1s + 200ms), EfcReason::kNone);
-  c.frames_rx = 1050 + 200;
-  c.retransmits = 40 + 11;  // 11 in 200
+  c.frames_rx += 190;
+  c.crc_errors += 10;
+  c.nacks_tx += 1;  // 11 in 200
   EXPECT_EQ(efc.judge(c, 0, false, 1s + 300ms), EfcReason::kErrorRate);
 }
 

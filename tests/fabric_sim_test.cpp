@@ -596,7 +596,7 @@ TEST(FabricSim, ACutLinkTravelsTheFallbackChannelAndReturnsWhenRestored) {
     const auto ev = rig.of(end);
     ASSERT_GE(ev.size(), 2u) << to_string(end) << ": onto a fallback channel and back";
     EXPECT_NE(ev.front().wire, end.port) << to_string(end);
-    EXPECT_LT(ev.front().at - cut_at, std::chrono::milliseconds(40)) << to_string(end) << ": the pause";
+    EXPECT_LT(ev.front().at - cut_at, std::chrono::milliseconds(60)) << to_string(end) << ": the pause";
     EXPECT_EQ(ev.back().wire, end.port) << to_string(end) << ": back on its own wire";
     EXPECT_GT(ev.back().at, restore_at) << "not before the restore";
     EXPECT_LT(ev.back().at, restore_at + std::chrono::milliseconds(500)) << "soon after it";
@@ -658,12 +658,16 @@ TEST(FabricSim, AnUnreliableLinkMovesOntoTheFallbackChannelAtItsErrorRate) {
   sim.set_faults(ea, f);
   rig.stream(100, std::chrono::milliseconds(2));
   rig.expect_everything_delivered(100);
-  const auto ev = rig.of(ea);
+  // The receiver sees the CRC errors and judges; the sender follows it onto the channel.
+  const auto ev = rig.of(eb);
   ASSERT_FALSE(ev.empty());
   EXPECT_EQ(ev.front().why, link::EfcReason::kErrorRate);
-  EXPECT_NE(ev.front().wire, ea.port);
-  EXPECT_NE(ev.back().wire, ea.port) << "a link that still corrupts one frame in five stays off";
+  EXPECT_NE(ev.front().wire, eb.port);
+  EXPECT_NE(ev.back().wire, eb.port) << "a link that still corrupts one frame in five stays off";
+  ASSERT_FALSE(rig.of(ea).empty());
+  EXPECT_EQ(rig.of(ea).front().why, link::EfcReason::kPeer);
   EXPECT_GT(sim.counters(ea).injected_corrupt, 0u);
+  EXPECT_GT(sim.counters(ea).fallback_rx, 0u);
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ const char* to_string(EfcReason r) {
     case EfcReason::kErrorRate: return "error_rate";
     case EfcReason::kPeer: return "peer";
     case EfcReason::kProbed: return "probed";
-    case EfcReason::kLeaseEnded: return "peer_returned";
+    case EfcReason::kPeerReturned: return "peer_returned";
     case EfcReason::kNoCarrier: return "no_carrier";
   }
   return "?";
@@ -34,7 +34,7 @@ std::optional<FallbackHeader> decode_fallback(std::span<const uint8_t> d) {
   if (d.size() < kFallbackHeaderBytes || d[8] != kFallbackMarker) return std::nullopt;
   uint32_t magic;
   std::memcpy(&magic, d.data(), 4);
-  if (magic != kFallbackMagic || d[6] < 1 || d[6] > 3) return std::nullopt;
+  if (magic != kFallbackMagic || d[6] < 1 || d[6] > 4) return std::nullopt;
   FallbackHeader h;
   h.tx_port = d[4];
   h.rx_port = d[5];
@@ -45,11 +45,14 @@ std::optional<FallbackHeader> decode_fallback(std::span<const uint8_t> d) {
 }
 
 namespace {
+// The receiver's evidence of what the wire did: frames that failed their CRC, and gaps (a
+// frame lost, or corrupted beyond framing). Not retransmissions: on a busy host most of those
+// answer acknowledgements that were late, not frames that were lost.
 uint64_t errors(const LinkCounters& c) {
-  return c.retransmits.load(std::memory_order_relaxed) + c.crc_errors.load(std::memory_order_relaxed);
+  return c.crc_errors.load(std::memory_order_relaxed) + c.nacks_tx.load(std::memory_order_relaxed);
 }
 uint64_t frames(const LinkCounters& c) {
-  return c.frames_tx.load(std::memory_order_relaxed) + c.frames_rx.load(std::memory_order_relaxed);
+  return c.frames_rx.load(std::memory_order_relaxed) + c.crc_errors.load(std::memory_order_relaxed);
 }
 }  // namespace
 
@@ -62,7 +65,12 @@ void PortEfc::restart_interval(const LinkCounters& c, Time now) {
 EfcReason PortEfc::judge(const LinkCounters& c, int consecutive_timeouts, bool down, Time now) {
   if (!cfg_.enabled || on_fallback_) return EfcReason::kNone;
   if (down) return EfcReason::kLinkDown;
-  if (consecutive_timeouts >= cfg_.timeouts) return EfcReason::kTimeouts;
+  if (consecutive_timeouts == 0) first_timeout_.reset();
+  else if (!first_timeout_) first_timeout_ = now;
+  if (consecutive_timeouts >= cfg_.timeouts ||
+      (consecutive_timeouts >= 2 && now - *first_timeout_ >= cfg_.stall)) {
+    return EfcReason::kTimeouts;
+  }
   if (cfg_.error_rate <= 0) return EfcReason::kNone;
   if (!interval_start_) {
     restart_interval(c, now);
@@ -80,6 +88,7 @@ EfcReason PortEfc::judge(const LinkCounters& c, int consecutive_timeouts, bool d
 void PortEfc::fell_back(EfcReason why, Time now) {
   on_fallback_ = true;
   why_ = why;
+  first_timeout_.reset();
   gap_ = cfg_.probe_interval;
   next_round_ = now + gap_;
   answered_ = 0;

@@ -27,25 +27,30 @@ struct EfcConfig {
   bool enabled = true;
   // A port leaves its wire after this many retransmission timeouts in a row (before the
   // link's own max_retries would declare it down: a pause of tens of milliseconds, not seconds).
-  int timeouts = 3;
-  // ... or when its errors (retransmissions and CRC errors) exceed this share of the frames
-  // it carried over an interval with at least min_frames frames; 0 turns the rate test off.
+  int timeouts = 4;
+  // ... or after two, once this long has passed since the first: a link whose timeout has
+  // grown long (a busy host, a lossy wire) must not hold its traffic for seconds.
+  Duration stall = std::chrono::milliseconds(200);
+  // ... or when the errors its receiver sees (CRC errors and gaps reported) exceed this share
+  // of the frames it received over an interval with at least min_frames of them; 0 turns the
+  // rate test off. (The far end, which sends into the bad wire, follows: see lease.)
   double error_rate = 0.05;
-  uint64_t min_frames = 256;
+  uint64_t min_frames = 32;
   Duration interval = std::chrono::milliseconds(100);
   // On the fallback channel, the port probes its own wire: `probes` probes per round, every
   // probe_interval (doubling up to max_probe_interval while rounds fail); the port returns
   // after `rounds` rounds in a row whose every probe was answered over its own wire.
-  int probes = 4;  // 1-32 (a round's answers are bits of a word)
-  int rounds = 2;
+  int probes = 8;  // 1-32 (a round's answers are bits of a word)
+  int rounds = 3;
   // A wire that lost frames now and then passes a few probes easily: after an error rate, it
   // must pass this many rounds in a row.
   int rounds_after_errors = 16;
   Duration probe_interval = std::chrono::milliseconds(5);
   Duration max_probe_interval = std::chrono::milliseconds(200);
   // Traffic for a port that arrives over the fallback channel (the far end judged the link
-  // broken) takes this port's own traffic there too, until none has come for this long.
-  Duration lease = std::chrono::milliseconds(50);
+  // broken) takes this port's own traffic there too, until the far end says it is back on
+  // its wire (FallbackKind::kReturned), or none has come for this long.
+  Duration lease = std::chrono::seconds(1);
 };
 
 // Why a port's traffic moved, one way or the other.
@@ -56,7 +61,7 @@ enum class EfcReason : uint8_t {
   kErrorRate = 3,  // errors over an interval crossed the threshold
   kPeer = 4,       // the far end sends this link's traffic over the fallback channel
   kProbed = 5,     // back: the port's own wire answered its probes
-  kLeaseEnded = 6, // back: the far end no longer uses the fallback channel
+  kPeerReturned = 6, // back: the far end no longer uses the fallback channel
   kNoCarrier = 7,  // back: no live parallel link is left to carry it
 };
 const char* to_string(EfcReason r);
@@ -64,7 +69,12 @@ const char* to_string(EfcReason r);
 // The fallback header: 16 bytes in front of a datagram that travels another port's wire (or
 // of a probe on a port's own wire). Byte 8, where a frame header has its type, holds a value
 // no frame type has, so a receiver tells the two apart from the first frame's bytes.
-enum class FallbackKind : uint8_t { kData = 1, kProbe = 2, kProbeReply = 3 };
+enum class FallbackKind : uint8_t {
+  kData = 1,        // a datagram of the link named, over another port's wire
+  kProbe = 2,       // on the port's own wire: is it back?
+  kProbeReply = 3,  // on the port's own wire: it is, this way
+  kReturned = 4,    // on the port's own wire: the sender is back on it; follow
+};
 inline constexpr size_t kFallbackHeaderBytes = 16;
 inline constexpr uint32_t kFallbackMagic = 0x42465454;  // "TTFB"
 inline constexpr uint8_t kFallbackMarker = 0xFB;
@@ -117,6 +127,7 @@ class PortEfc {
   EfcReason why_ = EfcReason::kNone;
   // The error-rate interval: where it started and the counts then.
   std::optional<Time> interval_start_;
+  std::optional<Time> first_timeout_;  // of the current run of timeouts
   uint64_t errors_at_start_ = 0, frames_at_start_ = 0;
   // Probing.
   std::optional<Time> next_round_;

@@ -184,8 +184,9 @@ void ChipNode::on_datagram(uint8_t number, std::span<const uint8_t> datagram, Ti
     if (target != &arrived) {
       target->status->counters.add(target->status->counters.fallback_rx);
       // The far end judged the link broken: this end's traffic for it takes the same way back
-      // (unless this end has just seen its own wire answer probes: those are stragglers).
-      if ((h->flags & link::kFallbackJudged) && now >= target->returned_at + cfg_.efc.lease) {
+      // (unless this end has just seen its own wire answer probes: those are stragglers, sent
+      // before the far end's own probes came back).
+      if ((h->flags & link::kFallbackJudged) && now >= target->returned_at + 4 * cfg_.efc.probe_interval) {
         target->lease_via = number;
         target->lease_until = now + cfg_.efc.lease;
       }
@@ -469,8 +470,8 @@ void ChipNode::steer(Port& p, Time now) {
   uint8_t target = p.number;
   if (p.lease_via && now < p.lease_until && can_carry(port(*p.lease_via), p)) target = *p.lease_via;
   if (target != p.wire) {
-    if (target == p.number) p.lease_via.reset();
-    move_wire(p, target, false, target == p.number ? link::EfcReason::kLeaseEnded : link::EfcReason::kPeer, now);
+    p.lease_via = target == p.number ? std::nullopt : p.lease_via;
+    move_wire(p, target, false, target == p.number ? link::EfcReason::kPeerReturned : link::EfcReason::kPeer, now);
   }
 }
 
@@ -536,16 +537,36 @@ ChipNode::Port* ChipNode::fallback_target(const Port& arrived, const link::Fallb
 }
 
 void ChipNode::on_probe(Port& p, const link::FallbackHeader& h, Time now) {
-  if (h.kind == link::FallbackKind::kProbe) {
-    send_control(p, {p.number, p.peer_port, link::FallbackKind::kProbeReply, 0, h.probe}, now);
-  } else if (p.efc.on_reply(h.probe, now)) {
-    p.efc.returned(p.status->counters, now);
-    p.returned_at = now;
-    p.lease_via.reset();
-    move_wire(p, p.number, false, link::EfcReason::kProbed, now);
-    service(p, now);
-    settle(now);
+  switch (h.kind) {
+    case link::FallbackKind::kProbe:
+      send_control(p, {p.number, p.peer_port, link::FallbackKind::kProbeReply, 0, h.probe}, now);
+      return;
+    case link::FallbackKind::kProbeReply:
+      if (!p.efc.on_reply(h.probe, now)) return;
+      p.efc.returned(p.status->counters, now);
+      p.returned_at = now;
+      p.lease_via.reset();
+      move_wire(p, p.number, false, link::EfcReason::kProbed, now);
+      // Tell the far end, which may follow this end on the channel: the wire works both ways.
+      send_control(p, {p.number, p.peer_port, link::FallbackKind::kReturned, 0, 0}, now);
+      break;
+    case link::FallbackKind::kReturned:
+      // The far end's probes came back, so the wire worked both ways; this notice came over
+      // it too. Both ends return together.
+      if (p.efc.on_fallback() && p.efc.why() != link::EfcReason::kErrorRate) {
+        p.efc.returned(p.status->counters, now);
+        p.returned_at = now;
+        p.lease_via.reset();
+        move_wire(p, p.number, false, link::EfcReason::kPeerReturned, now);
+        break;
+      }
+      if (!p.lease_via) return;
+      p.lease_via.reset();
+      break;
+    case link::FallbackKind::kData: return;
   }
+  service(p, now);
+  settle(now);
 }
 
 void ChipNode::send_control(Port& p, const link::FallbackHeader& h, Time now) {

@@ -40,7 +40,7 @@ struct Config {
   std::string transport = "udp";  // udp | uring | shm
   // The Ethernet Fallback Channel (link::EfcConfig).
   bool efc = true;
-  int efc_timeouts = 3, efc_interval_ms = 100;
+  int efc_timeouts = 4, efc_interval_ms = 100;
   double efc_error_rate = 0.05;
 };
 
