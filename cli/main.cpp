@@ -8,6 +8,7 @@
 #include "emulator/common/error.hpp"
 #include "launcher/launch.hpp"
 #include "tools/traffic/sim_command.hpp"
+#include "launcher/diagnose_command.hpp"
 #include "launcher/events_command.hpp"
 #include "launcher/system_commands.hpp"
 #include "launcher/topo_command.hpp"
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   ttemu::launcher::add_topo_command(app);
   ttemu::launcher::add_system_commands(app, client, exit_status);
   ttemu::launcher::add_events_command(app);
+  ttemu::launcher::add_diagnose_command(app);
   ttemu::tools::add_traffic_command(app, exit_status);
   ttemu::tools::add_sim_command(app, exit_status);
   try {

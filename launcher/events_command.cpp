@@ -28,15 +28,15 @@ struct EventsOptions {
   bool json = false, follow = false;
 };
 
-// The log to show: a file named; a job's log in the directory; else the running system's;
-// else the newest in the directory.
-std::string log_path(const EventsOptions& o) {
-  const std::string dir = o.dir.empty() ? default_events_dir() : o.dir;
-  if (!o.what.empty()) {
-    if (fs::is_regular_file(o.what)) return o.what;
-    const std::string job_log = dir + "/" + o.what + ".jsonl";
+}  // namespace
+
+std::string find_event_log(const std::string& what, const std::string& dir_option) {
+  const std::string dir = dir_option.empty() ? default_events_dir() : dir_option;
+  if (!what.empty()) {
+    if (fs::is_regular_file(what)) return what;
+    const std::string job_log = dir + "/" + what + ".jsonl";
     if (fs::is_regular_file(job_log)) return job_log;
-    throw Error(fmt::format("'{}' is neither an event log file nor a job with a log in {}", o.what, dir));
+    throw Error(fmt::format("'{}' is neither an event log file nor a job with a log in {}", what, dir));
   }
   try {
     const json s = request(find_control_socket(std::nullopt), {{"cmd", "status"}});
@@ -57,6 +57,25 @@ std::string log_path(const EventsOptions& o) {
   return newest.string();
 }
 
+std::vector<json> read_event_lines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("cannot read {}", path));
+  std::vector<json> out;
+  std::string line;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    json e = json::parse(line, nullptr, false);
+    if (e.is_discarded() || !e.is_object()) {
+      fmt::print(stderr, "ttemu: {}:{}: not a JSON object, skipped\n", path, n);
+      continue;
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+namespace {
+
 std::string human(const json& e) {
   const std::string kind = e.value("kind", "?");
   std::string what;
@@ -68,6 +87,11 @@ std::string human(const json& e) {
     what = fmt::format("link {} {}", e.value("port", "?"), kind == "link_up" ? "up" : "down");
   } else if (kind == "chip_died") {
     what = fmt::format("chip died (pid {}): {}", e.value("pid", 0), e.value("how", "?"));
+  } else if (kind == "fallback") {
+    what = fmt::format("link {} travels {}'s wire (the fallback channel): {}", e.value("port", "?"), e.value("via", "?"),
+                       e.value("reason", "?"));
+  } else if (kind == "returned") {
+    what = fmt::format("link {} is back on its own wire: {}", e.value("port", "?"), e.value("reason", "?"));
   } else if (kind == "status_lost") {
     what = fmt::format("{} status message(s) lost: the queue was full", e.value("lost", 0));
   } else {
@@ -106,7 +130,7 @@ void print_lines(std::ifstream& in, const EventsOptions& o, const std::string& p
 }
 
 void show(const EventsOptions& o) {
-  const std::string path = log_path(o);
+  const std::string path = find_event_log(o.what, o.dir);
   std::ifstream in(path);
   if (!in) throw Error(fmt::format("cannot read {}", path));
   size_t line_no = 0;

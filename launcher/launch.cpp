@@ -432,7 +432,14 @@ class Launcher : public ControlTarget {
     const routing::ChipId chip = sys_.chips[static_cast<size_t>(node)].id;
     const int64_t now = steady_ns(Clock::now()), launched = steady_ns(started_);
     chip::StatusQueue& q = memory_->control(node).status;
-    const uint64_t lost = q.drain([&](const chip::StatusEntry& e) { record(event_json(e, chip, now, launched)); });
+    const uint64_t lost = q.drain([&](const chip::StatusEntry& e) {
+      json j = event_json(e, chip, now, launched);
+      // The far end, so that a reader of the log (ttemu diagnose) knows the link without the system.
+      if (e.port != 0xFF) {
+        if (const auto peer = sys_.peer({chip, e.port})) j["peer"] = to_string(*peer);
+      }
+      record(j);
+    });
     if (lost) {
       json e = launcher_event(chip, "status_lost", uptime());
       e["lost"] = lost;

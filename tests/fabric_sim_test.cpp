@@ -646,6 +646,30 @@ TEST(FabricSim, OneDeadDirectionTakesBothDirectionsOntoTheFallbackChannel) {
   }
 }
 
+// A carrier whose own wire then fails, while it carries nothing of its own (its plane is
+// idle): only the passenger's timeouts can tell, and the passenger moves on to another.
+TEST(FabricSim, APassengerLeavesACarrierWhoseWireFailsToo) {
+  EfcRig rig;
+  FabricSim& sim = *rig.sim;
+  const auto [ea, eb] = rig.ends;
+  const link::Time cut_at = rig.start + std::chrono::milliseconds(10);
+  sim.at(cut_at, [&] { sim.cut(ea, true); });
+  std::optional<uint8_t> first_carrier;
+  sim.at(cut_at + std::chrono::milliseconds(300), [&] {
+    const auto ev = rig.of(ea);
+    ASSERT_FALSE(ev.empty());
+    first_carrier = ev.back().wire;
+    sim.cut({ea.chip, *first_carrier}, true);
+  });
+  rig.stream(100, std::chrono::milliseconds(10));
+  rig.expect_everything_delivered(100);
+  ASSERT_TRUE(first_carrier);
+  const auto ev = rig.of(ea);
+  ASSERT_GE(ev.size(), 2u);
+  EXPECT_NE(ev.back().wire, *first_carrier) << "it left the failed carrier";
+  EXPECT_NE(ev.back().wire, ea.port) << "and did not go back to its own cut wire";
+}
+
 TEST(FabricSim, AnUnreliableLinkMovesOntoTheFallbackChannelAtItsErrorRate) {
   SimConfig cfg;
   cfg.efc.interval = std::chrono::milliseconds(20);

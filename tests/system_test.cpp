@@ -625,6 +625,52 @@ TEST(Fabric, TrafficVerifiesEveryPatternWithCrcErrorsOnEveryLink) {
   expect_nothing_left(held);
 }
 
+// The Ethernet Fallback Channel between chip processes (spec 2.2.5). Of the four links
+// between M0D0 and M0D1, plane 0's is cut for two seconds (both directions) and plane 1's
+// corrupts one frame in five, while all_to_all runs on both planes again and again. Every
+// byte must arrive and no write be NACKed; the event log must show plane 0's link moving onto
+// the fallback channel and back, and plane 1's moving for its error rate; `ttemu diagnose`
+// must name both links, the unreliable one first.
+TEST(Fabric, TrafficRunsThroughACutAndAnUnreliableLinkOnTheFallbackChannel) {
+  TempFile plan(
+      "links:\n"
+      "  - link: M0D0P4\n    direction: both\n    down: [{at: 1.0, for: 2.0}]\n"
+      "  - link: M0D0P5\n    direction: both\n    corrupt: 0.2\n");
+  System sys({topo("galaxy.yaml"), "--faults", plan.path()});
+  const Held held = held_by(sys, sys.status());
+  const std::string log = sys.status()["event_log"];
+  auto has = [&](const char* kind, const std::string& port, const char* reason) {
+    for (const auto& e : read_event_log(log)) {
+      if (e["kind"] == kind && e.value("port", "") == port && (!reason || e.value("reason", "") == reason)) return true;
+    }
+    return false;
+  };
+  auto done = [&] {
+    return (has("returned", "M0D0P4", nullptr) || has("returned", "M0D1P12", nullptr)) &&
+           (has("fallback", "M0D0P5", "error_rate") || has("fallback", "M0D1P13", "error_rate"));
+  };
+  int runs = 0;
+  for (auto end = Clock::now() + std::chrono::seconds(90); Clock::now() < end && !(runs >= 2 && done());) {
+    for (const char* plane : {"1", "0"}) {
+      RunResult r = sys.ttemu({"traffic", "--pattern", "all_to_all", "--count", "4", "--size", "16384", "--plane", plane, "--json"});
+      ASSERT_EQ(r.status, 0) << r.out;
+      expect_every_byte_verified(json_lines(r.stdout_text), {"all_to_all"}, 16384, 4);
+      ++runs;
+    }
+  }
+  ASSERT_TRUE(done()) << "after " << runs << " runs the log shows no reroute and return: " << slurp(log);
+  EXPECT_TRUE(has("fallback", "M0D0P4", nullptr) || has("fallback", "M0D1P12", "timeouts"));
+  for (const auto& e : read_event_log(log)) EXPECT_NE(e["kind"], "dropped") << e.dump();
+  RunResult d = ttemu({"diagnose", log, "--json"});
+  ASSERT_EQ(d.status, 0) << d.out;
+  const json diag = json::parse(d.stdout_text);
+  ASSERT_GE(diag["links"].size(), 2u) << diag.dump();
+  EXPECT_EQ(diag["links"][0]["ends"], json({"M0D0P5", "M0D1P13"})) << diag.dump();
+  EXPECT_EQ(diag["links"][1]["ends"], json({"M0D0P4", "M0D1P12"})) << diag.dump();
+  EXPECT_EQ(sys.stop(), 0);
+  expect_nothing_left(held);
+}
+
 TEST(Fabric, ARoutingLoopIsDroppedWhereTtlRunsOutAndTheSenderIsTold) {
   RunResult t = ttemu({"topo", "tables", topo("mesh_4x4.yaml"), "--json"});
   ASSERT_EQ(t.status, 0);

@@ -65,12 +65,7 @@ void PortEfc::restart_interval(const LinkCounters& c, Time now) {
 EfcReason PortEfc::judge(const LinkCounters& c, int consecutive_timeouts, bool down, Time now) {
   if (!cfg_.enabled || on_fallback_) return EfcReason::kNone;
   if (down) return EfcReason::kLinkDown;
-  if (consecutive_timeouts == 0) first_timeout_.reset();
-  else if (!first_timeout_) first_timeout_ = now;
-  if (consecutive_timeouts >= cfg_.timeouts ||
-      (consecutive_timeouts >= 2 && now - *first_timeout_ >= cfg_.stall)) {
-    return EfcReason::kTimeouts;
-  }
+  if (timed_out(consecutive_timeouts, now)) return EfcReason::kTimeouts;
   if (cfg_.error_rate <= 0) return EfcReason::kNone;
   if (!interval_start_) {
     restart_interval(c, now);
@@ -83,6 +78,18 @@ EfcReason PortEfc::judge(const LinkCounters& c, int consecutive_timeouts, bool d
     return EfcReason::kErrorRate;
   }
   return EfcReason::kNone;
+}
+
+bool PortEfc::timed_out(int consecutive_timeouts, Time now) {
+  if (consecutive_timeouts == 0) first_timeout_.reset();
+  else if (!first_timeout_) first_timeout_ = now;
+  return consecutive_timeouts >= cfg_.timeouts || (consecutive_timeouts >= 2 && now - *first_timeout_ >= cfg_.stall);
+}
+
+bool PortEfc::carrier_failing(int consecutive_timeouts, Time now) {
+  if (!on_fallback_ || !timed_out(consecutive_timeouts, now)) return false;
+  first_timeout_.reset();
+  return true;
 }
 
 void PortEfc::fell_back(EfcReason why, Time now) {

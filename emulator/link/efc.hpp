@@ -104,6 +104,9 @@ class PortEfc {
 
   // Whether the port should leave its own wire now, and why (kNone: it should not).
   EfcReason judge(const LinkCounters& c, int consecutive_timeouts, bool down, Time now);
+  // On a fallback channel: whether the link times out there as judge() would call broken (the
+  // carrier's wire fails too, and the carrier may not know it: it may carry nothing itself).
+  bool carrier_failing(int consecutive_timeouts, Time now);
   // The port moved onto a fallback channel for `why` at `now`: probing starts.
   void fell_back(EfcReason why, Time now);
   // The port is back on its own wire: judging starts afresh.
@@ -120,6 +123,7 @@ class PortEfc {
 
  private:
   void restart_interval(const LinkCounters& c, Time now);
+  bool timed_out(int consecutive_timeouts, Time now);
   uint32_t all() const { return cfg_.probes >= 32 ? ~0u : (1u << cfg_.probes) - 1; }
 
   EfcConfig cfg_;

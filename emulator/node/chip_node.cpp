@@ -447,13 +447,14 @@ bool ChipNode::wire_busy(uint8_t w) const {
 void ChipNode::steer(Port& p, Time now) {
   if (!cfg_.efc.enabled) return;
   if (p.efc.on_fallback()) {
-    if (can_carry(port(p.wire), p)) return;
-    if (Port* c = find_carrier(p)) {  // its carrier failed: another
+    const bool failing = p.efc.carrier_failing(p.link->consecutive_timeouts(), now);
+    if (!failing && can_carry(port(p.wire), p)) return;
+    if (Port* c = find_carrier(p, failing ? &port(p.wire) : nullptr)) {  // its carrier failed: another
       move_wire(p, c->number, true, p.efc.why(), now);
-    } else {
+    } else if (!failing) {
       p.efc.returned(p.status->counters, now);
       move_wire(p, p.number, true, link::EfcReason::kNoCarrier, now);
-    }
+    }  // (a failing carrier and no other: it stays, and its go-back-N keeps trying)
     return;
   }
   if (!p.peer_gone) {
@@ -479,12 +480,12 @@ bool ChipNode::can_carry(const Port& c, const Port& p) const {
   return &c != &p && c.peer == p.peer && c.wire == c.number && !c.efc.on_fallback() && !c.peer_gone && c.link->up();
 }
 
-ChipNode::Port* ChipNode::find_carrier(const Port& p) {
+ChipNode::Port* ChipNode::find_carrier(const Port& p, const Port* failed) {
   // The wire it already travels, if it may; else the first parallel link in good standing
   // (not one in the middle of timeouts itself).
-  if (p.wire != p.number && can_carry(port(p.wire), p)) return &port(p.wire);
+  if (p.wire != p.number && &port(p.wire) != failed && can_carry(port(p.wire), p)) return &port(p.wire);
   for (auto& c : ports_) {
-    if (can_carry(*c, p) && c->link->consecutive_timeouts() == 0) return c.get();
+    if (c.get() != failed && can_carry(*c, p) && c->link->consecutive_timeouts() == 0) return c.get();
   }
   return nullptr;
 }

@@ -127,7 +127,7 @@ class ChipNode {
   bool wire_busy(uint8_t w) const;
   // The EFC: moves the port's traffic onto a fallback channel or back, as its judgement says.
   void steer(Port& p, Time now);
-  Port* find_carrier(const Port& p);
+  Port* find_carrier(const Port& p, const Port* failed = nullptr);
   bool can_carry(const Port& carrier, const Port& p) const;
   void move_wire(Port& p, uint8_t wire, bool lost, link::EfcReason why, Time now);
   // A fallback header arrived on `arrived`'s wire: the port it is for, if it names a link to
