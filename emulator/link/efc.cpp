@@ -64,6 +64,9 @@ void PortEfc::restart_interval(const LinkCounters& c, Time now) {
 
 EfcReason PortEfc::judge(const LinkCounters& c, int consecutive_timeouts, bool down, Time now) {
   if (!cfg_.enabled || on_fallback_) return EfcReason::kNone;
+  // Just back: the link gets a handshake's or a timeout's worth of time on its own wire
+  // before it is judged again (a link down on the channel must not fall back at once).
+  if (grace_until_ && now < *grace_until_) return EfcReason::kNone;
   if (down) return EfcReason::kLinkDown;
   if (timed_out(consecutive_timeouts, now)) return EfcReason::kTimeouts;
   if (cfg_.error_rate <= 0) return EfcReason::kNone;
@@ -106,6 +109,8 @@ void PortEfc::returned(const LinkCounters& c, Time now) {
   on_fallback_ = false;
   why_ = EfcReason::kNone;
   next_round_.reset();
+  first_timeout_.reset();
+  grace_until_ = now + cfg_.stall;
   restart_interval(c, now);
 }
 

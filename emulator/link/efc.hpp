@@ -132,6 +132,7 @@ class PortEfc {
   // The error-rate interval: where it started and the counts then.
   std::optional<Time> interval_start_;
   std::optional<Time> first_timeout_;  // of the current run of timeouts
+  std::optional<Time> grace_until_;    // not judged before: just back on its wire
   uint64_t errors_at_start_ = 0, frames_at_start_ = 0;
   // Probing.
   std::optional<Time> next_round_;

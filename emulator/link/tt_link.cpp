@@ -324,6 +324,9 @@ void TtLink::go_down(Time now) {
 }
 
 void TtLink::rewire(Time now, bool lost) {
+  // Datagrams held back by an injected delay were packed for the old wire (its prefix or
+  // none): go-back-N resends what they held.
+  delayed_.clear();
   if (!lost) return;
   if (state_ == LinkState::kUp) {
     consecutive_timeouts_ = 0;

@@ -74,7 +74,8 @@ class TtLink {
   // Bytes every datagram starts with from now on (a fallback header while the link's traffic
   // travels another port's wire, efc.hpp); empty for none.
   void set_prefix(std::span<const uint8_t> prefix) { prefix_.assign(prefix.begin(), prefix.end()); }
-  // The link's traffic now travels another wire. With `lost`, what is in flight on the old
+  // The link's traffic now travels another wire (datagrams held back by a delay fault are
+  // dropped: they were packed for the old one). With `lost`, what is in flight on the old
   // one is taken as lost: the sender goes back to its oldest unacknowledged frame at once,
   // with a fresh timeout, and a handshake in progress says hello again at once.
   void rewire(Time now, bool lost);

@@ -451,10 +451,10 @@ void ChipNode::steer(Port& p, Time now) {
     if (!failing && can_carry(port(p.wire), p)) return;
     if (Port* c = find_carrier(p, failing ? &port(p.wire) : nullptr)) {  // its carrier failed: another
       move_wire(p, c->number, true, p.efc.why(), now);
-    } else if (!failing) {
+    } else if (!failing || port(p.wire).wire != p.wire) {
       p.efc.returned(p.status->counters, now);
       move_wire(p, p.number, true, link::EfcReason::kNoCarrier, now);
-    }  // (a failing carrier and no other: it stays, and its go-back-N keeps trying)
+    }  // (a failing carrier, still a carrier, and no other: it stays, its go-back-N trying)
     return;
   }
   if (!p.peer_gone) {
@@ -525,7 +525,7 @@ void ChipNode::move_wire(Port& p, uint8_t w, bool lost, link::EfcReason why, Tim
   if (w != p.number && !p.passengers.empty()) {
     const std::vector<Port*> moving = std::move(p.passengers);
     p.passengers.clear();
-    for (Port* q : moving) steer(*q, now);  // p cannot carry them: each finds another
+    for (Port* q : moving) service(*q, now);  // p cannot carry them: each finds another (steer)
   }
 }
 
@@ -547,7 +547,9 @@ void ChipNode::on_probe(Port& p, const link::FallbackHeader& h, Time now) {
       p.efc.returned(p.status->counters, now);
       p.returned_at = now;
       p.lease_via.reset();
-      move_wire(p, p.number, false, link::EfcReason::kProbed, now);
+      // Lost: the link starts afresh on its own wire (no timeouts counted on the channel, no
+      // backoff; a handshake says hello at once).
+      move_wire(p, p.number, true, link::EfcReason::kProbed, now);
       // Tell the far end, which may follow this end on the channel: the wire works both ways.
       send_control(p, {p.number, p.peer_port, link::FallbackKind::kReturned, 0, 0}, now);
       break;
@@ -558,11 +560,12 @@ void ChipNode::on_probe(Port& p, const link::FallbackHeader& h, Time now) {
         p.efc.returned(p.status->counters, now);
         p.returned_at = now;
         p.lease_via.reset();
-        move_wire(p, p.number, false, link::EfcReason::kPeerReturned, now);
+        move_wire(p, p.number, true, link::EfcReason::kPeerReturned, now);
         break;
       }
       if (!p.lease_via) return;
       p.lease_via.reset();
+      p.returned_at = now;  // a straggler sent before the notice must not lease it again
       break;
     case link::FallbackKind::kData: return;
   }
