@@ -127,7 +127,7 @@ void add_diagnose_command(CLI::App& app) {
   auto o = std::make_shared<DiagnoseOptions>();
   auto* cmd = app.add_subcommand("diagnose", "Name the places at fault from an event log: links, chips, routers");
   cmd->add_option("JOB|FILE", o->what, "A job id or an event log file (default: the running system's, else the newest log)");
-  cmd->add_option("--dir", o->dir, "Where the logs are (default: $TTEMU_EVENTS_DIR, else ~/.local/state/ttemu/events)");
+  cmd->add_option("--dir", o->dir, "Where the logs are (default: $TTEMU_EVENTS_DIR, else $XDG_STATE_HOME/ttemu/events, else ~/.local/state/ttemu/events)");
   cmd->add_flag("--json", o->json, "One JSON object");
   cmd->callback([o] {
     const std::string path = find_event_log(o->what, o->dir);

@@ -66,6 +66,11 @@ json launcher_event(routing::ChipId chip, const char* kind, double uptime_s) {
   return {{"time", utc_time()}, {"uptime_s", uptime_s}, {"chip", routing::to_string(chip)}, {"kind", kind}};
 }
 
+std::string drop_summary(const json& e) {
+  return fmt::format("{} at {}: {} packet {} from {} to {}", e.value("reason", "?"), e.value("chip", "?"),
+                     e.value("command", "?"), e.value("packet_id", 0), e.value("src", "?"), e.value("dst", "?"));
+}
+
 json event_json(const chip::StatusEntry& e, routing::ChipId chip, int64_t steady_now_ns, int64_t launched_ns) {
   json j{{"time", utc_time(std::max<int64_t>(0, steady_now_ns - e.time_ns))},
          {"uptime_s", static_cast<double>(e.time_ns - launched_ns) / 1e9},

@@ -45,5 +45,7 @@ nlohmann::json event_json(const chip::StatusEntry& e, routing::ChipId chip, int6
                           int64_t launched_ns);
 // A line of the launcher's own (a chip that died, lost entries): the time, the chip, the kind.
 nlohmann::json launcher_event(routing::ChipId chip, const char* kind, double uptime_s);
+// A dropped packet's line: "REASON at CHIP: COMMAND packet ID from SRC to DST".
+std::string drop_summary(const nlohmann::json& dropped);
 
 }  // namespace ttemu::launcher

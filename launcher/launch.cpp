@@ -451,11 +451,7 @@ class Launcher : public ControlTarget {
   void record(const json& event) {
     if (event["kind"] == "dropped") {
       // 5.4 / 5.5: the control plane is told which router dropped what.
-      fmt::print(stderr, "ttemu: {} at {}: {} packet {} from {} to {} on FVC {} (ttl {})\n",
-                 event["reason"].get<std::string>(), event["chip"].get<std::string>(),
-                 event["command"].get<std::string>(), event["packet_id"].get<uint64_t>(),
-                 event["src"].get<std::string>(), event["dst"].get<std::string>(), event["fvc"].get<int>(),
-                 event["ttl"].get<int>());
+      fmt::print(stderr, "ttemu: {} on FVC {} (ttl {})\n", drop_summary(event), event.value("fvc", 0), event.value("ttl", 0));
     }
     if (log_) log_->append(event);
     events_.push_back(event);

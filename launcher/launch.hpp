@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "emulator/wire/transport.hpp"
+
 namespace ttemu::launcher {
 
 // The largest `--dram-mib`: 64 GiB per chip, twice a Blackhole's (segments are sparse).
@@ -41,8 +43,7 @@ struct LaunchOptions {
   int efc_interval_ms = 100;
 };
 
-// The transports a launch can use (chip_process.cpp builds each).
-inline const std::vector<std::string> kTransports{"udp", "uring", "shm"};
+using wire::kTransports;
 
 // The transport a launch uses: the option, else $TTEMU_TRANSPORT, else udp; throws Error
 // naming a value that is none of kTransports.

@@ -14,6 +14,7 @@
 #include "launcher/cli_checks.hpp"
 #include "launcher/control_client.hpp"
 #include "launcher/control_requests.hpp"
+#include "launcher/event_log.hpp"
 #include "launcher/launch.hpp"
 
 namespace ttemu::launcher {
@@ -48,9 +49,7 @@ void print_status(const json& s) {
     if (e.value("kind", "") == "dropped") drops.push_back(e);
   }
   for (size_t i = drops.size() > 10 ? drops.size() - 10 : 0; i < drops.size(); ++i) {  // the last ten
-    const json& e = drops[i];
-    fmt::print("  dropped: {} at {}: {} packet {} from {} to {}\n", e.value("reason", "?"), e.value("chip", "?"),
-               e.value("command", "?"), e.value("packet_id", 0), e.value("src", "?"), e.value("dst", "?"));
+    fmt::print("  dropped: {}\n", drop_summary(drops[i]));
   }
   for (const auto& l : s["links"]) {
     for (const auto& end : l["ends"]) {
@@ -110,7 +109,7 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
       ->check(number_in(0, 1));
   launch->add_option("--efc-interval-ms", lo->efc_interval_ms, "EFC: the interval the error rate is measured over")->check(whole_number(1, 600000));
   launch->add_option("--events-dir", lo->events_dir,
-                     "Where the job's event log goes (default: $TTEMU_EVENTS_DIR, else ~/.local/state/ttemu/events)");
+                     "Where the job's event log goes (default: $TTEMU_EVENTS_DIR, else $XDG_STATE_HOME/ttemu/events, else ~/.local/state/ttemu/events)");
   launch->add_option("--timeout-ms", lo->timeout_ms, "Drop a packet whose head waits this long (spec 5.5)")->check(whole_number(1, 600000));
   launch->footer("Run a client against the live system: ttemu launch FILE -- CMD ARGS...\n"
                  "(it sees TTEMU_JOB and TTEMU_CONTROL; the system stops when it exits, with its status)");

@@ -242,8 +242,7 @@ void TtLink::on_ack(uint64_t ack, bool nack, Time now) {
       probe_end_.reset();
     }
     consecutive_timeouts_ = 0;
-    // Progress ends any timeout backoff.
-    rto_ = srtt_.count() ? std::clamp(srtt_ + 4 * rttvar_, cfg_.min_rto, cfg_.max_rto) : cfg_.initial_rto;
+    rto_ = fresh_rto();  // progress ends any timeout backoff
     rto_deadline_.reset();
     if (base_ != next_) arm_rto(now);
   }
@@ -255,7 +254,7 @@ void TtLink::on_ack(uint64_t ack, bool nack, Time now) {
     if (!last_nacked_base_ || *last_nacked_base_ != base_ || (cursor_ != base_ && now - first.sent > settle)) {
       // The receiver holds what arrived after the gap: resend the missing frame alone; its
       // acknowledgement then covers what was held, and what is still missing is asked for
-      // in turn. (A timeout still goes back over the whole window.)
+      // in turn.
       resend_base_ = true;
       last_nacked_base_ = base_;
     }
@@ -299,7 +298,6 @@ void TtLink::come_up(Time now) {
   consecutive_timeouts_ = 0;
   ack_pending_ = true;  // tell the peer where we are
   rto_deadline_.reset();
-  probe_end_.reset();
   if (base_ != next_) {
     cursor_ = base_;
     rto_ = cfg_.initial_rto;
@@ -333,13 +331,17 @@ void TtLink::rewire(Time now, bool lost) {
     probe_end_.reset();
     rto_deadline_.reset();
     cursor_ = base_;
-    rto_ = srtt_.count() ? std::clamp(srtt_ + 4 * rttvar_, cfg_.min_rto, cfg_.max_rto) : cfg_.initial_rto;
+    rto_ = fresh_rto();
     ack_pending_ = true;  // tell the peer where we are, over the new wire
   } else {
     hello_due_ = true;
     hello_backoff_ = cfg_.hello_interval;
     hello_deadline_ = now + hello_backoff_;
   }
+}
+
+Duration TtLink::fresh_rto() const {
+  return srtt_.count() ? std::clamp(srtt_ + 4 * rttvar_, cfg_.min_rto, cfg_.max_rto) : cfg_.initial_rto;
 }
 
 void TtLink::arm_rto(Time now) {
@@ -359,7 +361,7 @@ void TtLink::emit(const FrameHeader& header, std::span<const uint8_t> payload,
     add(c_.injected_drop);
     return;
   }
-  start_datagram();
+  if (packing_.empty()) packing_.append_copy(prefix_);  // a fallback header, if any
   if (verdict.corrupt) {
     // Corrupt a copy: the window's payload must stay intact for the retransmission.
     const auto mark = packing_.mark();
@@ -370,10 +372,6 @@ void TtLink::emit(const FrameHeader& header, std::span<const uint8_t> payload,
   }
   if (!framed.empty()) append_framed(packing_, header, framed, ext);
   else append_frame(packing_, header, payload, ext);
-}
-
-void TtLink::start_datagram() {
-  if (packing_.empty() && !prefix_.empty()) packing_.append_copy(prefix_);
 }
 
 void TtLink::flush_datagram(Time now) {

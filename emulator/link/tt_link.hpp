@@ -135,8 +135,9 @@ class TtLink {
             Time now, std::span<uint8_t> framed = {});
   bool accept(uint32_t dest_addr, std::vector<uint8_t>&& framed);
   void flush_datagram(Time now);
-  void start_datagram();  // the prefix, if the datagram being packed has nothing yet
   void arm_rto(Time now);
+  // The timeout from the round trips seen (no backoff): initial_rto before any.
+  Duration fresh_rto() const;
   void add(std::atomic<uint64_t>& c, uint64_t n = 1) { c_.add(c, n); }
 
   LinkConfig cfg_;

@@ -154,7 +154,6 @@ const ChipNode::Port& ChipNode::port(uint8_t number) const { return const_cast<C
 
 const link::LinkCounters& ChipNode::counters(uint8_t number) const { return port(number).status->counters; }
 link::LinkState ChipNode::link_state(uint8_t number) const { return port(number).link->state(); }
-uint8_t ChipNode::wire(uint8_t number) const { return port(number).wire; }
 
 void ChipNode::start(Time now) {
   now_ = now;
@@ -452,8 +451,7 @@ void ChipNode::steer(Port& p, Time now) {
     if (Port* c = find_carrier(p, failing ? &port(p.wire) : nullptr)) {  // its carrier failed: another
       move_wire(p, c->number, true, p.efc.why(), now);
     } else if (!failing || port(p.wire).wire != p.wire) {
-      p.efc.returned(p.status->counters, now);
-      move_wire(p, p.number, true, link::EfcReason::kNoCarrier, now);
+      return_home(p, link::EfcReason::kNoCarrier, now);
     }  // (a failing carrier, still a carrier, and no other: it stays, its go-back-N trying)
     return;
   }
@@ -471,7 +469,7 @@ void ChipNode::steer(Port& p, Time now) {
   uint8_t target = p.number;
   if (p.lease_via && now < p.lease_until && can_carry(port(*p.lease_via), p)) target = *p.lease_via;
   if (target != p.wire) {
-    p.lease_via = target == p.number ? std::nullopt : p.lease_via;
+    if (target == p.number) p.lease_via.reset();
     move_wire(p, target, false, target == p.number ? link::EfcReason::kPeerReturned : link::EfcReason::kPeer, now);
   }
 }
@@ -529,6 +527,15 @@ void ChipNode::move_wire(Port& p, uint8_t w, bool lost, link::EfcReason why, Tim
   }
 }
 
+void ChipNode::return_home(Port& p, link::EfcReason why, Time now) {
+  p.efc.returned(p.status->counters, now);
+  p.returned_at = now;
+  p.lease_via.reset();
+  // Lost: the link starts afresh on its own wire (no timeouts counted on the channel, no
+  // backoff; a handshake says hello at once).
+  move_wire(p, p.number, true, why, now);
+}
+
 ChipNode::Port* ChipNode::fallback_target(const Port& arrived, const link::FallbackHeader& h) {
   Port* t = h.rx_port < by_number_.size() ? by_number_[h.rx_port] : nullptr;
   if (!t || t->peer_port != h.tx_port || t->peer != arrived.peer) return nullptr;
@@ -544,12 +551,7 @@ void ChipNode::on_probe(Port& p, const link::FallbackHeader& h, Time now) {
       return;
     case link::FallbackKind::kProbeReply:
       if (!p.efc.on_reply(h.probe, now)) return;
-      p.efc.returned(p.status->counters, now);
-      p.returned_at = now;
-      p.lease_via.reset();
-      // Lost: the link starts afresh on its own wire (no timeouts counted on the channel, no
-      // backoff; a handshake says hello at once).
-      move_wire(p, p.number, true, link::EfcReason::kProbed, now);
+      return_home(p, link::EfcReason::kProbed, now);
       // Tell the far end, which may follow this end on the channel: the wire works both ways.
       send_control(p, {p.number, p.peer_port, link::FallbackKind::kReturned, 0, 0}, now);
       break;
@@ -557,10 +559,7 @@ void ChipNode::on_probe(Port& p, const link::FallbackHeader& h, Time now) {
       // The far end's probes came back, so the wire worked both ways; this notice came over
       // it too. Both ends return together.
       if (p.efc.on_fallback() && p.efc.why() != link::EfcReason::kErrorRate) {
-        p.efc.returned(p.status->counters, now);
-        p.returned_at = now;
-        p.lease_via.reset();
-        move_wire(p, p.number, true, link::EfcReason::kPeerReturned, now);
+        return_home(p, link::EfcReason::kPeerReturned, now);
         break;
       }
       if (!p.lease_via) return;

@@ -113,8 +113,6 @@ class ChipNode {
 
   const link::LinkCounters& counters(uint8_t port) const;
   link::LinkState link_state(uint8_t port) const;
-  // The port whose wire carries `port`'s traffic now: itself, or a fallback channel's.
-  uint8_t wire(uint8_t port) const;
 
  private:
   struct Port;
@@ -130,6 +128,8 @@ class ChipNode {
   Port* find_carrier(const Port& p, const Port* failed = nullptr);
   bool can_carry(const Port& carrier, const Port& p) const;
   void move_wire(Port& p, uint8_t wire, bool lost, link::EfcReason why, Time now);
+  // Off the fallback channel and back on its own wire, starting afresh there.
+  void return_home(Port& p, link::EfcReason why, Time now);
   // A fallback header arrived on `arrived`'s wire: the port it is for, if it names a link to
   // the same neighbour.
   Port* fallback_target(const Port& arrived, const link::FallbackHeader& h);

@@ -132,18 +132,13 @@ void EventLoop::run() {
         continue;
       }
     }
-    if (waiter_) {
-      // Completions are shared work, and an epoll set found ready is looked at next turn.
-      const bool got = waiter_->wait(timeout);
-      if (blocking) asleep_->store(0, std::memory_order_relaxed);
-      t = time_ = now();
-      if (!got && spinning && !worked) sched_yield();
-      continue;
-    }
-    const int n = dispatch(timeout);
+    // A waiter's completions are shared work, and an epoll set it found ready is looked at
+    // next turn; without one, the loop's own epoll dispatches (and reads the time).
+    const bool got = waiter_ ? waiter_->wait(timeout) : dispatch(timeout) > 0;
     if (blocking) asleep_->store(0, std::memory_order_relaxed);
+    if (waiter_) time_ = now();
     t = time_;
-    if (n == 0 && spinning && !worked) sched_yield();  // let the chip we just sent to run
+    if (!got && spinning && !worked) sched_yield();  // let the chip we just sent to run
   }
 }
 

@@ -9,11 +9,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "emulator/wire/datagram.hpp"
 
 namespace ttemu::wire {
+
+// The transports a chip process can drive its links with (emulator/process/chip_process.cpp
+// builds each; `ttemu launch --transport` and the benches choose among them).
+inline const std::vector<std::string> kTransports{"udp", "uring", "shm"};
 
 class Transport {
  public:

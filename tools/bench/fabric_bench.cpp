@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "emulator/wire/transport.hpp"
 #include "tools/bench/raw_udp.hpp"
 
 namespace {
@@ -195,7 +196,7 @@ json summarise(const json& rounds) {
 int main(int argc, char** argv) {
   int samples = 300, spin_us = 0, repeat = 1;
   bool as_json = false;
-  std::vector<std::string> transports{"udp", "uring", "shm"};
+  std::vector<std::string> transports = ttemu::wire::kTransports;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--samples" && i + 1 < argc) samples = std::stoi(argv[++i]);

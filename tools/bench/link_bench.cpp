@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "emulator/wire/transport.hpp"
 #include "tools/bench/raw_udp.hpp"
 
 namespace {
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
   double fer = 1e-3;
   bool as_json = false;
   int repeat = 3, spin_us = 0;
-  std::vector<std::string> transports{"udp", "uring", "shm"};
+  std::vector<std::string> transports = ttemu::wire::kTransports;
   std::string ttemu = TTEMU_BINARY, topology = TTEMU_TOPOLOGIES "/n300.yaml";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
