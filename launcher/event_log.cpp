@@ -94,6 +94,7 @@ json event_json(const chip::StatusEntry& e, routing::ChipId chip, int64_t steady
     case chip::StatusKind::kReturned:
       j["reason"] = link::to_string(static_cast<link::EfcReason>(e.reason));
       break;
+    case chip::StatusKind::kPeerRestarted: j["abandoned"] = e.figure; break;
     case chip::StatusKind::kLinkUp:
     case chip::StatusKind::kLinkDown: break;
   }

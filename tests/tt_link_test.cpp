@@ -410,6 +410,65 @@ TEST(TtLink, HelloFromAnotherJobChipOrPortIsRefused) {
   EXPECT_GE(c2.foreign, 1u);
 }
 
+// A peer that restarts (same job, chip and port, a new nonce) is a new session, not a foreigner:
+// the link hands back what the old session never acknowledged, then comes up with the new
+// peer from sequence 0. A late hello of the old session is foreign from then on.
+TEST(TtLink, ARestartedPeerStartsANewSessionAndWhatTheOldOneOwedIsHandedBack) {
+  LinkCounters ca, cb, cb2;
+  LinkConfig cfg;
+  TtLink a(cfg, {kJob, 0, 0, 4}, {kJob, 0, 1, 12}, 1, ca);
+  auto b = std::make_unique<TtLink>(cfg, LinkIdentity{kJob, 0, 1, 12}, LinkIdentity{kJob, 0, 0, 4}, 2, cb);
+  std::vector<uint32_t> abandoned, delivered;
+  a.set_peer_restart([&](std::span<const TtLink::Abandoned> lost) {
+    for (const auto& l : lost) abandoned.push_back(l.dest_addr);
+  });
+  std::vector<wire::Datagram> out;
+  std::vector<std::vector<uint8_t>> old_hellos;
+  auto exchange = [&](TtLink& x, TtLink& y, int rounds, bool keep_y = false) {
+    for (int r = 0; r < rounds; ++r) {
+      x.poll_transmit(Time{r}, out);
+      for (auto& d : out) y.on_datagram(d.to_bytes(), Time{r});
+      x.recycle(out);
+      y.poll_transmit(Time{r}, out);
+      for (auto& d : out) {
+        if (keep_y) old_hellos.push_back(d.to_bytes());
+        x.on_datagram(d.to_bytes(), Time{r});
+      }
+      y.recycle(out);
+    }
+  };
+  a.start(Time{0});
+  b->start(Time{0});
+  exchange(a, *b, 3, true);
+  ASSERT_TRUE(a.up() && b->up());
+  // Three payloads leave a and are never acknowledged: b dies with them.
+  for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(a.send(0x1000 + i, std::vector<uint8_t>(64, 1)));
+  a.poll_transmit(Time{10}, out);
+  a.recycle(out);
+  b.reset();
+  TtLink b2(cfg, {kJob, 0, 1, 12}, {kJob, 0, 0, 4}, 3, cb2);
+  b2.set_delivery([&](uint32_t addr, std::span<const uint8_t>) { delivered.push_back(addr); });
+  b2.start(Time{20});
+  exchange(a, b2, 4);
+  EXPECT_TRUE(a.up());
+  EXPECT_TRUE(b2.up());
+  EXPECT_EQ(abandoned, (std::vector<uint32_t>{0x1000, 0x1001, 0x1002}));
+  EXPECT_EQ(ca.peer_restarts, 1u);
+  EXPECT_EQ(ca.abandoned, 3u);
+  EXPECT_TRUE(delivered.empty()) << "the old session's frames never reach the new peer";
+  ASSERT_TRUE(a.send(0x2000, std::vector<uint8_t>(64, 2)));
+  exchange(a, b2, 2);
+  EXPECT_EQ(delivered, (std::vector<uint32_t>{0x2000})) << "the new session starts at sequence 0";
+  EXPECT_TRUE(a.drained());
+  // The old incarnation's hellos, replayed late, are foreign and change nothing.
+  ASSERT_FALSE(old_hellos.empty());
+  const uint64_t foreign = ca.foreign;
+  for (const auto& h : old_hellos) a.on_datagram(h, Time{40});
+  EXPECT_GT(ca.foreign, foreign);
+  EXPECT_TRUE(a.up());
+  EXPECT_EQ(ca.peer_restarts, 1u);
+}
+
 TEST(TtLink, StrayDatagramsAreCountedAndNeverDelivered) {
   Pair p(7);
   ASSERT_TRUE(p.wait_up());

@@ -22,6 +22,7 @@ enum class StatusKind : uint16_t {
   kDropped = 3,  // a router dropped a packet: `reason` says why (RouterEvent::Kind)
   kFallback = 4,  // the port's traffic moved onto port `via`'s wire: `reason` (link::EfcReason)
   kReturned = 5,  // the port's traffic is back on its own wire: `reason` (link::EfcReason)
+  kPeerRestarted = 6,  // the far end came back as a new process: `figure` payloads abandoned
 };
 inline const char* to_string(StatusKind k) {
   switch (k) {
@@ -30,6 +31,7 @@ inline const char* to_string(StatusKind k) {
     case StatusKind::kDropped: return "dropped";
     case StatusKind::kFallback: return "fallback";
     case StatusKind::kReturned: return "returned";
+    case StatusKind::kPeerRestarted: return "peer_restarted";
   }
   return "?";
 }
@@ -43,6 +45,7 @@ struct StatusEntry {
   uint8_t via = 0xFF;   // kFallback: the port whose wire carries the traffic
   uint16_t src_mesh = 0, src_device = 0, dst_mesh = 0, dst_device = 0;
   uint64_t packet_id = 0;
+  uint64_t figure = 0;  // kPeerRestarted: the old session's payloads reported (NACKed if packets)
 };
 
 class StatusQueue {

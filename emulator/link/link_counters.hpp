@@ -31,7 +31,9 @@ namespace ttemu::link {
   X(injected_drop, "frames dropped by fault injection")                                \
   X(wire_drops, "datagrams the transport could not take (a full shared-memory ring)")      \
   X(fallbacks, "times the port's traffic moved onto a parallel link's wire (the EFC)")       \
-  X(fallback_rx, "datagrams for this port that arrived over a parallel link's wire")
+  X(fallback_rx, "datagrams for this port that arrived over a parallel link's wire")         \
+  X(peer_restarts, "times the far end came back as a new process (a new link session)")     \
+  X(abandoned, "payloads the old session never acknowledged, reported when the peer restarted")
 
 struct LinkCounters {
 #define TTEMU_DECLARE(name, help) std::atomic<uint64_t> name{0};

@@ -194,13 +194,14 @@ void TtLink::on_hello(const ParsedFrame& f, Time now) {
     return;
   }
   std::memcpy(&body, f.payload.data(), sizeof(body));
+  const bool left = std::find(left_nonces_.begin(), left_nonces_.end(), body.nonce) != left_nonces_.end();
   if (body.job != peer_.job || body.mesh != peer_.mesh || body.device != peer_.device ||
-      body.port != peer_.port || body.nonce == 0 ||
-      (peer_nonce_ != 0 && body.nonce != peer_nonce_)) {
-    // Another job, chip or port, or a peer that restarted into a new session.
+      body.port != peer_.port || body.nonce == 0 || left) {
+    // Another job, chip or port, or a session the peer has left (a late hello of its past).
     add(c_.foreign);
     return;
   }
+  if (peer_nonce_ != 0 && body.nonce != peer_nonce_) new_peer_session(body.nonce, now);
   peer_nonce_ = body.nonce;
   if (body.peer_nonce == nonce_) {
     session_ = nonce_ ^ peer_nonce_;
@@ -208,6 +209,53 @@ void TtLink::on_hello(const ParsedFrame& f, Time now) {
   }
   // Answer while either end is not up yet, so both get the proof they need.
   if (!(body.flags & kHelloUp) || state_ != LinkState::kUp) hello_due_ = true;
+}
+
+void TtLink::new_peer_session(uint32_t nonce, Time now) {
+  std::rotate(left_nonces_.rbegin(), left_nonces_.rbegin() + 1, left_nonces_.rend());
+  left_nonces_[0] = peer_nonce_;
+  add(c_.peer_restarts);
+  // What the old session never acknowledged is reported, not resent: the peer that would have
+  // acknowledged it is gone with whatever it held.
+  std::vector<Abandoned> abandoned;
+  abandoned.reserve(unacked_.size());
+  for (size_t i = 0; i < unacked_.size(); ++i) {
+    const Outgoing& o = unacked_[i];
+    abandoned.push_back({o.dest_addr, std::span(o.framed).subspan(kFrameRoom)});
+  }
+  add(c_.abandoned, abandoned.size());
+  if (restarted_) restarted_(abandoned);
+  while (!unacked_.empty()) {  // datagrams still lent may borrow them: retired, not freed
+    retired_.push_back(std::move(unacked_.front().framed));
+    unacked_.pop_front();
+  }
+  base_ = next_ = cursor_ = 0;
+  rto_deadline_.reset();
+  probe_end_.reset();
+  last_nacked_base_.reset();
+  resend_base_ = false;
+  consecutive_timeouts_ = 0;
+  srtt_ = rttvar_ = min_rtt_ = Duration{0};
+  rto_ = cfg_.initial_rto;
+  for (Held& h : held_) {
+    if (h.valid) pool_->give(std::move(h.bytes));
+    h.valid = false;
+  }
+  holding_ = 0;
+  expected_ = 0;
+  ack_pending_ = nack_pending_ = false;
+  unacked_rx_ = 0;
+  ack_deadline_.reset();
+  delayed_.clear();  // packed for the old session
+  peer_nonce_ = nonce;
+  session_ = 0;
+  if (state_ == LinkState::kUp) {
+    state_ = LinkState::kHandshake;
+    c_.state.store(static_cast<uint32_t>(state_), std::memory_order_relaxed);
+  }
+  hello_backoff_ = cfg_.hello_interval;
+  hello_deadline_ = now + hello_backoff_;
+  hello_due_ = true;
 }
 
 void TtLink::on_ack(uint64_t ack, bool nack, Time now) {

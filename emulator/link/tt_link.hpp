@@ -7,11 +7,15 @@
 // exactly once, in order, bit-exact (go-back-N ARQ over CRC-checked frames, whose receiver
 // holds frames after a gap so that a NACK costs the sender one frame, not a window), or the link is
 // declared down after max_retries timeouts without progress; it keeps probing and resumes
-// where it stopped when the peer answers again. Frames from any other job, chip, port or
-// session, and frames of this session from an earlier pass of the 16-bit sequence space
+// where it stopped when the peer answers again. A peer that restarts (a hello naming the same
+// job, chip and port with a new nonce) starts a new session: the old session's unacknowledged
+// payloads are handed to the abandon callback (never silently dropped) and both directions
+// start again from sequence 0; hellos of a session left behind stay foreign. Frames from any
+// other job, chip, port or session, and frames of this session from an earlier pass of the 16-bit sequence space
 // (delayed or replayed), are dropped and counted, never delivered.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -65,6 +69,15 @@ class TtLink {
          uint32_t nonce, LinkCounters& counters);
 
   void set_delivery(Delivery d) { deliver_ = std::move(d); }
+  // The peer restarted: `abandoned` holds the payloads this end had accepted and the old
+  // session never acknowledged (the peer's new incarnation will never see them). Called
+  // before the new session's handshake goes on.
+  struct Abandoned {
+    uint32_t dest_addr;
+    std::span<const uint8_t> payload;
+  };
+  using PeerRestart = std::function<void(std::span<const Abandoned> abandoned)>;
+  void set_peer_restart(PeerRestart r) { restarted_ = std::move(r); }
   // Where payload buffers come from and go back to once acknowledged (the chip node's, shared
   // with its router); by default the link's own.
   void set_buffer_pool(BufferPool& pool) { pool_ = &pool; }
@@ -126,6 +139,8 @@ class TtLink {
 
   void on_frame(const ParsedFrame& f, Time now);
   void on_hello(const ParsedFrame& f, Time now);
+  // A restarted peer (new nonce): abandon the old session, start afresh with `nonce`.
+  void new_peer_session(uint32_t nonce, Time now);
   void on_ack(uint64_t ack, bool nack, Time now);
   void accept_in_order(uint32_t dest_addr, std::span<const uint8_t> payload);
   void come_up(Time now);
@@ -145,6 +160,8 @@ class TtLink {
   uint32_t nonce_, peer_nonce_ = 0, session_ = 0;
   LinkCounters& c_;
   Delivery deliver_;
+  PeerRestart restarted_;
+  std::array<uint32_t, 4> left_nonces_{};  // the peer's earlier sessions: their hellos are foreign
   FaultInjector* faults_ = nullptr;
   std::vector<uint8_t> prefix_;
   LinkState state_ = LinkState::kHandshake;

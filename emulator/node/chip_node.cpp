@@ -137,6 +137,7 @@ ChipNode::ChipNode(ChipNodeConfig config, session::Center::Memory memory, chip::
     p->link->set_buffer_pool(buffers_);
     Port* raw = p.get();
     p->link->set_delivery([this, raw](uint32_t dest, std::span<const uint8_t> payload) { on_delivery(*raw, dest, payload); });
+    p->link->set_peer_restart([this, raw](std::span<const link::TtLink::Abandoned> abandoned) { on_peer_restart(*raw, abandoned); });
     by_number_[pc.number] = raw;
     ports_.push_back(std::move(p));
   }
@@ -372,6 +373,17 @@ void ChipNode::on_delivery(Port& p, uint32_t dest, std::span<const uint8_t> payl
     fabric_.on_link_payload(p.number, dest, payload, now_);
     fabric_dirty_ = true;
   }
+}
+
+void ChipNode::on_peer_restart(Port& p, std::span<const link::TtLink::Abandoned> abandoned) {
+  std::vector<session::LinkPayloadView> views;
+  views.reserve(abandoned.size());
+  for (const auto& a : abandoned) views.push_back({a.dest_addr, a.payload});
+  fabric_.peer_restarted(p.number, views);
+  p.peer_gone = false;
+  p.rx_stream = p.rx_expected = 0;
+  fabric_dirty_ = true;  // the router reports and NACKs at its next pass
+  observer_.peer_restarted(p.number, abandoned.size());
 }
 
 void ChipNode::service(Port& p, Time now) {

@@ -63,6 +63,9 @@ class NodeObserver {
   // The port's traffic moved onto port `wire`'s wire (the fallback channel), or back onto its
   // own (wire == port), for `why`.
   virtual void fallback(uint8_t /*port*/, uint8_t /*wire*/, link::EfcReason /*why*/) {}
+  // The far end of `port` came back as a new process; `abandoned` payloads of the old session
+  // were reported to the router (packets among them NACKed to their sources).
+  virtual void peer_restarted(uint8_t /*port*/, size_t /*abandoned*/) {}
   virtual void router_event(const routing::RouterEvent& /*event*/) {}
   virtual void committed(const routing::PacketHeader& /*packet*/) {}
   // An answer (ack, NACK, read response) for a local worker; the command buffer has counted it.
@@ -119,6 +122,7 @@ class ChipNode {
   Port& port(uint8_t number);
   const Port& port(uint8_t number) const;
   void on_delivery(Port& p, uint32_t dest, std::span<const uint8_t> payload);
+  void on_peer_restart(Port& p, std::span<const link::TtLink::Abandoned> abandoned);
   void service(Port& p, Time now);
   // Sends what waits for wire `w`: its own port's datagrams, then its passengers'.
   void flush(uint8_t w);

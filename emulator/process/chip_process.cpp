@@ -374,6 +374,14 @@ class Chip final : public node::NodeObserver {
     push_status(e);
   }
 
+  void peer_restarted(uint8_t port, size_t abandoned) override {
+    StatusEntry e;
+    e.kind = StatusKind::kPeerRestarted;
+    e.port = port;
+    e.figure = abandoned;
+    push_status(e);
+  }
+
   void router_event(const routing::RouterEvent& ev) override {
     StatusEntry e;
     e.kind = StatusKind::kDropped;

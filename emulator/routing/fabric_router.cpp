@@ -55,6 +55,7 @@ FabricRouter::FabricRouter(ChipId self, const RouterConfig& config, std::vector<
     }
   }
   busy_.assign((inputs_.size() + 63) / 64, 0);
+  unowed_.assign(inputs_.size(), 0);
   port_down_.assign(sorted.size(), false);
 }
 
@@ -147,7 +148,23 @@ void FabricRouter::pop(Input& in, Time now, Actions& out) {
     const auto i = static_cast<size_t>(&in - inputs_.data());
     busy_[i / 64] &= ~(uint64_t{1} << (i % 64));
   }
-  if (in.port != kCenter) out.credits.push_back({in.port, in.lane, 1});
+  if (in.port == kCenter) return;
+  if (uint32_t& u = unowed_[static_cast<size_t>(&in - inputs_.data())]; u > 0) {
+    --u;
+    return;
+  }
+  out.credits.push_back({in.port, in.lane, 1});
+}
+
+void FabricRouter::peer_restarted(uint8_t port) {
+  const int rank = port_index(port);
+  if (rank < 0) throw std::invalid_argument("peer_restarted: port " + std::to_string(port) + " is not wired");
+  for (int l = 0; l < lanes(); ++l) {
+    const auto s = static_cast<size_t>(rank * lanes() + l);
+    credits_[s] = static_cast<uint32_t>(cfg_.rb_packets);
+    const auto i = static_cast<size_t>(input_of_[s]);
+    unowed_[i] = static_cast<uint32_t>(inputs_[i].q.size());
+  }
 }
 
 void FabricRouter::drop(Input& in, RouterEvent::Kind why, Time now, Actions& out) {

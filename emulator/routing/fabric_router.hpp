@@ -94,6 +94,14 @@ class FabricRouter {
   // first): report it, NACK its source, and take back the credit it held.
   void bounce(uint8_t port, uint8_t lane, const PacketHeader& h);
 
+  // The router on the far end of `port` restarted with empty buffers: every lane toward it
+  // has its full credit again, and the packets still waiting here that came from it return no
+  // credit when they leave (its new incarnation never spent one on them).
+  void peer_restarted(uint8_t port);
+  // The tables of every plane, from the next packet on: a packet is routed when it reaches the
+  // head of its buffer, so a switch happens between packets, never during one.
+  void set_tables(std::vector<RouterTable> tables) { tables_ = std::move(tables); }
+
   struct Actions {
     struct Send {
       uint8_t port;
@@ -148,6 +156,7 @@ class FabricRouter {
                                     // only the queues that hold something
   std::vector<int16_t> input_of_;   // rank * lanes + lane -> index into inputs_
   std::vector<uint32_t> credits_;   // rank * lanes + lane -> free slots downstream
+  std::vector<uint32_t> unowed_;    // input index -> packets leaving it that return no credit
   std::vector<bool> center_stalled_;
   std::vector<size_t> center_room_;  // by answer FVC
   std::vector<bool> port_down_;  // by rank

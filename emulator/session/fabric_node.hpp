@@ -24,6 +24,11 @@ struct LinkPayload {
   uint32_t dest_addr;
   std::vector<uint8_t> bytes;
 };
+// A link payload seen in place (without its link room).
+struct LinkPayloadView {
+  uint32_t dest_addr;
+  std::span<const uint8_t> payload;
+};
 
 class FabricNode {
  public:
@@ -44,6 +49,11 @@ class FabricNode {
   // that port but not yet taken by the link are dropped the same way. Frames the link had
   // accepted stay with it and are delivered if it comes back. Returns whether anything changed.
   bool set_link_down(uint8_t port, bool down);
+  // The chip on the far end of `port` restarted: `abandoned` are the link payloads its old
+  // incarnation never acknowledged. Packets among them, and packets still waiting for that
+  // port, are reported (link_down) and NACKed to their sources; credits owed to the old
+  // incarnation are forgotten, and the router starts afresh with the new one (full credits).
+  void peer_restarted(uint8_t port, std::span<const LinkPayloadView> abandoned);
   // A local worker's packet; false if its FVC's buffer is full.
   bool inject(routing::Packet packet, routing::Time now) { return router_.inject(std::move(packet), now); }
 
@@ -74,6 +84,8 @@ class FabricNode {
  private:
   size_t rank(uint8_t port) const;  // the router's index of a wired port; throws for others
   void owe_credit(size_t rank, uint32_t lane, uint32_t n);  // queues a credit payload
+  // The packet's header, if `dest_addr` is a packet lane; its lane in `lane`.
+  std::optional<routing::PacketHeader> packet_at(uint32_t dest_addr, std::span<const uint8_t> payload, uint8_t& lane) const;
 
   routing::FabricRouter router_;
   Center center_;

@@ -27,6 +27,11 @@ class CreditReturns {
     return owing_ > 0 ? std::optional<Time>(next_due_) : std::nullopt;
   }
   bool empty() const { return owing_ == 0; }
+  // Forgets what is owed on `slot` (the router it was owed to is gone).
+  void forget(size_t slot) {
+    if (owed_[slot].n > 0) --owing_;
+    owed_[slot].n = 0;
+  }
 
  private:
   struct Owed {
