@@ -9,35 +9,11 @@
 namespace ttemu::launcher {
 
 ChipMemory::ChipMemory(const job::JobId& job, const control::System& sys, const control::TableSet& tables,
-                       std::optional<size_t> dram_bytes, size_t shm_ring_capacity) {
+                       std::optional<size_t> dram_bytes, size_t shm_ring_capacity)
+    : job_(job), sys_(sys), dram_bytes_(dram_bytes) {
   try {
-    for (int v = 0; v < sys.node_count(); ++v) {
-      const auto& chip = sys.chips[static_cast<size_t>(v)];
-      const chip::ArchSpec arch = chip::arch_spec(sys.spec_of(v).arch);
-      names_.push_back(chip::segment_name(job, chip.id, chip::SegmentKind::kControl));
-      controls_.push_back(chip::Segment::create(names_.back(), sizeof(chip::ChipControl)));
-      auto* block = new (controls_.back().data()) chip::ChipControl();
-      block->mesh = chip.id.mesh;
-      block->device = chip.id.device;
-      block->magic = chip::kControlMagic;
-      names_.push_back(chip::segment_name(job, chip.id, chip::SegmentKind::kDram));
-      chip::Segment::create(names_.back(), dram_bytes.value_or(arch.dram));
-      names_.push_back(chip::segment_name(job, chip.id, chip::SegmentKind::kL1));
-      chip::Segment l1 = chip::Segment::create(names_.back(), arch.l1_total());
-      // The control plane writes each router's table into its ethernet core's L1.
-      for (uint8_t port : sys.wired_ports(v)) {
-        const int link = sys.link_at(v, port);
-        if (port >= arch.eth_cores) {
-          throw Error(fmt::format("{} port P{}: a {} chip has {} ethernet cores", routing::to_string(chip.id), port,
-                                  arch.name, arch.eth_cores));
-        }
-        auto* rc = l1.as<chip::RouterL1Block>(arch.eth_l1_offset(port));
-        rc->plane = static_cast<uint16_t>(sys.links[static_cast<size_t>(link)].plane);
-        rc->port = static_cast<uint8_t>(port);
-        rc->table = tables.at(rc->plane, v).pack();
-        rc->magic = chip::kRouterMagic;
-      }
-    }
+    controls_.resize(sys.chips.size());
+    for (int v = 0; v < sys.node_count(); ++v) create(v, tables, 1);
     for (const auto& l : sys.links) {
       if (shm_ring_capacity == 0) break;
       names_.push_back(chip::link_segment_name(job, l.a, l.b));
@@ -48,6 +24,53 @@ ChipMemory::ChipMemory(const job::JobId& job, const control::System& sys, const 
     remove();
     throw;
   }
+}
+
+void ChipMemory::create(int v, const control::TableSet& tables, uint32_t version) {
+  const auto& chip = sys_.chips[static_cast<size_t>(v)];
+  const chip::ArchSpec arch = chip::arch_spec(sys_.spec_of(v).arch);
+  for (uint8_t port : sys_.wired_ports(v)) {
+    if (port >= arch.eth_cores) {
+      throw Error(fmt::format("{} port P{}: a {} chip has {} ethernet cores", routing::to_string(chip.id), port,
+                              arch.name, arch.eth_cores));
+    }
+  }
+  auto make = [&](chip::SegmentKind kind, size_t size) {
+    const std::string name = chip::segment_name(job_, chip.id, kind);
+    if (std::find(names_.begin(), names_.end(), name) == names_.end()) names_.push_back(name);
+    return chip::Segment::create(name, size);
+  };
+  controls_[static_cast<size_t>(v)] = make(chip::SegmentKind::kControl, sizeof(chip::ChipControl));
+  auto* block = new (controls_[static_cast<size_t>(v)].data()) chip::ChipControl();
+  block->mesh = chip.id.mesh;
+  block->device = chip.id.device;
+  block->tables_version.store(version);
+  block->magic = chip::kControlMagic;
+  make(chip::SegmentKind::kDram, dram_bytes_.value_or(arch.dram));
+  make(chip::SegmentKind::kL1, arch.l1_total());
+  write_tables(v, tables, version);
+}
+
+void ChipMemory::write_tables(int v, const control::TableSet& tables, uint32_t version) {
+  const chip::ArchSpec arch = chip::arch_spec(sys_.spec_of(v).arch);
+  chip::Segment l1 = chip::Segment::open(chip::segment_name(job_, sys_.chips[static_cast<size_t>(v)].id, chip::SegmentKind::kL1));
+  for (uint8_t port : sys_.wired_ports(v)) {
+    auto* rc = l1.as<chip::RouterL1Block>(arch.eth_l1_offset(port));
+    rc->plane = static_cast<uint16_t>(sys_.links[static_cast<size_t>(sys_.link_at(v, port))].plane);
+    rc->port = port;
+    rc->version = version;
+    rc->table = tables.at(rc->plane, v).pack();
+    rc->magic = chip::kRouterMagic;
+  }
+}
+
+void ChipMemory::renew(int v, const control::TableSet& tables, uint32_t version) {
+  const auto& chip = sys_.chips[static_cast<size_t>(v)];
+  controls_[static_cast<size_t>(v)] = chip::Segment();
+  for (auto kind : {chip::SegmentKind::kControl, chip::SegmentKind::kDram, chip::SegmentKind::kL1}) {
+    chip::unlink_segment(chip::segment_name(job_, chip.id, kind));
+  }
+  create(v, tables, version);
 }
 
 void ChipMemory::remove() {

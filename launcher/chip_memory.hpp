@@ -1,8 +1,8 @@
 // The control plane's side of a job's chip memory: it creates every chip's shared-memory
 // segments (control block, L1, DRAM), initialises each control block, and writes each router's
 // routing table into its ethernet core's L1 (spec 1.1.2: the control plane programs the
-// routers through their memory, as over PCIe). The segments stay mapped for reading counters;
-// remove() takes them all away.
+// routers through their memory, as over PCIe), again for every reload. The segments stay
+// mapped for reading counters; remove() takes them all away.
 #pragma once
 
 #include <optional>
@@ -13,6 +13,7 @@
 #include "emulator/chip/segments.hpp"
 #include "emulator/control/system.hpp"
 #include "emulator/control/table_set.hpp"
+#include "emulator/job/job.hpp"
 
 namespace ttemu::launcher {
 
@@ -30,11 +31,21 @@ class ChipMemory {
 
   // A chip's control block (by node), mapped for as long as this lives.
   chip::ChipControl& control(int node) const { return *controls_.at(static_cast<size_t>(node)).as<chip::ChipControl>(); }
+  // Writes `tables` (version `version`) into the routers' blocks of a chip's L1.
+  void write_tables(int node, const control::TableSet& tables, uint32_t version);
+  // A chip's memory anew, for a restarted process: empty L1 and DRAM, a fresh control block,
+  // the routers' blocks holding `tables`.
+  void renew(int node, const control::TableSet& tables, uint32_t version);
   void remove();
 
  private:
-  std::vector<std::string> names_;
-  std::vector<chip::Segment> controls_;
+  void create(int node, const control::TableSet& tables, uint32_t version);
+
+  job::JobId job_;
+  const control::System& sys_;
+  std::optional<size_t> dram_bytes_;
+  std::vector<std::string> names_;       // every segment, for remove()
+  std::vector<chip::Segment> controls_;  // by node
 };
 
 }  // namespace ttemu::launcher

@@ -21,6 +21,10 @@ class ChipSupervisor {
 
   // Starts every chip; each gets `config(node)` as its first message.
   virtual void start_all(const std::function<process::msg::Config(int node)>& config) = 0;
+  // Starts one chip that is not running (a restart), with `config` as its first message.
+  virtual void start(int node, const process::msg::Config& config) = 0;
+  // Kills one chip (SIGKILL); `died` tells when it is gone.
+  virtual void kill(int node) = 0;
   // Sends a message to a chip that is alive (to a dead one: nothing).
   virtual void send(int node, const process::msg::ToChip& m) = 0;
   virtual bool alive(int node) const = 0;

@@ -113,13 +113,47 @@ std::optional<json> respond(std::string_view line, ControlTarget& target, const 
     target.stall(chip, fvc, stalled);
     return json{{"ok", true}};
   }
+  if (cmd == "tables") {
+    only_fields(req, cmd, {"fail"});
+    std::vector<std::string> fail;
+    if (const json* f = field(req, "fail")) {
+      if (!f->is_array() || f->size() > 4096) throw Error(fmt::format("fail must be a list of chips and ports, not {}", shown(*f)));
+      for (const auto& item : *f) {
+        if (!item.is_string()) throw Error(fmt::format("fail: {} is not a chip or port name", shown(item)));
+        fail.push_back(item.get<std::string>());
+      }
+    }
+    if (!target.ready()) throw Error("the system is still coming up");
+    return target.reload_tables(fail);
+  }
+  if (cmd == "link_admin") {
+    only_fields(req, cmd, {"port", "down"});
+    const std::string port = string_field(req, "port");
+    const bool down = bool_field(req, "down", true);
+    if (!target.ready()) throw Error("the system is still coming up");
+    return target.admin_link(port, down);
+  }
+  if (cmd == "chip") {
+    only_fields(req, cmd, {"chip", "action"});
+    const std::string chip = string_field(req, "chip");
+    const std::string action = string_field(req, "action");
+    if (action != "kill" && action != "restart") throw Error(fmt::format("action '{}' is neither kill nor restart", printable(action)));
+    if (!target.ready()) throw Error("the system is still coming up");
+    return target.chip_action(chip, action == "restart");
+  }
+  if (cmd == "injection") {
+    only_fields(req, cmd, {"paused"});
+    const bool paused = bool_field(req, "paused", true);
+    if (!target.ready()) throw Error("the system is still coming up");
+    return target.pause_injection(paused);
+  }
   if (cmd == "stop") {
     only_fields(req, cmd, {});
     if (!target.ready()) throw Error("the system is still coming up");
     stop = true;
     return json{{"ok", true}};
   }
-  throw Error(fmt::format("unknown cmd '{}' (status, faults, stream, ping, stall, stop)", printable(cmd)));
+  throw Error(fmt::format("unknown cmd '{}' (status, faults, stream, ping, stall, tables, link_admin, chip, injection, stop)", printable(cmd)));
 }
 
 }  // namespace

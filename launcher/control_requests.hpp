@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -57,6 +58,12 @@ class ControlTarget {
   virtual nlohmann::json status() = 0;
   virtual nlohmann::json apply_faults(const std::string& plan, const std::string& source) = 0;
   virtual void stall(const std::string& chip, int fvc, bool stalled) = 0;
+  // The live control plane's operator actions (spec 1.1.2). Each refuses by throwing.
+  // Tables recomputed around `fail` (chips "M0D1", links "M0D1P2") and what the fabric reported.
+  virtual nlohmann::json reload_tables(const std::vector<std::string>& fail) = 0;
+  virtual nlohmann::json admin_link(const std::string& port, bool down) = 0;  // ttemu links down|up
+  virtual nlohmann::json chip_action(const std::string& chip, bool restart) = 0;  // kill or restart
+  virtual nlohmann::json pause_injection(bool paused) = 0;
   // Replies through `reply`, at once or when the test ends. Refuses by throwing, before it
   // holds anything (the port, a timer).
   virtual void link_test(const LinkTestRequest& test, Reply reply) = 0;

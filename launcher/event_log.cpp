@@ -66,6 +66,10 @@ json launcher_event(routing::ChipId chip, const char* kind, double uptime_s) {
   return {{"time", utc_time()}, {"uptime_s", uptime_s}, {"chip", routing::to_string(chip)}, {"kind", kind}};
 }
 
+json system_event(const char* kind, double uptime_s) {
+  return {{"time", utc_time()}, {"uptime_s", uptime_s}, {"kind", kind}};
+}
+
 std::string drop_summary(const json& e) {
   return fmt::format("{} at {}: {} packet {} from {} to {}", e.value("reason", "?"), e.value("chip", "?"),
                      e.value("command", "?"), e.value("packet_id", 0), e.value("src", "?"), e.value("dst", "?"));

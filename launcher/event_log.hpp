@@ -6,7 +6,9 @@
 // "chip" (MxDy), "kind", and the fields of its kind: "port" (MxDyPz) for a link going up or
 // down; "reason", "command", "packet_id", "src", "dst", "fvc", "ttl" for a dropped packet;
 // "lost" for entries a full queue overwrote ("status_lost"); "pid" and "how" for a chip that
-// died ("chip_died"). docs/architecture.md ("The status queue") describes the path.
+// died ("chip_died"). The live control plane's lines: "tables_reloaded" (version, failed,
+// switch, unreachable), "chip_killed", "chip_restarted", "link_admin" (port, peer, down),
+// "injection" (paused), "peer_restarted" (a chip's: port, abandoned). docs/architecture.md ("The status queue") describes the path.
 #pragma once
 
 #include <cstdio>
@@ -45,6 +47,8 @@ nlohmann::json event_json(const chip::StatusEntry& e, routing::ChipId chip, int6
                           int64_t launched_ns);
 // A line of the launcher's own (a chip that died, lost entries): the time, the chip, the kind.
 nlohmann::json launcher_event(routing::ChipId chip, const char* kind, double uptime_s);
+// A line about the whole system (tables reloaded, injection paused): the time and the kind.
+nlohmann::json system_event(const char* kind, double uptime_s);
 // A dropped packet's line: "REASON at CHIP: COMMAND packet ID from SRC to DST".
 std::string drop_summary(const nlohmann::json& dropped);
 

@@ -21,6 +21,7 @@
 #include "emulator/chip/chip_control.hpp"
 #include "emulator/common/asio.hpp"
 #include "emulator/common/error.hpp"
+#include "emulator/control/live_routes.hpp"
 #include "emulator/control/routing_tables.hpp"
 #include "emulator/control/system_yaml.hpp"
 #include "emulator/control/table_json.hpp"
@@ -50,7 +51,7 @@ namespace {
 class Launcher : public ControlTarget {
  public:
   explicit Launcher(const LaunchOptions& o)
-      : o_(o), signals_(io_, SIGINT, SIGTERM), children_(io_, SIGCHLD), deadline_(io_) {}
+      : o_(o), signals_(io_, SIGINT, SIGTERM), children_(io_, SIGCHLD), deadline_(io_), reroute_timer_(io_) {}
 
   ~Launcher() override { teardown_now(); }
 
@@ -177,12 +178,17 @@ class Launcher : public ControlTarget {
     std::visit(msg::Overloaded{
                    [&](const msg::Bound& b) {
                      bound_ports_[static_cast<size_t>(node)] = b.ports;
+                     if (ready_) return rewire_restarted(node);
                      if (++bound_ == sys_.node_count()) wire_links();
                    },
                    [&](const msg::LinkState& l) {
                      link_state_[{node, l.port}] = l.state;
                      if (ready_ && l.state != "up") fmt::print(stderr, "ttemu: link {}P{} is {}\n", name, l.port, l.state);
                      if (ready_ && l.state == "up") fmt::print(stderr, "ttemu: link {}P{} is up again\n", name, l.port);
+                     if (live_) {
+                       live_->link_up({sys_.chips[static_cast<size_t>(node)].id, l.port}, l.state == "up");
+                       schedule_reroute();
+                     }
                      check_ready();
                    },
                    [&](const msg::StreamDone& d) { finish(d.id); },
@@ -213,6 +219,7 @@ class Launcher : public ControlTarget {
     }
     ready_ = true;
     deadline_.cancel();
+    live_ = std::make_unique<control::LiveRoutes>(sys_, tables_, o_.efc);
     double secs = std::chrono::duration<double>(Clock::now() - started_).count();
     fmt::print("ttemu: {}: {} chip(s), {} link(s) up, ready in {:.2f} s (job {})\n", o_.file,
                sys_.chips.size(), sys_.links.size(), secs, job_.text());
@@ -279,8 +286,156 @@ class Launcher : public ControlTarget {
       record(died);
       if (!ready_) fail("a chip died while the system was coming up");
       tell_peers_of_death(node);
+      if (live_) {
+        live_->chip_alive(node, false);
+        schedule_reroute();
+      }
     }
     if (stopping_ && exited_ == sys_.node_count()) io_.stop();
+  }
+
+  // --- the live control plane (spec 1.1.2): routes around what failed, operator actions --
+
+  // Link states and deaths come in bursts (a dead chip's neighbours, a restarted chip's links
+  // coming up one by one over a few milliseconds): one reroute for the burst, kSettle after
+  // its first news, not a table version per link.
+  static constexpr auto kSettle = std::chrono::milliseconds(25);
+  void schedule_reroute() {
+    if (reroute_posted_) return;
+    reroute_posted_ = true;
+    reroute_timer_.expires_after(kSettle);
+    reroute_timer_.async_wait([this](auto ec) {
+      reroute_posted_ = false;
+      if (ec || stopping_ || !live_) return;
+      if (auto r = live_->reload()) apply_reload(*r, "the fabric");
+    });
+  }
+
+  // New tables into every live router's L1, then each chip loads them (between packets).
+  void apply_reload(const control::Reload& r, const char* cause) {
+    for (int v = 0; v < sys_.node_count(); ++v) {
+      if (!chips_->alive(v)) continue;
+      memory_->write_tables(v, r.tables, static_cast<uint32_t>(r.version));
+      send(v, msg::Tables{static_cast<uint32_t>(r.version)});
+    }
+    long unreachable = 0;
+    for (const auto& p : r.planes) unreachable += p.disconnected + p.missed;
+    const std::string failed = r.summary(sys_);
+    json e = system_event("tables_reloaded", uptime());
+    e["version"] = r.version;
+    e["cause"] = cause;
+    e["failed"] = failed;
+    json links = json::array(), chips = json::array();
+    for (int i : r.failures.links) {
+      links.push_back(to_string(sys_.links[static_cast<size_t>(i)].a) + "-" + to_string(sys_.links[static_cast<size_t>(i)].b));
+    }
+    for (int v : r.failures.nodes) chips.push_back(to_string(sys_.chips[static_cast<size_t>(v)].id));
+    e["failed_links"] = links;
+    e["failed_chips"] = chips;
+    e["unreachable_pairs"] = unreachable;
+    e["switch"] = r.switch_risk.empty() ? "safe" : r.switch_risk;
+    record(e);
+    fmt::print(stderr, "ttemu: routing tables v{} loaded ({}): {}; {}\n", r.version, cause,
+               r.failures.links.empty() && r.failures.nodes.empty() ? "nothing to route around" : "around " + failed,
+               r.switch_risk.empty() ? "no mix of old and new tables can loop or deadlock" : r.switch_risk);
+  }
+
+  control::LiveRoutes& live() {
+    if (!live_) throw Error("the system is still coming up");
+    return *live_;
+  }
+
+  int chip_node(const std::string& name) const {
+    auto chip = routing::parse_chip(name);
+    auto node = chip ? sys_.node(*chip) : std::nullopt;
+    if (!node) throw Error(fmt::format("'{}' is not a chip of {}", printable(name), o_.file));
+    return *node;
+  }
+
+  json reload_tables(const std::vector<std::string>& fail) override {
+    live().set_operator_failures(control::parse_failures(sys_, fail));
+    const auto r = live().reload(/*force=*/true);
+    apply_reload(*r, "operator");
+    long unreachable = 0;
+    for (const auto& p : r->planes) unreachable += p.disconnected + p.missed;
+    return {{"version", r->version}, {"failed", r->summary(sys_)}, {"unreachable_pairs", unreachable},
+            {"switch", r->switch_risk.empty() ? "safe" : r->switch_risk}};
+  }
+
+  json admin_link(const std::string& name, bool down) override {
+    auto port = routing::parse_port(name);
+    auto node = port ? sys_.node(port->chip) : std::nullopt;
+    if (!node || sys_.link_at(*node, port->port) < 0) throw Error(fmt::format("'{}' is not a wired port of {}", printable(name), o_.file));
+    const routing::PortId peer = *sys_.peer(*port);
+    const int peer_node = *sys_.node(peer.chip);
+    for (int v : {*node, peer_node}) {
+      if (!chips_->alive(v)) throw Error(fmt::format("chip {} is not running", to_string(sys_.chips[static_cast<size_t>(v)].id)));
+    }
+    send(*node, msg::AdminDown{port->port, down});
+    send(peer_node, msg::AdminDown{peer.port, down});
+    json e = launcher_event(port->chip, "link_admin", uptime());
+    e["port"] = to_string(*port);
+    e["peer"] = to_string(peer);
+    e["down"] = down;
+    record(e);
+    return {{"ok", true}, {"link", to_string(*port)}, {"peer", to_string(peer)}, {"down", down}};
+  }
+
+  json chip_action(const std::string& name, bool restart) override {
+    const int v = chip_node(name);
+    const routing::ChipId id = sys_.chips[static_cast<size_t>(v)].id;
+    if (!restart) {
+      if (!chips_->alive(v)) throw Error(fmt::format("chip {} is not running", to_string(id)));
+      const int pid = chips_->pid(v);
+      record(launcher_event(id, "chip_killed", uptime()));
+      chips_->kill(v);  // its death is seen as any other (SIGCHLD)
+      return {{"ok", true}, {"chip", to_string(id)}, {"pid", pid}};
+    }
+    if (chips_->alive(v)) throw Error(fmt::format("chip {} is running: kill it first", to_string(id)));
+    if (o_.transport == "shm") throw Error("a chip cannot restart over --transport shm (its rings stay with the old process); use udp or uring");
+    // A new process: empty memory, the tables in force, new sockets; its links handshake
+    // anew, and the tables are computed again to include it once they are up.
+    memory_->renew(v, live().tables(), static_cast<uint32_t>(live().version()));
+    live().chip_alive(v, true);
+    for (uint8_t port : sys_.wired_ports(v)) {
+      live().link_up({id, port}, false);
+      link_state_[{v, port}] = "handshake";
+    }
+    chips_->start(v, config_for(v));
+    if (injection_paused_) send(v, msg::Injection{true});
+    json e = launcher_event(id, "chip_restarted", uptime());
+    e["pid"] = chips_->pid(v);
+    record(e);
+    return {{"ok", true}, {"chip", to_string(id)}, {"pid", chips_->pid(v)}};
+  }
+
+  // A restarted chip bound its sockets: it learns its peers' addresses, and they learn its.
+  void rewire_restarted(int v) {
+    const auto& chip = sys_.chips[static_cast<size_t>(v)];
+    msg::Peers own;
+    for (auto& [port, udp] : bound_ports_[static_cast<size_t>(v)]) {
+      const routing::PortId peer = *sys_.peer({chip.id, static_cast<uint8_t>(std::stoi(port))});
+      const int pv = *sys_.node(peer.chip);
+      own.peers[port] = {o_.bind, bound_ports_[static_cast<size_t>(pv)].at(std::to_string(peer.port))};
+      msg::Peers theirs;
+      theirs.peers[std::to_string(peer.port)] = {o_.bind, udp};
+      send(pv, theirs);
+    }
+    send(v, own);
+  }
+
+  json pause_injection(bool paused) override {
+    injection_paused_ = paused;
+    int chips = 0;
+    for (int v = 0; v < sys_.node_count(); ++v) {
+      if (!chips_->alive(v)) continue;
+      send(v, msg::Injection{paused});
+      ++chips;
+    }
+    json e = system_event("injection", uptime());
+    e["paused"] = paused;
+    record(e);
+    return {{"paused", paused}, {"chips", chips}};
   }
 
   // --- requests (ControlTarget); control_requests.cpp has checked every field -----------
@@ -339,6 +494,7 @@ class Launcher : public ControlTarget {
     return {{"job", job_.text()}, {"system", o_.file}, {"system_path", std::filesystem::absolute(o_.file).string()},
             {"ready", ready_}, {"seed", seed_},
             {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"transport", o_.transport}, {"events", events_},
+            {"tables_version", live_ ? live_->version() : 1}, {"injection_paused", injection_paused_},
             {"event_log", log_ ? log_->path() : ""},
             {"uptime_s", uptime()},
             {"chips", chips}, {"links", links}};
@@ -504,6 +660,7 @@ class Launcher : public ControlTarget {
   asio::io_context io_;
   asio::signal_set signals_, children_;
   asio::steady_timer deadline_;
+  asio::steady_timer reroute_timer_;
   control::System sys_;
   control::TableSet tables_;
   link::FaultPlan plan_;
@@ -516,6 +673,8 @@ class Launcher : public ControlTarget {
   std::unique_ptr<ChipSupervisor> chips_;  // chip processes on this host (LocalChips)
   std::vector<std::map<std::string, uint16_t>> bound_ports_;  // by node: port -> UDP port
   std::map<std::pair<int, int>, std::string> link_state_;
+  std::unique_ptr<control::LiveRoutes> live_;  // from the moment the system is up
+  bool reroute_posted_ = false, injection_paused_ = false;
   std::map<uint64_t, std::function<void(const json&)>> pending_;
   std::set<routing::PortId> busy_;  // ports with a link test or ping running
   std::unique_ptr<EventLog> log_;

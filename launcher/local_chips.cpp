@@ -46,36 +46,55 @@ LocalChips::LocalChips(asio::io_context& io, const control::System& sys, const j
 LocalChips::~LocalChips() { kill_all(); }
 
 void LocalChips::start_all(const std::function<msg::Config(int node)>& config) {
+  for (auto& c : chips_) start(c.node, config(c.node));
+}
+
+void LocalChips::start(int node, const msg::Config& config) {
+  Proc& c = chips_.at(static_cast<size_t>(node));
+  if (c.alive) throw Error(fmt::format("chip {} is running", routing::to_string(sys_.chips[static_cast<size_t>(node)].id)));
   const std::string exe = self_exe();
   const pid_t self = getpid();
-  for (auto& c : chips_) {
-    int fds[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) throw Error("socketpair failed");
-    const std::string name = routing::to_string(sys_.chips[static_cast<size_t>(c.node)].id);
-    const std::string job = job_.text();
-    pid_t pid = ::fork();
-    if (pid < 0) throw Error("fork failed");
-    if (pid == 0) {
-      // The chip dies with its launcher, whatever kills the launcher.
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != self) _exit(1);
-      ::dup2(fds[1], 3);
-      ::close_range(4, ~0u, 0);
-      signal(SIGINT, SIG_IGN);  // Ctrl-C goes to the launcher, which stops the chips
-      execl(exe.c_str(), "ttemu", "chip", "--job", job.c_str(), "--chip", name.c_str(), "--control-fd", "3",
-            "--control-socket", control_socket_.c_str(), nullptr);
-      _exit(127);
-    }
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) throw Error("socketpair failed");
+  const std::string name = routing::to_string(sys_.chips[static_cast<size_t>(c.node)].id);
+  const std::string job = job_.text();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
     ::close(fds[1]);
-    c.pid = pid;
-    c.alive = true;
-    node_of_pid_[pid] = c.node;
-    c.control = std::make_unique<asio::local::stream_protocol::socket>(io_);
-    c.control->assign(asio::local::stream_protocol(), fds[0]);
-    c.inbuf = std::make_unique<asio::streambuf>();
-    send(c.node, config(c.node));
-    read(c);
+    throw Error("fork failed");
   }
+  if (pid == 0) {
+    // The chip dies with its launcher, whatever kills the launcher.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != self) _exit(1);
+    ::dup2(fds[1], 3);
+    ::close_range(4, ~0u, 0);
+    signal(SIGINT, SIG_IGN);  // Ctrl-C goes to the launcher, which stops the chips
+    execl(exe.c_str(), "ttemu", "chip", "run", "--job", job.c_str(), "--chip", name.c_str(), "--control-fd", "3",
+          "--control-socket", control_socket_.c_str(), nullptr);
+    _exit(127);
+  }
+  ::close(fds[1]);
+  c.pid = pid;
+  c.alive = true;
+  node_of_pid_[pid] = c.node;
+  // A restart's new channel. The old one stays (closed) until the end: a read may still be
+  // pending on it, holding it and its buffer.
+  if (c.control) {
+    c.control->close();
+    retired_.emplace_back(std::move(c.control), std::move(c.inbuf));
+  }
+  c.control = std::make_unique<asio::local::stream_protocol::socket>(io_);
+  c.control->assign(asio::local::stream_protocol(), fds[0]);
+  c.inbuf = std::make_unique<asio::streambuf>();
+  send(c.node, config);
+  read(c);
+}
+
+void LocalChips::kill(int node) {
+  const Proc& c = chips_.at(static_cast<size_t>(node));
+  if (c.alive && c.pid > 0) ::kill(c.pid, SIGKILL);
 }
 
 // Blocking: control messages are rare and short, and the chip always reads.

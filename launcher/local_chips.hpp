@@ -22,6 +22,8 @@ class LocalChips final : public ChipSupervisor {
   ~LocalChips() override;
 
   void start_all(const std::function<process::msg::Config(int node)>& config) override;
+  void start(int node, const process::msg::Config& config) override;
+  void kill(int node) override;
   void send(int node, const process::msg::ToChip& m) override;
   bool alive(int node) const override { return chips_.at(static_cast<size_t>(node)).alive; }
   int pid(int node) const override { return chips_.at(static_cast<size_t>(node)).pid; }
@@ -45,6 +47,8 @@ class LocalChips final : public ChipSupervisor {
   std::string control_socket_;
   Events events_;
   std::vector<Proc> chips_;
+  std::vector<std::pair<std::unique_ptr<boost::asio::local::stream_protocol::socket>, std::unique_ptr<boost::asio::streambuf>>>
+      retired_;  // control channels of chips that were restarted
   std::map<int, int> node_of_pid_;
 };
 

@@ -119,24 +119,89 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
     exit_status = run_launch(*lo);
   });
 
-  // chip (internal)
+  // chip run (internal), chip kill|restart
   auto co = std::make_shared<std::tuple<std::string, std::string, int, std::string>>();
-  auto* chip = app.add_subcommand("chip", "Run one chip (started by 'ttemu launch')");
-  chip->group("");  // hidden from --help
-  chip->add_option("--job", std::get<0>(*co))->required();
-  chip->add_option("--chip", std::get<1>(*co))->required();
-  chip->add_option("--control-fd", std::get<2>(*co))->required()->check(whole_number(0, 1 << 20));
-  chip->add_option("--control-socket", std::get<3>(*co));
-  chip->callback([co, &exit_status] {
+  auto* chip = app.add_subcommand("chip", "Kill or restart one chip of a running system");
+  chip->require_subcommand(1);
+  auto* run = chip->add_subcommand("run", "Run one chip (started by 'ttemu launch')");
+  run->group("");  // hidden from --help
+  run->add_option("--job", std::get<0>(*co))->required();
+  run->add_option("--chip", std::get<1>(*co))->required();
+  run->add_option("--control-fd", std::get<2>(*co))->required()->check(whole_number(0, 1 << 20));
+  run->add_option("--control-socket", std::get<3>(*co));
+  run->callback([co, &exit_status] {
     auto job = job::JobId::parse(std::get<0>(*co));
     auto id = routing::parse_chip(std::get<1>(*co));
-    if (!job || !id) throw Error("ttemu chip: bad --job or --chip");
+    if (!job || !id) throw Error("ttemu chip run: bad --job or --chip");
     exit_status = process::run_chip({*job, *id, std::get<2>(*co), std::get<3>(*co)});
   });
-
-  // status
+  auto chip_name = std::make_shared<std::string>();
   auto job = std::make_shared<std::string>();
   auto json_out = std::make_shared<bool>(false);
+  for (const char* verb : {"kill", "restart"}) {
+    const bool restart = std::string(verb) == "restart";
+    auto* cmd = chip->add_subcommand(verb, restart ? "Start a killed chip again: empty memory, its links handshake anew, routes include it again"
+                                                   : "Kill a chip's process (SIGKILL): its neighbours' links go down, routes go around it");
+    cmd->add_option("CHIP", *chip_name, "e.g. M0D5")->required();
+    cmd->add_option("--job", *job, kJobHelp);
+    cmd->add_flag("--json", *json_out, "Print one JSON object");
+    cmd->callback([chip_name, job, json_out, restart] {
+      auto r = request(control_socket(*job), {{"cmd", "chip"}, {"chip", *chip_name}, {"action", restart ? "restart" : "kill"}});
+      if (*json_out) fmt::print("{}\n", r.dump());
+      else fmt::print("chip {} {} (pid {})\n", r["chip"].get<std::string>(), restart ? "restarted" : "killed", r["pid"].get<int>());
+    });
+  }
+
+  // links down|up
+  auto* links = app.add_subcommand("links", "Take a link of a running system out of service, or back");
+  links->require_subcommand(1);
+  auto link_port = std::make_shared<std::string>();
+  for (const char* verb : {"down", "up"}) {
+    const bool down = std::string(verb) == "down";
+    auto* cmd = links->add_subcommand(verb, down ? "Administratively down: the wire carries nothing (the EFC or a reroute takes its traffic)"
+                                                 : "Back in service");
+    cmd->add_option("PORT", *link_port, "Either end, e.g. M0D0P4")->required();
+    cmd->add_option("--job", *job, kJobHelp);
+    cmd->callback([link_port, job, down] {
+      auto r = request(control_socket(*job), {{"cmd", "link_admin"}, {"port", *link_port}, {"down", down}});
+      fmt::print("link {}-{} {}\n", r["link"].get<std::string>(), r["peer"].get<std::string>(),
+                 down ? "is out of service" : "is back in service");
+    });
+  }
+
+  // tables reload
+  auto* tables = app.add_subcommand("tables", "The routing tables of a running system");
+  tables->require_subcommand(1);
+  auto fail = std::make_shared<std::vector<std::string>>();
+  auto* reload = tables->add_subcommand("reload", "Compute the tables again around what failed (and --fail) and load them into the routers");
+  reload->add_option("--fail", *fail, "Also route around these links (MxDyPz) and chips (MxDy)");
+  reload->add_option("--job", *job, kJobHelp);
+  reload->add_flag("--json", *json_out, "Print one JSON object");
+  reload->callback([fail, job, json_out] {
+    auto r = request(control_socket(*job), {{"cmd", "tables"}, {"fail", *fail}});
+    if (*json_out) {
+      fmt::print("{}\n", r.dump());
+      return;
+    }
+    fmt::print("routing tables v{} loaded around {}; {} unreachable pair(s); switch: {}\n", r["version"].get<int>(),
+               r["failed"].get<std::string>(), r["unreachable_pairs"].get<long>(), r["switch"].get<std::string>());
+  });
+
+  // injection pause|resume
+  auto* injection = app.add_subcommand("injection", "Hold or release every worker's injection on a running system");
+  injection->require_subcommand(1);
+  for (const char* verb : {"pause", "resume"}) {
+    const bool paused = std::string(verb) == "pause";
+    auto* cmd = injection->add_subcommand(verb, paused ? "Routers take no new commands; what is in the fabric moves on"
+                                                       : "Routers take commands again");
+    cmd->add_option("--job", *job, kJobHelp);
+    cmd->callback([job, paused] {
+      auto r = request(control_socket(*job), {{"cmd", "injection"}, {"paused", paused}});
+      fmt::print("injection {} on {} chip(s)\n", paused ? "paused" : "resumed", r["chips"].get<int>());
+    });
+  }
+
+  // status
   auto* status = app.add_subcommand("status", "Show a running system: chips, link states, counters");
   status->add_option("--job", *job, kJobHelp);
   status->add_flag("--json", *json_out, "Print the status as one JSON object");

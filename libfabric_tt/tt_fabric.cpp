@@ -3,6 +3,9 @@
 // barriers sleep on the transaction counters the router decrements as acknowledgements arrive.
 #include "libfabric_tt/tt_fabric.h"
 
+#include <signal.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <atomic>
@@ -25,6 +28,20 @@
 
 using namespace ttemu;
 
+namespace {
+// One call's arguments, checked by submit().
+struct Request {
+  routing::Command command;
+  uint8_t plane;
+  tt_fabric_device dst;
+  uint64_t src_addr = 0, dst_addr = 0, return_addr = 0;
+  uint32_t size = 0, arg = 0;
+  uint8_t wrap = 31;
+  int fvc = -1;
+  uint8_t txn = 0;
+};
+}  // namespace
+
 struct tt_fabric {
   job::JobId job;
   routing::ChipId self;
@@ -43,6 +60,16 @@ struct tt_fabric {
     int row, col, rows, cols;
   };
   std::map<std::pair<uint16_t, uint16_t>, Target> targets;
+  // Retry mode: each transaction's writes since its last barrier, the transaction's NACK count
+  // and the tables version when the first was issued.
+  struct Journal {
+    std::vector<Request> writes;
+    uint32_t nacks_before = 0, tables_version = 0;
+  };
+  int retry_rounds = 0;
+  std::chrono::milliseconds retry_wait{0};
+  uint64_t retried = 0, lost = 0;
+  Journal journal[chip::kTxnIds];
 };
 
 static_assert(sizeof(tt_fabric_status) == sizeof(chip::FabricStatus));
@@ -114,18 +141,16 @@ int fail(tt_fabric_status* status, int code) {
   return code;
 }
 
-struct Request {
-  routing::Command command;
-  uint8_t plane;
-  tt_fabric_device dst;
-  uint64_t src_addr = 0, dst_addr = 0, return_addr = 0;
-  uint32_t size = 0, arg = 0;
-  uint8_t wrap = 31;
-  int fvc = -1;
-  uint8_t txn = 0;
-};
 
-int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
+// Whether this worker's chip process still runs (a chip killed with SIGKILL leaves its control
+// block as it was; its pid is the witness).
+bool chip_alive(const tt_fabric* f) {
+  const auto pid = static_cast<pid_t>(f->block->pid.load(std::memory_order_relaxed));
+  return pid <= 0 || ::kill(pid, 0) == 0 || errno == EPERM;
+}
+
+// Checks the call and hands it to the chip's command buffer.
+int submit_checked(tt_fabric* f, const Request& r, tt_fabric_status* status) {
   if (!f) return fail(status, TT_FABRIC_EARG);
   if (r.plane >= f->planes) return fail(status, TT_FABRIC_EPLANE);
   if (r.txn >= chip::kTxnIds) return fail(status, TT_FABRIC_ETXN);
@@ -155,27 +180,102 @@ int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
                                      .dst_mesh = r.dst.mesh, .dst_device = r.dst.device, .size = r.size, .arg = r.arg,
                                      .src_addr = r.src_addr, .dst_addr = r.dst_addr, .return_addr = r.return_addr,
                                      .status_addr = status_addr};
-  const bool sent = f->nonblocking ? f->commands->try_submit(request) : f->commands->submit(request, f->limit);
-  if (!sent) return fail(status, f->nonblocking ? TT_FABRIC_EAGAIN : TT_FABRIC_ETIMEDOUT);
+  bool sent = f->nonblocking && f->commands->try_submit(request);
+  // Blocking: waits for a slot in steps, looking between them whether the chip still runs.
+  for (auto deadline = std::chrono::steady_clock::now() + f->limit; !f->nonblocking && !sent;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || !chip_alive(f)) break;
+    sent = f->commands->submit(request, std::min(left, std::chrono::milliseconds(100)));
+  }
+  if (!sent) return fail(status, !chip_alive(f) ? TT_FABRIC_ECHIPDOWN : f->nonblocking ? TT_FABRIC_EAGAIN : TT_FABRIC_ETIMEDOUT);
   return TT_FABRIC_OK;
 }
 
-int barrier(tt_fabric* f, uint8_t txn) {
-  if (!f) return TT_FABRIC_EARG;
-  if (txn >= chip::kTxnIds) return TT_FABRIC_ETXN;
+// submit_checked, and in retry mode the write kept for its barrier.
+int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
+  const int rc = submit_checked(f, r, status);
+  if (rc == TT_FABRIC_OK && f->retry_rounds > 0 && r.command == routing::Command::kWrite) {
+    auto& j = f->journal[r.txn];
+    if (j.writes.empty()) {
+      j.nacks_before = f->block->commands.workers[f->core].txn_nacks[r.txn].load(std::memory_order_acquire);
+      j.tables_version = f->block->tables_version.load(std::memory_order_acquire);
+    }
+    j.writes.push_back(r);
+  }
+  return rc;
+}
+
+// Waits until every packet of the transaction is answered. In retry mode (`lost` given), once
+// the control plane has loaded new tables since the writes left, packets that stay unanswered
+// for the retry wait are taken as lost with a failed chip (no router is left to NACK them):
+// the count is cleared and *lost set, and the barrier writes them again.
+int wait_answers(tt_fabric* f, uint8_t txn, bool* lost = nullptr) {
   auto& ws = f->block->commands.workers[f->core];
   auto& counter = ws.txn[txn];
-  const auto deadline = std::chrono::steady_clock::now() + f->limit;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + f->limit;
+  auto progress = start;
+  uint32_t last = counter.load(std::memory_order_acquire);
+  if (lost) *lost = false;
   for (int spin = 0;; ++spin) {
     uint32_t v = counter.load(std::memory_order_acquire);
     if (v == 0) return TT_FABRIC_OK;
     if (spin < 2000) continue;  // a short, bounded spin while traffic flows
-    if (std::chrono::steady_clock::now() > deadline) return TT_FABRIC_ETIMEDOUT;
+    const auto now = std::chrono::steady_clock::now();
+    if (now > deadline) return TT_FABRIC_ETIMEDOUT;
+    if (!chip_alive(f)) return TT_FABRIC_ECHIPDOWN;  // nobody will answer
+    if (v != last) last = v, progress = now;
+    if (lost && now - progress >= f->retry_wait &&
+        f->block->tables_version.load(std::memory_order_acquire) != f->journal[txn].tables_version) {
+      counter.exchange(0);
+      f->lost += v;
+      *lost = true;
+      return TT_FABRIC_OK;
+    }
     ws.sleepers.fetch_add(1, std::memory_order_seq_cst);  // the router wakes only sleepers
     v = counter.load(std::memory_order_seq_cst);
     if (v != 0) futex_wait(counter, v, std::chrono::milliseconds(100));
     ws.sleepers.fetch_sub(1, std::memory_order_relaxed);
   }
+}
+
+int barrier(tt_fabric* f, uint8_t txn) {
+  if (!f) return TT_FABRIC_EARG;
+  if (txn >= chip::kTxnIds) return TT_FABRIC_ETXN;
+  auto& j = f->journal[txn];
+  auto& nacks = f->block->commands.workers[f->core].txn_nacks[txn];
+  auto& version = f->block->tables_version;
+  bool lost = false;
+  const bool retrying = !j.writes.empty();
+  int rc = wait_answers(f, txn, retrying ? &lost : nullptr);
+  for (int round = 0; rc == TT_FABRIC_OK && retrying; ++round) {
+    if (!lost && nacks.load(std::memory_order_acquire) == j.nacks_before) break;  // nothing NACKed or lost
+    // Again only over new routes: the same ones would fail the same way. The first round waits
+    // for them (a NACK may come before the reload it causes); later rounds do not.
+    if (round == f->retry_rounds || (round > 0 && version.load(std::memory_order_acquire) == j.tables_version)) {
+      rc = TT_FABRIC_ENACKED;
+      break;
+    }
+    const auto until = std::chrono::steady_clock::now() + f->retry_wait;
+    for (uint32_t v = version.load(std::memory_order_acquire); v == j.tables_version; v = version.load(std::memory_order_acquire)) {
+      const auto left = until - std::chrono::steady_clock::now();
+      if (left <= std::chrono::nanoseconds::zero()) break;
+      futex_wait(version, v, std::min<std::chrono::nanoseconds>(left, std::chrono::milliseconds(100)));
+    }
+    std::vector<Request> again = std::move(j.writes);
+    j.writes.clear();
+    j.nacks_before = nacks.load(std::memory_order_acquire);
+    j.tables_version = version.load(std::memory_order_acquire);
+    for (const Request& r : again) {
+      tt_fabric_status st;
+      if ((rc = submit_checked(f, r, &st)) != TT_FABRIC_OK) break;
+      j.writes.push_back(r);
+      ++f->retried;
+    }
+    if (rc == TT_FABRIC_OK) rc = wait_answers(f, txn, &lost);
+  }
+  j.writes.clear();
+  return rc;
 }
 
 }  // namespace
@@ -324,6 +424,8 @@ const char* tt_fabric_strerror(int code) {
     case TT_FABRIC_EFVC: return "no such FVC";
     case TT_FABRIC_EPLANE: return "no such routing plane";
     case TT_FABRIC_ETIMEDOUT: return "barrier timed out";
+    case TT_FABRIC_ECHIPDOWN: return "this worker's chip is not running";
+    case TT_FABRIC_ENACKED: return "writes still NACKed after every retry";
     case TT_FABRIC_EARG: return "bad argument";
     case TT_FABRIC_EAGAIN: return "the command buffer is full: try again";
   }
@@ -359,6 +461,27 @@ int fabric_async_write_multicast(tt_fabric* handle, uint8_t plane, tt_fabric_dev
     if (rc != TT_FABRIC_OK) return rc;
   }
   return TT_FABRIC_OK;
+}
+
+int tt_fabric_set_retry(tt_fabric* handle, int rounds, uint32_t wait_ms) {
+  tt_fabric* f = lookup(handle);
+  if (!f || rounds < 0 || rounds > 1000) return TT_FABRIC_EARG;
+  f->retry_rounds = rounds;
+  f->retry_wait = std::chrono::milliseconds(wait_ms);
+  if (rounds == 0) {
+    for (auto& j : f->journal) j.writes.clear();
+  }
+  return TT_FABRIC_OK;
+}
+
+uint64_t tt_fabric_retried(tt_fabric* handle) {
+  tt_fabric* f = lookup(handle);
+  return f ? f->retried : 0;
+}
+
+uint64_t tt_fabric_lost(tt_fabric* handle) {
+  tt_fabric* f = lookup(handle);
+  return f ? f->lost : 0;
 }
 
 int fabric_async_write_barrier(tt_fabric* handle, uint8_t txn) { return barrier(lookup(handle), txn); }

@@ -40,6 +40,8 @@ enum {
   TT_FABRIC_ETIMEDOUT = -7, /* a barrier, or a blocking call waiting for a slot, passed its limit */
   TT_FABRIC_EARG = -8,      /* a handle that is not open (NULL, closed) or another impossible argument */
   TT_FABRIC_EAGAIN = -9,    /* non-blocking worker: the command buffer is full, nothing was sent; try again */
+  TT_FABRIC_ECHIPDOWN = -10, /* this worker's own chip is not running (its process died) */
+  TT_FABRIC_ENACKED = -11,  /* retry mode: writes of the transaction were still NACKed after every retry */
 };
 
 /* One answer from the fabric to this worker: `packets` packets of transaction `transaction_id`
@@ -88,6 +90,21 @@ int tt_fabric_device_position(tt_fabric* f, tt_fabric_device d, int* row, int* c
 int tt_fabric_data_fvcs(tt_fabric* f);
 /* Packets of this worker that the fabric dropped (TTL expiry, timeout) and NACKed. */
 uint32_t tt_fabric_nacks(tt_fabric* f);
+/* Retry mode (opt-in; rounds 0 turns it off). The library keeps the writes of each transaction
+ * until its barrier. When the barrier finds that some of them were NACKed (a link or chip
+ * failed on their way) or lost (see tt_fabric_lost), it writes the whole transaction again
+ * over new routes: once the control plane has loaded new routing tables (the first round
+ * waits up to wait_ms for them; a round that finds none since the last gives up), at most
+ * `rounds` times. Writes are idempotent while their source data stays as it was, which the
+ * caller keeps until the barrier returns. The barrier then returns TT_FABRIC_OK if the last
+ * round had no NACK, else TT_FABRIC_ENACKED (writes to a chip that died stay NACKed). Reads
+ * and atomics are not retried (an atomic is not idempotent). */
+int tt_fabric_set_retry(tt_fabric* f, int rounds, uint32_t wait_ms);
+/* Writes the retry mode issued again so far. */
+uint64_t tt_fabric_retried(tt_fabric* f);
+/* Packets retry mode took as lost: unanswered for wait_ms after new tables were loaded (they
+ * were inside a chip that died, where no router is left to NACK them), and written again. */
+uint64_t tt_fabric_lost(tt_fabric* f);
 const char* tt_fabric_strerror(int code);
 
 int fabric_async_write(tt_fabric* f, uint8_t routing_plane, uint64_t src_addr, tt_fabric_device dst,
@@ -100,7 +117,8 @@ int fabric_async_write_multicast(tt_fabric* f, uint8_t routing_plane, tt_fabric_
                                  uint8_t transaction_id, uint32_t mcast_flags,
                                  tt_fabric_status* status);
 /* Returns once every write with this transaction id has been committed at its destination, or
- * dropped by the fabric (TTL, timeout, link down) and NACKed (tt_fabric_nacks counts those). */
+ * dropped by the fabric (TTL, timeout, link down) and NACKed (tt_fabric_nacks counts those);
+ * TT_FABRIC_ECHIPDOWN if this worker's chip died meanwhile (found within 100 ms). */
 int fabric_async_write_barrier(tt_fabric* f, uint8_t transaction_id);
 int fabric_async_read(tt_fabric* f, uint8_t routing_plane, tt_fabric_device src, uint64_t src_addr,
                       uint64_t return_addr, uint32_t size, int fvc, uint8_t transaction_id,

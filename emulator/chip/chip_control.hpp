@@ -111,6 +111,7 @@ inline constexpr uint32_t kCompletionSlots = 256;  // per worker
 struct WorkerState {
   std::atomic<uint32_t> txn[kTxnIds];  // packets in flight per transaction id (futex words)
   std::atomic<uint32_t> nacks{0};      // packets NACKed: dropped by the fabric (TTL, timeout, link down) or refused
+  std::atomic<uint32_t> txn_nacks[kTxnIds];  // the same, per transaction id (counted up, never reset)
   std::atomic<uint32_t> acks{0};
   std::atomic<uint32_t> sleepers{0};   // threads asleep on a txn word: the router wakes them
   // Completions: the router writes at cq_head, the worker reads from cq_tail. When the worker
@@ -140,17 +141,24 @@ struct ChipControl {
   CommandBuffer commands;
   std::atomic<uint64_t> packets_injected{0}, packets_delivered{0}, router_events{0};
   std::atomic<uint32_t> transport_mode{kTransportUdp};  // TransportMode
+  // The routing tables the router runs (1: the first; the control plane's reloads count on),
+  // for clients that retry NACKed writes once the routes have changed.
+  std::atomic<uint32_t> tables_version{1};
+  // 1 while the control plane holds workers' injection (ttemu injection pause): the router
+  // takes no new commands; what is in the fabric moves on.
+  std::atomic<uint32_t> injection_paused{0};
   StatusQueue status;  // the fabric node status queue (spec 1.1.2.1): the router's messages
 };
 
 // The router's block at the start of its ethernet core's L1: the routing table of the port's
-// plane, written by the control plane before the chip starts (not the router's settings,
-// which are routing::RouterConfig).
+// plane, written by the control plane before the chip starts and again for every reload (not
+// the router's settings, which are routing::RouterConfig).
 struct RouterL1Block {
   uint64_t magic = 0;
   uint16_t plane = 0;
   uint8_t port = 0;
-  uint8_t reserved[5] = {};
+  uint8_t reserved = 0;
+  uint32_t version = 1;  // of the tables: the router loads them when told this version is written
   routing::PackedRouterTable table;
 };
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "emulator/common/deadline.hpp"
+#include "emulator/common/futex.hpp"
 
 namespace ttemu::node {
 
@@ -77,6 +78,7 @@ struct ChipNode::Port {
   Time lease_until{};
   Time returned_at{-std::chrono::hours(1)};  // when probes last brought it back
   bool peer_gone = false;  // the control plane said the far chip died: no carrier, no fallback
+  bool admin_down = false;  // out of service (ttemu links down): its wire carries nothing
   bool touched = false;  // received on in the current batch
   link::LinkState reported = link::LinkState::kHandshake;
   // Stream sender (ttemu link test).
@@ -169,6 +171,7 @@ void ChipNode::start(Time now) {
 void ChipNode::on_datagram(uint8_t number, std::span<const uint8_t> datagram, Time now) {
   now_ = now;
   Port& arrived = port(number);
+  if (arrived.admin_down) return;  // out of service: the wire carries nothing
   Port* target = &arrived;
   if (const auto h = link::decode_fallback(datagram)) {
     target = fallback_target(arrived, *h);
@@ -297,6 +300,21 @@ void ChipNode::peer_down(uint8_t number, Time now) {
   settle(now);
 }
 
+void ChipNode::admin_down(uint8_t number, bool down, Time now) {
+  now_ = now;
+  Port& p = port(number);
+  if (p.admin_down == down) return;
+  p.admin_down = down;
+  if (down) {
+    p.link->peer_lost(now);
+  } else if (p.wire == p.number) {
+    p.link->rewire(now, true);  // hello at once; a port on a fallback channel returns by its probes
+  }
+  service(p, now);
+  for (size_t i = 0; i < p.passengers.size(); ++i) service(*p.passengers[i], now);  // they leave a dead carrier
+  settle(now);
+}
+
 void ChipNode::set_faults(uint8_t number, std::unique_ptr<link::FaultInjector> faults) {
   Port& w = port(number);
   w.faults = std::move(faults);
@@ -307,6 +325,19 @@ void ChipNode::set_faults(uint8_t number, std::unique_ptr<link::FaultInjector> f
 void ChipNode::stall(uint8_t fvc, bool stalled, Time now) {
   fabric_.router().stall_center(fvc, stalled);
   pump(now);
+}
+
+void ChipNode::load_tables(std::vector<routing::RouterTable> tables, uint32_t version, Time now) {
+  now_ = now;
+  fabric_.router().set_tables(std::move(tables));
+  ctl_.tables_version.store(version, std::memory_order_release);
+  futex_wake(ctl_.tables_version);  // clients waiting to retry NACKed writes
+  pump(now);  // what waited (for a dead port, a missing route) is routed anew
+}
+
+void ChipNode::pause_injection(bool paused, Time now) {
+  ctl_.injection_paused.store(paused ? 1 : 0, std::memory_order_relaxed);
+  if (!paused) pump(now);  // what the workers queued meanwhile
 }
 
 bool ChipNode::inject(routing::Packet packet, Time now) {
@@ -427,6 +458,10 @@ void ChipNode::flush(uint8_t w) {
   // False when the wire took less than all: it calls on_writable(w) when it has room, and
   // nothing after may be sent first (a later full send would tell it not to wait).
   auto send = [&](Port& q) {
+    if (c.admin_down && q.outbox_sent < q.outbox.size()) {  // out of service: nothing goes
+      q.status->counters.add(q.status->counters.wire_drops, q.outbox.size() - q.outbox_sent);
+      q.outbox_sent = q.outbox.size();
+    }
     if (q.outbox_sent < q.outbox.size()) {
       sent = true;
       q.outbox_sent += transport_.send(w, std::span(q.outbox).subspan(q.outbox_sent));
@@ -456,6 +491,12 @@ bool ChipNode::wire_busy(uint8_t w) const {
 // traffic over a fallback channel sends its own there too, so both directions of the link
 // travel the same live wire (a cut may take either direction).
 void ChipNode::steer(Port& p, Time now) {
+  steer_wire(p, now);
+  // Out of service on its own wire: down, whether or not anything was in flight to notice it.
+  if (p.admin_down && p.wire == p.number && p.link->state() != link::LinkState::kDown) p.link->peer_lost(now);
+}
+
+void ChipNode::steer_wire(Port& p, Time now) {
   if (!cfg_.efc.enabled) return;
   if (p.efc.on_fallback()) {
     const bool failing = p.efc.carrier_failing(p.link->consecutive_timeouts(), now);
@@ -487,7 +528,8 @@ void ChipNode::steer(Port& p, Time now) {
 }
 
 bool ChipNode::can_carry(const Port& c, const Port& p) const {
-  return &c != &p && c.peer == p.peer && c.wire == c.number && !c.efc.on_fallback() && !c.peer_gone && c.link->up();
+  return &c != &p && c.peer == p.peer && c.wire == c.number && !c.efc.on_fallback() && !c.peer_gone && !c.admin_down &&
+         c.link->up();
 }
 
 ChipNode::Port* ChipNode::find_carrier(const Port& p, const Port* failed) {
@@ -586,7 +628,7 @@ void ChipNode::on_probe(Port& p, const link::FallbackHeader& h, Time now) {
 
 void ChipNode::send_control(Port& p, const link::FallbackHeader& h, Time now) {
   // Behind datagrams the wire has not taken, a probe would reorder the transport's waiting.
-  if (wire_busy(p.number)) return;
+  if (wire_busy(p.number) || p.admin_down) return;
   if (p.faults) {
     const auto verdict = p.faults->on_frame(link::kFallbackHeaderBytes, now - started_);
     if (verdict.drop || verdict.corrupt) {

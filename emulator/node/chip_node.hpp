@@ -105,9 +105,19 @@ class ChipNode {
 
   // The control plane's requests.
   void peer_down(uint8_t port, Time now);  // the far end's chip died
+  // The operator takes the link on `port` out of service (or back): its wire carries nothing
+  // either way, and the link goes down at once (the EFC moves its traffic onto a parallel
+  // link if one lives; otherwise the control plane routes around it). Both ends are told.
+  void admin_down(uint8_t port, bool down, Time now);
   // The faults of the wire `port` transmits into (whatever link's traffic travels it).
   void set_faults(uint8_t port, std::unique_ptr<link::FaultInjector> faults);
   void stall(uint8_t fvc, bool stalled, Time now);  // a stalled consumer (ttemu fabric stall)
+  // New routing tables (one per plane), from the next packet on; `version` goes to the control
+  // block for clients that wait for a table change.
+  void load_tables(std::vector<routing::RouterTable> tables, uint32_t version, Time now);
+  // Holds (or lets go) the workers' commands: while paused the router takes none, and what is
+  // already in the fabric moves on (ttemu injection pause|resume).
+  void pause_injection(bool paused, Time now);
   void start_stream(uint8_t port, uint64_t id, uint64_t frames, uint32_t size, Time now);
   void start_ping(uint8_t port, uint64_t id, int count, uint32_t size, Time now);
   // A packet as if from a local worker, past the command buffer (the simulator's directed
@@ -129,6 +139,7 @@ class ChipNode {
   bool wire_busy(uint8_t w) const;
   // The EFC: moves the port's traffic onto a fallback channel or back, as its judgement says.
   void steer(Port& p, Time now);
+  void steer_wire(Port& p, Time now);  // steer's choice of wire
   Port* find_carrier(const Port& p, const Port* failed = nullptr);
   bool can_carry(const Port& carrier, const Port& p) const;
   void move_wire(Port& p, uint8_t wire, bool lost, link::EfcReason why, Time now);

@@ -16,6 +16,7 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
   auto& cb = ctl_.commands;
   bool took = false;
   waiting_ = false;
+  if (ctl_.injection_paused.load(std::memory_order_relaxed)) return false;  // the control plane holds it
   uint32_t full = 0;  // FVCs found without room in this pass: their later commands wait too
   const uint32_t start = cb.served.load(std::memory_order_relaxed);
   const uint32_t end = cb.next_ticket.load(std::memory_order_acquire);
@@ -56,6 +57,7 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
 
 bool CommandIntake::has_work() const {
   const auto& cb = ctl_.commands;
+  if (ctl_.injection_paused.load(std::memory_order_relaxed)) return false;
   const uint32_t start = cb.served.load(std::memory_order_relaxed);
   const uint32_t end = cb.next_ticket.load(std::memory_order_acquire);
   for (uint32_t t = start; t != end && t - start < kCommandSlots; ++t) {
@@ -152,6 +154,7 @@ void CommandIntake::answer(const routing::Packet& packet) {
 void CommandIntake::count_down(uint16_t core, uint8_t txn_id, uint32_t packets, Command answer) {
   auto& ws = ctl_.commands.workers[core % kMaxWorkers];
   (answer == Command::kNack ? ws.nacks : ws.acks).fetch_add(packets);
+  if (answer == Command::kNack) ws.txn_nacks[txn_id % kTxnIds].fetch_add(packets);
   post_completion(ws, {static_cast<uint8_t>(txn_id % kTxnIds), answer, 0, packets});
   auto& txn = ws.txn[txn_id % kTxnIds];
   for (uint32_t i = 0; i < packets && txn.load() > 0; ++i) {

@@ -2,8 +2,9 @@
 // over the socketpair, with "type" naming the message and the fields below (the same names in
 // the JSON). Both ends include this header and nothing else decides what a message holds.
 //
-// Launcher -> chip: Config (once, first), Peers (once, after every chip is Bound), Faults,
-// Stream and Ping (link tests), Stall, PeerDown, Stop.
+// Launcher -> chip: Config (once, first), Peers (after every chip is Bound; again for a port
+// whose far end restarted), Faults, Stream and Ping (link tests), Stall, PeerDown, Tables
+// (reload them from L1), Injection (pause or resume), AdminDown, Stop.
 // Chip -> launcher: Bound, LinkState, StreamDone, PingDone, Event (a router dropped a packet),
 // ChipError (the chip stops after it).
 #pragma once
@@ -87,11 +88,29 @@ struct PeerDown {
   uint8_t port = 0;
 };
 
+// New routing tables are in the routers' L1 blocks (version `version`): load them.
+struct Tables {
+  static constexpr const char* kType = "tables";
+  uint32_t version = 0;
+};
+
+struct Injection {
+  static constexpr const char* kType = "injection";
+  bool paused = false;
+};
+
+// The operator takes a link out of service (or back): its wire carries nothing either way.
+struct AdminDown {
+  static constexpr const char* kType = "admin_down";
+  uint8_t port = 0;
+  bool down = true;
+};
+
 struct Stop {
   static constexpr const char* kType = "stop";
 };
 
-using ToChip = std::variant<Config, Peers, Faults, Stream, Ping, Stall, PeerDown, Stop>;
+using ToChip = std::variant<Config, Peers, Faults, Stream, Ping, Stall, PeerDown, Tables, Injection, AdminDown, Stop>;
 
 // --- chip -> launcher -----------------------------------------------------------------------
 

@@ -180,6 +180,9 @@ class Chip final : public node::NodeObserver {
                    [&](const msg::Ping& p) { node().start_ping(p.port, p.id, p.count, p.size, now()); },
                    [&](const msg::PeerDown& d) { node().peer_down(d.port, now()); },
                    [&](const msg::Stall& st) { node().stall(st.fvc, st.stalled, now()); },
+                   [&](const msg::Tables& t) { node().load_tables(read_tables(), t.version, now()); },
+                   [&](const msg::Injection& i) { node().pause_injection(i.paused, now()); },
+                   [&](const msg::AdminDown& a) { node().admin_down(a.port, a.down, now()); },
                    [&](const msg::Stop&) { stop(); },
                },
                m);
@@ -207,8 +210,7 @@ class Chip final : public node::NodeObserver {
     nc.router.rb_packets = m.rb_packets;
     nc.router.timeout = std::chrono::milliseconds(m.timeout_ms);
     nc.router.credit_delay = std::chrono::microseconds(m.credit_delay_us);
-    const int planes = m.planes;
-    nc.tables.resize(static_cast<size_t>(planes));
+    planes_ = m.planes;
     std::random_device rd;
     msg::Bound bound;
     if (m.transport == "shm") {
@@ -231,11 +233,6 @@ class Chip final : public node::NodeObserver {
       pc.nonce = static_cast<uint32_t>(rd()) | 1u;
       uint8_t* core = l1_seg_.as<uint8_t>(arch.eth_l1_offset(pc.number));
       pc.receive_buffer = {core + kRouterBufferOffset, arch.eth_l1 - kRouterBufferOffset};
-      // The router's table of this port's plane, from its L1 (written by the control plane).
-      const auto* rcfg = reinterpret_cast<const RouterL1Block*>(core);
-      if (rcfg->magic == kRouterMagic && rcfg->plane < planes) {
-        nc.tables[rcfg->plane] = routing::RouterTable::unpack(rcfg->table);
-      }
       if (shm_) {
         shm_->add(pc.number, {{l.peer_mesh, l.peer_device}, l.peer_port});
         bound.ports[std::to_string(pc.number)] = 0;  // no socket: the launcher wires nothing
@@ -251,6 +248,9 @@ class Chip final : public node::NodeObserver {
     auto memory = [this](uint64_t addr, size_t size) {
       return chip::locate(addr, size, {l1_seg_.as<uint8_t>(), l1_seg_.size()}, {dram_seg_.as<uint8_t>(), dram_seg_.size()});
     };
+    arch_ = arch;
+    for (const auto& l : m.links) wired_.push_back(l.port);
+    nc.tables = read_tables();
     node_ = std::make_unique<node::ChipNode>(std::move(nc), memory, *ctl_, transport, *this);
     for (const auto& l : m.links) {
       if (!l.faults.is_null()) install_faults(l.port, l.faults);
@@ -280,6 +280,17 @@ class Chip final : public node::NodeObserver {
         });
     ctl_->running.store(1);
     send_control(bound);
+  }
+
+  // Each plane's table from the L1 block of a router on that plane (the control plane writes
+  // them there before the chip starts and before every reload).
+  std::vector<routing::RouterTable> read_tables() const {
+    std::vector<routing::RouterTable> tables(static_cast<size_t>(planes_));
+    for (uint8_t port : wired_) {
+      const auto* rcfg = l1_seg_.as<const RouterL1Block>(arch_.eth_l1_offset(port));
+      if (rcfg->magic == kRouterMagic && rcfg->plane < planes_) tables[rcfg->plane] = routing::RouterTable::unpack(rcfg->table);
+    }
+    return tables;
   }
 
   void install_faults(uint8_t port, const json& f) {
@@ -320,6 +331,18 @@ class Chip final : public node::NodeObserver {
       if (peer == m.peers.end()) throw Error(fmt::format("peers: no address for port {}", port));
       return wire::make_address(peer->second.addr, peer->second.udp);
     };
+    if (connected_) {
+      // A far end restarted with new sockets: only its ports' peers change.
+      for (const auto& [port, addr] : m.peers) {
+        const auto number = static_cast<uint8_t>(std::stoi(port));
+        if (uring_) uring_->set_peer(number, peer_of(number));
+        for (auto& e : udp_.endpoints()) {
+          if (e->port == number) e->socket->set_peer(peer_of(number));
+        }
+      }
+      return;
+    }
+    connected_ = true;
     if (shm_) shm_->connect();
     if (uring_) {
       for (uint8_t port : uring_->ports()) uring_->set_peer(port, peer_of(port));
@@ -426,6 +449,10 @@ class Chip final : public node::NodeObserver {
   Segment ctl_seg_, l1_seg_, dram_seg_;
   ChipControl* ctl_ = nullptr;
   uint64_t seed_ = 1;
+  ArchSpec arch_{};
+  int planes_ = 1;
+  std::vector<uint8_t> wired_;  // the ports the configuration wired
+  bool connected_ = false;      // the first Peers came
   std::unique_ptr<node::ChipNode> node_;
   std::unique_ptr<DoorbellListener> doorbell_;
   pid_t ppid_ = 0;

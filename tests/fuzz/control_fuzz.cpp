@@ -40,6 +40,21 @@ class Stub : public ControlTarget {
     if (t.link != "M0D0P2") throw Error("'" + t.link + "' is not a wired port of stub.yaml");
     reply({{"link", t.link}, {"frames", t.count}});
   }
+  json reload_tables(const std::vector<std::string>& fail) override {
+    for (const auto& f : fail) {
+      if (f != "M0D0") throw Error("failure '" + f + "' is neither a chip nor a port");
+    }
+    return {{"version", 2}};
+  }
+  json admin_link(const std::string& port, bool) override {
+    if (port != "M0D0P2") throw Error("'" + port + "' is not a wired port of stub.yaml");
+    return {{"ok", true}};
+  }
+  json chip_action(const std::string& chip, bool) override {
+    if (chip != "M0D0") throw Error("'" + chip + "' is not a chip of stub.yaml");
+    return {{"ok", true}};
+  }
+  json pause_injection(bool paused) override { return {{"paused", paused}}; }
   void stop() override { ++stops; }
   int stops = 0;
 };

@@ -1,9 +1,13 @@
 #include "tools/traffic/traffic_command.hpp"
 
+#include <signal.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -40,6 +44,7 @@ struct TrafficOptions {
   std::string src, dst;
   uint64_t seed = 1;
   int samples = 64;
+  int retry = 0;  // rounds of the client library's retry mode (0: off)
   bool json = false;
   std::string job;
   std::string system;  // to start when none is running
@@ -99,7 +104,18 @@ struct RunContext {
     char err[256];
     tt_fabric* w = tt_fabric_open(desc.job.text().c_str(), c.mesh, c.device, 0, err, sizeof err);
     if (!w) throw Error(err);
+    if (retry > 0) tt_fabric_set_retry(w, retry, 1000);
     return workers_[i] = w;
+  }
+  // Whether chip i's process runs (a killed chip leaves its control block; its pid tells).
+  bool alive(int i) {
+    auto it = controls_.find(i);
+    if (it == controls_.end()) {
+      const auto& c = desc.chips.at(static_cast<size_t>(i));
+      it = controls_.emplace(i, chip::Segment::open(chip::segment_name(desc.job, {c.mesh, c.device}, chip::SegmentKind::kControl))).first;
+    }
+    const auto pid = static_cast<pid_t>(it->second.as<chip::ChipControl>()->pid.load());
+    return pid <= 0 || ::kill(pid, 0) == 0 || errno == EPERM;
   }
   // Chip i's L1, mapped on first use and kept for the run.
   const uint8_t* l1(int i) {
@@ -112,6 +128,7 @@ struct RunContext {
   }
 
   job::SystemDescription desc;
+  int retry = 0;
   std::vector<control::PatternChip> where;  // the chips as the patterns see them
   LinkBytes links;
   std::optional<control::System> sys;
@@ -119,7 +136,7 @@ struct RunContext {
 
  private:
   std::map<int, tt_fabric*> workers_;
-  std::map<int, chip::Segment> l1_;
+  std::map<int, chip::Segment> l1_, controls_;
 };
 
 json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext& run) {
@@ -136,6 +153,9 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   const int src = index_of(o.src, 0), dst = index_of(o.dst, static_cast<int>(chips.size()) - 1);
   auto pairs = control::pattern_pairs(pattern, run.where, src, dst, o.seed);
   if (pairs.empty()) throw Error(fmt::format("pattern {} has no pairs on this system", pattern));
+  // A chip that is not running sends nothing; writes to it are sent, and must come back NACKed.
+  std::erase_if(pairs, [&](const auto& p) { return !run.alive(p.first); });
+  if (pairs.empty()) throw Error(fmt::format("pattern {}: no source chip is running", pattern));
   const uint64_t block = uint64_t{o.size} * o.count;
   const uint64_t l1 = chips[0].l1_bytes;
   if (block * chips.size() > l1 / 2) {
@@ -156,25 +176,51 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   for (auto& [s, w] : workers) nacks_before += tt_fabric_nacks(w);
   const auto before = run.links.sample();
   const auto start = Clock::now();
-  int rc = TT_FABRIC_OK;
-  for (uint32_t k = 0; k < o.count && rc == TT_FABRIC_OK; ++k) {
+  // Each source goes on until it is done or its chip dies (ECHIPDOWN); writes still NACKed
+  // after the retries (ENACKED) are judged below, pair by pair.
+  std::map<int, int> rc;
+  for (auto& [s, w] : workers) rc[s] = TT_FABRIC_OK;
+  for (uint32_t k = 0; k < o.count; ++k) {
     for (auto [s, d] : pairs) {
+      if (rc[s] != TT_FABRIC_OK) continue;
       tt_fabric_status st;
-      rc = fabric_async_write(workers[s], static_cast<uint8_t>(o.plane), src_addr(s, d) + uint64_t{k} * o.size,
-                              {chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device},
-                              dst_addr(s) + uint64_t{k} * o.size, o.size, o.fvc, 0, &st);
-      if (rc != TT_FABRIC_OK) break;
+      rc[s] = fabric_async_write(workers[s], static_cast<uint8_t>(o.plane), src_addr(s, d) + uint64_t{k} * o.size,
+                                 {chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device},
+                                 dst_addr(s) + uint64_t{k} * o.size, o.size, o.fvc, 0, &st);
     }
   }
-  for (auto& [s, w] : workers) {
-    if (rc == TT_FABRIC_OK) rc = fabric_async_write_barrier(w, 0);
+  {
+    // Barriers in parallel, as workers on many chips wait: one that retries (and waits for new
+    // routes) holds up no other.
+    std::vector<std::jthread> waiting;
+    for (auto& [s, w] : workers) {
+      if (rc[s] == TT_FABRIC_OK) waiting.emplace_back([w = w, &code = rc[s]] { code = fabric_async_write_barrier(w, 0); });
+    }
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (rc != TT_FABRIC_OK) throw Error(fmt::format("pattern {}: {}", pattern, tt_fabric_strerror(rc)));
+  for (auto [s, code] : rc) {
+    if (code != TT_FABRIC_OK && code != TT_FABRIC_ECHIPDOWN && code != TT_FABRIC_ENACKED) {
+      throw Error(fmt::format("pattern {}: {}: {}", pattern, chips[static_cast<size_t>(s)].name, tt_fabric_strerror(code)));
+    }
+  }
   const auto after = run.links.sample();
-  // Verify every byte at every destination, straight from its memory.
+  // Verify every byte at every destination, straight from its memory: every pair between chips
+  // that still run. Pairs from a chip that died went with it; pairs to one are NACKed.
   uint64_t verified = 0, errors = 0;
+  json dead = json::array();
+  for (size_t i = 0; i < chips.size(); ++i) {
+    if (!run.alive(static_cast<int>(i))) dead.push_back(chips[i].name);
+  }
+  size_t to_dead = 0, from_dead = 0;
   for (auto [s, d] : pairs) {
+    if (!run.alive(s)) {
+      ++from_dead;
+      continue;
+    }
+    if (!run.alive(d)) {
+      ++to_dead;
+      continue;
+    }
     const uint8_t* mem = run.l1(d) + dst_addr(s);
     for (uint32_t k = 0; k < o.count; ++k) {
       const bool ok = control::check_pattern({mem + uint64_t{k} * o.size, o.size}, s, d, k);
@@ -186,9 +232,13 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   const double hops = run.sys ? mean_hops(*run.sys, run.tables, o.plane, pairs) : 0.0;
   // Latency: single small writes, each waited for (write and its acknowledgement).
   std::vector<double> rtt;
-  const size_t samples = static_cast<size_t>(std::max(1, o.samples));
+  std::vector<std::pair<int, int>> live;
+  for (auto [s, d] : pairs) {
+    if (run.alive(s) && run.alive(d)) live.emplace_back(s, d);
+  }
+  const size_t samples = live.empty() ? 0 : static_cast<size_t>(std::max(1, o.samples));
   for (size_t i = 0; i < samples; ++i) {
-    auto [s, d] = pairs[(i * pairs.size() / samples) % pairs.size()];
+    auto [s, d] = live[(i * live.size() / samples) % live.size()];
     auto t0 = Clock::now();
     tt_fabric_status st;
     int wrc = fabric_async_write(workers[s], static_cast<uint8_t>(o.plane), src_addr(s, d),
@@ -198,7 +248,8 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
     rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
   uint32_t nacks = 0;
-  for (auto& [s, w] : workers) nacks += tt_fabric_nacks(w);
+  uint64_t retried = 0;
+  for (auto& [s, w] : workers) nacks += tt_fabric_nacks(w), retried += tt_fabric_retried(w);
   nacks -= nacks_before;
   const Percentiles lat = percentiles(rtt);
   // Per-link load from the link counters.
@@ -212,6 +263,7 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   const double bytes = static_cast<double>(pairs.size()) * static_cast<double>(block);
   return {{"pattern", pattern}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
           {"gb_per_s", bytes / seconds / 1e9}, {"verified", verified}, {"errors", errors}, {"nacks", nacks},
+          {"retried", retried}, {"dead_chips", dead}, {"pairs_to_dead", to_dead}, {"pairs_from_dead", from_dead},
           {"latency_us", lat.to_json()}, {"link_directions_used", links_used}, {"max_link_gb_per_s", max_link},
           {"mean_hops", hops},
           // The write and its acknowledgement each cross every hop.
@@ -237,6 +289,8 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
   t->add_option("--job", o->job, kJobHelp);
   t->add_option("--system", o->system, "With no system running, launch this one (default: the Galaxy) for the run");
   t->add_flag("--json", o->json, "One JSON object per pattern");
+  t->add_option("--retry", o->retry, "Write again what the fabric NACKed, after the next table change, up to this many rounds (0: off)")
+      ->check(whole_number(0, 100));
   t->callback([o, &exit_status] {
     const std::vector<std::string> patterns = control::expand_patterns(o->patterns);
     const bool named = !o->job.empty() || std::getenv("TTEMU_JOB");
@@ -252,6 +306,7 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
     }
     const job::JobId running = job::find_job(o->job.empty() ? std::nullopt : std::optional<std::string>(o->job));
     RunContext run(job::read_description(running));
+    run.retry = o->retry;
     bool bad = false;
     for (const auto& p : patterns) {
       json r = run_pattern(p, *o, run);
@@ -266,6 +321,11 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
                    r["latency_us"]["min"].get<double>(), r["latency_us"]["avg"].get<double>(),
                    r["latency_us"]["p99"].get<double>(), r["per_hop_us"].get<double>(), r["link_directions_used"].get<int>(),
                    r["max_link_gb_per_s"].get<double>());
+        if (!r["dead_chips"].empty() || r["retried"].get<uint64_t>() > 0) {
+          fmt::print("{:<18} chips not running: {}; {} pair(s) to them (NACKed), {} from them (lost with them); "
+                     "{} NACK(s), {} write(s) retried\n", "", r["dead_chips"].dump(), r["pairs_to_dead"].get<size_t>(),
+                     r["pairs_from_dead"].get<size_t>(), r["nacks"].get<uint32_t>(), r["retried"].get<uint64_t>());
+        }
       }
       std::fflush(stdout);
     }
