@@ -92,6 +92,19 @@ std::string human(const json& e) {
                        e.value("reason", "?"));
   } else if (kind == "returned") {
     what = fmt::format("link {} is back on its own wire: {}", e.value("port", "?"), e.value("reason", "?"));
+  } else if (kind == "peer_restarted") {
+    what = fmt::format("link {}: the far end restarted; {} payload(s) of the old session reported", e.value("port", "?"),
+                       e.value("abandoned", 0));
+  } else if (kind == "tables_reloaded") {
+    what = fmt::format("routing tables v{} loaded ({}): around {}; switch {}", e.value("version", 0), e.value("cause", "?"),
+                       e.value("failed", "?"), e.value("switch", "?"));
+  } else if (kind == "chip_killed" || kind == "chip_restarted") {
+    what = kind == "chip_killed" ? "killed by the operator" : fmt::format("restarted (pid {})", e.value("pid", 0));
+  } else if (kind == "link_admin") {
+    what = fmt::format("link {}-{} {}", e.value("port", "?"), e.value("peer", "?"),
+                       e.value("down", false) ? "out of service" : "back in service");
+  } else if (kind == "injection") {
+    what = e.value("paused", false) ? "workers' injection paused" : "workers' injection resumed";
   } else if (kind == "status_lost") {
     what = fmt::format("{} status message(s) lost: the queue was full", e.value("lost", 0));
   } else {

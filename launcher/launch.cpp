@@ -606,8 +606,20 @@ class Launcher : public ControlTarget {
 
   void record(const json& event) {
     if (event["kind"] == "dropped") {
-      // 5.4 / 5.5: the control plane is told which router dropped what.
-      fmt::print(stderr, "ttemu: {} on FVC {} (ttl {})\n", drop_summary(event), event.value("fvc", 0), event.value("ttl", 0));
+      // 5.4 / 5.5: the control plane is told which router dropped what; a failure that drops
+      // thousands prints ten a second and a count (the event log has every one).
+      const auto now = Clock::now();
+      if (now - drops_shown_since_ >= std::chrono::seconds(1)) {
+        if (drops_hidden_ > 0) fmt::print(stderr, "ttemu: ... and {} more dropped packet(s) (the event log lists them)\n", drops_hidden_);
+        drops_shown_since_ = now;
+        drops_shown_ = 0;
+        drops_hidden_ = 0;
+      }
+      if (drops_shown_++ < 10) {
+        fmt::print(stderr, "ttemu: {} on FVC {} (ttl {})\n", drop_summary(event), event.value("fvc", 0), event.value("ttl", 0));
+      } else {
+        ++drops_hidden_;
+      }
     }
     if (log_) log_->append(event);
     events_.push_back(event);
@@ -675,6 +687,9 @@ class Launcher : public ControlTarget {
   std::map<std::pair<int, int>, std::string> link_state_;
   std::unique_ptr<control::LiveRoutes> live_;  // from the moment the system is up
   bool reroute_posted_ = false, injection_paused_ = false;
+  Clock::time_point drops_shown_since_{};  // the second whose drops stderr shows
+  int drops_shown_ = 0;
+  uint64_t drops_hidden_ = 0;
   std::map<uint64_t, std::function<void(const json&)>> pending_;
   std::set<routing::PortId> busy_;  // ports with a link test or ping running
   std::unique_ptr<EventLog> log_;

@@ -18,6 +18,8 @@
 #include <sstream>
 #include <thread>
 
+#include "emulator/chip/chip_control.hpp"
+#include "emulator/chip/segments.hpp"
 #include "emulator/job/job.hpp"
 #include "emulator/link/frame.hpp"
 #include "tests/eventually.hpp"
@@ -667,6 +669,141 @@ TEST(Fabric, TrafficRunsThroughACutAndAnUnreliableLinkOnTheFallbackChannel) {
   ASSERT_GE(diag["links"].size(), 2u) << diag.dump();
   EXPECT_EQ(diag["links"][0]["ends"], json({"M0D0P5", "M0D1P13"})) << diag.dump();
   EXPECT_EQ(diag["links"][1]["ends"], json({"M0D0P4", "M0D1P12"})) << diag.dump();
+  EXPECT_EQ(sys.stop(), 0);
+  expect_nothing_left(held);
+}
+
+// Waits (up to a minute) until workers have injected packets into the system: traffic has
+// begun. It reads the chips' control blocks, starting no process: the traffic keeps the CPUs.
+bool traffic_begun(System& sys) {
+  const auto job = job::JobId::parse(sys.job());
+  std::vector<chip::Segment> blocks;
+  const json status = sys.status();  // kept: a loop over a temporary's member would dangle
+  for (const auto& c : status["chips"]) {
+    blocks.push_back(chip::Segment::open(chip::segment_name(*job, *routing::parse_chip(c["name"].get<std::string>()), chip::SegmentKind::kControl)));
+  }
+  auto injected = [&] {
+    uint64_t n = 0;
+    for (const auto& b : blocks) n += b.as<chip::ChipControl>()->packets_injected.load();
+    return n;
+  };
+  const uint64_t before = injected();
+  for (auto end = Clock::now() + std::chrono::seconds(60); Clock::now() < end;) {
+    if (injected() > before) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a poll of shared memory, bounded above
+  }
+  return false;
+}
+
+// Starts all_to_all over the Galaxy with the client library's retry mode in the background (a
+// few seconds; its result lands in `out` once `run` is joined) and waits until it injects.
+bool start_retrying_all_to_all(System& sys, RunResult& out, std::jthread& run) {
+  run = std::jthread([&sys, &out] {
+    out = sys.ttemu({"traffic", "--pattern", "all_to_all", "--count", "48", "--size", "16384", "--retry", "3", "--json"});
+  });
+  if (traffic_begun(sys)) return true;
+  run.join();
+  return false;
+}
+
+// The live control plane (spec 1.1.2). All four links between M0D0 and M0D1 are taken out of
+// service while all_to_all runs with the client library's retry mode: the EFC has no parallel
+// link left, so the control plane loads tables that go around the pair; writes NACKed meanwhile
+// are written again over the new routes, and every byte arrives. One link back in service
+// brings the pair back into the tables.
+TEST(Fabric, AllFourLinksOfAPairCutMidTrafficReloadTheTablesAndRetriedWritesLand) {
+  System sys({topo("galaxy.yaml")});
+  const Held held = held_by(sys, sys.status());
+  const std::string log = sys.status()["event_log"];
+  RunResult traffic;
+  std::jthread run;
+  ASSERT_TRUE(start_retrying_all_to_all(sys, traffic, run)) << traffic.out;
+  for (const char* port : {"M0D0P4", "M0D0P5", "M0D0P6", "M0D0P7"}) {
+    RunResult r = sys.ttemu({"links", "down", port});
+    EXPECT_EQ(r.status, 0) << r.out;
+  }
+  run.join();
+  ASSERT_EQ(traffic.status, 0) << traffic.out;
+  const json p = json::parse(traffic.stdout_text);
+  EXPECT_EQ(p["verified"], p["bytes"]) << p.dump();
+  EXPECT_EQ(p["errors"], 0);
+  EXPECT_TRUE(p["dead_chips"].empty());
+  auto reload = [&](const std::function<bool(const json&)>& which) {
+    return eventually([&] {
+      for (const auto& e : read_event_log(log)) {
+        if (e["kind"] == "tables_reloaded" && which(e)) return true;
+      }
+      return false;
+    }, std::chrono::seconds(30));
+  };
+  EXPECT_TRUE(reload([](const json& e) { return e["failed"] == "M0D0-M0D1 (4 links)" && e["unreachable_pairs"] == 0; }))
+      << slurp(log);
+  RunResult up = sys.ttemu({"links", "up", "M0D0P4"});
+  EXPECT_EQ(up.status, 0) << up.out;
+  EXPECT_TRUE(reload([](const json& e) { return e["failed_links"].empty() && e["failed_chips"].empty(); })) << slurp(log);
+  EXPECT_EQ(sys.stop(), 0);
+  expect_nothing_left(held);
+}
+
+// A chip killed while all_to_all runs: the pairs among the other chips all verify, writes to
+// the dead chip come back NACKed (within milliseconds: the neighbours' links go down at once
+// and the routers NACK what would cross them, then the tables leave no route to it), and the
+// chip restarts with its links handshaking anew, after which the whole Galaxy verifies again.
+TEST(Fabric, AChipKilledMidTrafficLeavesTheRestVerifiedAndComesBackWhenRestarted) {
+  System sys({topo("galaxy.yaml")});
+  const Held held = held_by(sys, sys.status());
+  const std::string log = sys.status()["event_log"];
+  RunResult traffic;
+  std::jthread run;
+  ASSERT_TRUE(start_retrying_all_to_all(sys, traffic, run)) << traffic.out;
+  RunResult kill = sys.ttemu({"chip", "kill", "M0D5"});
+  EXPECT_EQ(kill.status, 0) << kill.out;
+  run.join();
+  ASSERT_EQ(traffic.status, 0) << traffic.out;
+  json p = json::parse(traffic.stdout_text);
+  EXPECT_EQ(p["dead_chips"], json({"M0D5"})) << p.dump();
+  const double live_pairs = p["pairs"].get<double>() - p["pairs_to_dead"].get<double>() - p["pairs_from_dead"].get<double>();
+  EXPECT_EQ(p["verified"].get<double>(), live_pairs * 16384 * 48) << p.dump();
+  EXPECT_EQ(p["errors"], 0);
+  EXPECT_EQ(p["pairs_to_dead"], 31);
+  // A write to the dead chip now: NACKed at once (no retry), well within the bound of 0.5 s.
+  RunResult to_dead = sys.ttemu({"traffic", "--pattern", "unicast", "--src", "M0D0", "--dst", "M0D5", "--count", "1", "--json"});
+  ASSERT_EQ(to_dead.status, 0) << to_dead.out;
+  p = json::parse(to_dead.stdout_text);
+  EXPECT_GE(p["nacks"].get<int>(), 1) << p.dump();
+  EXPECT_LT(p["seconds"].get<double>(), 0.5) << "the write and its NACK";
+  bool died = false;
+  for (const auto& e : read_event_log(log)) died = died || (e["kind"] == "chip_died" && e["chip"] == "M0D5");
+  EXPECT_TRUE(died);
+  RunResult restart = sys.ttemu({"chip", "restart", "M0D5"});
+  if (transport_under_test() == "shm") {
+    EXPECT_NE(restart.status, 0);
+    EXPECT_NE(restart.out.find("cannot restart over --transport shm"), std::string::npos) << restart.out;
+  } else {
+    ASSERT_EQ(restart.status, 0) << restart.out;
+    auto all_up = [&] {
+      const json s = sys.status();
+      for (const auto& l : s["links"]) {
+        if (l["ends"][0]["state"] != "up" || l["ends"][1]["state"] != "up") return false;
+      }
+      return true;
+    };
+    ASSERT_TRUE(eventually(all_up, std::chrono::seconds(30))) << sys.status().dump();
+    // The tables include it again (the last reload routes around nothing).
+    ASSERT_TRUE(eventually([&] {
+      json last;
+      for (const auto& e : read_event_log(log)) {
+        if (e["kind"] == "tables_reloaded") last = e;
+      }
+      return !last.is_null() && last["failed_links"].empty() && last["failed_chips"].empty();
+    }, std::chrono::seconds(30))) << slurp(log);
+    RunResult again = sys.ttemu({"traffic", "--pattern", "all_to_all", "--count", "2", "--size", "4096", "--json"});
+    ASSERT_EQ(again.status, 0) << again.out;
+    expect_every_byte_verified(json_lines(again.stdout_text), {"all_to_all"}, 4096, 2);
+    int restarted = 0;
+    for (const auto& e : read_event_log(log)) restarted += e["kind"] == "peer_restarted";
+    EXPECT_GT(restarted, 0) << "its neighbours took its new link sessions";
+  }
   EXPECT_EQ(sys.stop(), 0);
   expect_nothing_left(held);
 }
