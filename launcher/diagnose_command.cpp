@@ -86,7 +86,13 @@ json diagnose(const std::vector<json>& log) {
     l.off_at_end = on_fallback[l.a] || on_fallback[l.b];
     if (l.score() > 0) ranked.push_back(l);
   }
-  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.score() > y.score(); });
+  // A receiver's own count of bad frames names its wire: such links come first whatever the
+  // timeouts and downs of a cut elsewhere add up to (TNet: the faulty hop is the one whose
+  // receiver counts errors).
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) {
+    const bool ex = x.judged.count("error_rate") > 0, ey = y.judged.count("error_rate") > 0;
+    return ex != ey ? ex : x.score() > y.score();
+  });
   json out{{"events", log.size()}, {"links", json::array()}, {"chips_died", died}, {"drops", json::array()}};
   for (const auto& l : ranked) {
     out["links"].push_back({{"ends", {l.a, l.b}}, {"verdict", l.verdict()}, {"fallbacks", l.judged},
