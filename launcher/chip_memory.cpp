@@ -13,7 +13,8 @@ ChipMemory::ChipMemory(const job::JobId& job, const control::System& sys, const 
     : job_(job), sys_(sys), dram_bytes_(dram_bytes) {
   try {
     controls_.resize(sys.chips.size());
-    for (int v = 0; v < sys.node_count(); ++v) create(v, tables, 1);
+    l1s_.resize(sys.chips.size());
+    for (int v = 0; v < sys.node_count(); ++v) create(v, tables, 1, /*first=*/true);
     for (const auto& l : sys.links) {
       if (shm_ring_capacity == 0) break;
       names_.push_back(chip::link_segment_name(job, l.a, l.b));
@@ -26,7 +27,7 @@ ChipMemory::ChipMemory(const job::JobId& job, const control::System& sys, const 
   }
 }
 
-void ChipMemory::create(int v, const control::TableSet& tables, uint32_t version) {
+void ChipMemory::create(int v, const control::TableSet& tables, uint32_t version, bool first) {
   const auto& chip = sys_.chips[static_cast<size_t>(v)];
   const chip::ArchSpec arch = chip::arch_spec(sys_.spec_of(v).arch);
   for (uint8_t port : sys_.wired_ports(v)) {
@@ -35,30 +36,31 @@ void ChipMemory::create(int v, const control::TableSet& tables, uint32_t version
                               arch.name, arch.eth_cores));
     }
   }
-  auto make = [&](chip::SegmentKind kind, size_t size) {
-    const std::string name = chip::segment_name(job_, chip.id, kind);
-    if (std::find(names_.begin(), names_.end(), name) == names_.end()) names_.push_back(name);
-    return chip::Segment::create(name, size);
-  };
-  controls_[static_cast<size_t>(v)] = make(chip::SegmentKind::kControl, sizeof(chip::ChipControl));
+  controls_[static_cast<size_t>(v)] = make(v, chip::SegmentKind::kControl, sizeof(chip::ChipControl), first);
   auto* block = new (controls_[static_cast<size_t>(v)].data()) chip::ChipControl();
   block->mesh = chip.id.mesh;
   block->device = chip.id.device;
   block->tables_version.store(version);
   block->magic = chip::kControlMagic;
-  make(chip::SegmentKind::kDram, dram_bytes_.value_or(arch.dram));
-  make(chip::SegmentKind::kL1, arch.l1_total());
-  write_tables(v, tables, version);
+  make(v, chip::SegmentKind::kDram, dram_bytes_.value_or(arch.dram), first);
+  l1s_[static_cast<size_t>(v)] = make(v, chip::SegmentKind::kL1, arch.l1_total(), first);
+  write_tables(v, tables);
 }
 
-void ChipMemory::write_tables(int v, const control::TableSet& tables, uint32_t version) {
+chip::Segment ChipMemory::make(int v, chip::SegmentKind kind, size_t size, bool first) {
+  const std::string name = chip::segment_name(job_, sys_.chips[static_cast<size_t>(v)].id, kind);
+  chip::Segment s = chip::Segment::create(name, size);
+  if (first) names_.push_back(name);  // (a renewed chip's names are there already)
+  return s;
+}
+
+void ChipMemory::write_tables(int v, const control::TableSet& tables) {
   const chip::ArchSpec arch = chip::arch_spec(sys_.spec_of(v).arch);
-  chip::Segment l1 = chip::Segment::open(chip::segment_name(job_, sys_.chips[static_cast<size_t>(v)].id, chip::SegmentKind::kL1));
+  const chip::Segment& l1 = l1s_[static_cast<size_t>(v)];
   for (uint8_t port : sys_.wired_ports(v)) {
     auto* rc = l1.as<chip::RouterL1Block>(arch.eth_l1_offset(port));
     rc->plane = static_cast<uint16_t>(sys_.links[static_cast<size_t>(sys_.link_at(v, port))].plane);
     rc->port = port;
-    rc->version = version;
     rc->table = tables.at(rc->plane, v).pack();
     rc->magic = chip::kRouterMagic;
   }
@@ -67,14 +69,16 @@ void ChipMemory::write_tables(int v, const control::TableSet& tables, uint32_t v
 void ChipMemory::renew(int v, const control::TableSet& tables, uint32_t version) {
   const auto& chip = sys_.chips[static_cast<size_t>(v)];
   controls_[static_cast<size_t>(v)] = chip::Segment();
+  l1s_[static_cast<size_t>(v)] = chip::Segment();
   for (auto kind : {chip::SegmentKind::kControl, chip::SegmentKind::kDram, chip::SegmentKind::kL1}) {
     chip::unlink_segment(chip::segment_name(job_, chip.id, kind));
   }
-  create(v, tables, version);
+  create(v, tables, version, /*first=*/false);
 }
 
 void ChipMemory::remove() {
   controls_.clear();
+  l1s_.clear();
   for (const auto& n : names_) chip::unlink_segment(n);
   names_.clear();
 }

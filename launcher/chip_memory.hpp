@@ -31,21 +31,24 @@ class ChipMemory {
 
   // A chip's control block (by node), mapped for as long as this lives.
   chip::ChipControl& control(int node) const { return *controls_.at(static_cast<size_t>(node)).as<chip::ChipControl>(); }
-  // Writes `tables` (version `version`) into the routers' blocks of a chip's L1.
-  void write_tables(int node, const control::TableSet& tables, uint32_t version);
+  // Writes `tables` into the routers' blocks of a chip's L1.
+  void write_tables(int node, const control::TableSet& tables);
   // A chip's memory anew, for a restarted process: empty L1 and DRAM, a fresh control block,
   // the routers' blocks holding `tables`.
   void renew(int node, const control::TableSet& tables, uint32_t version);
   void remove();
 
  private:
-  void create(int node, const control::TableSet& tables, uint32_t version);
+  // The chip's segments; `first`: at launch (their names join those remove() unlinks).
+  void create(int node, const control::TableSet& tables, uint32_t version, bool first);
+  chip::Segment make(int node, chip::SegmentKind kind, size_t size, bool first);
 
   job::JobId job_;
   const control::System& sys_;
   std::optional<size_t> dram_bytes_;
   std::vector<std::string> names_;       // every segment, for remove()
   std::vector<chip::Segment> controls_;  // by node
+  std::vector<chip::Segment> l1s_;       // by node: where the routers' tables go
 };
 
 }  // namespace ttemu::launcher

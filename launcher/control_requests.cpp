@@ -57,6 +57,11 @@ void only_fields(const json& req, const std::string& cmd, std::initializer_list<
   }
 }
 
+// Requests that act on the fabric wait for every link to come up; until then only status.
+void require_ready(const ControlTarget& target) {
+  if (!target.ready()) throw Error("the system is still coming up");
+}
+
 LinkTestRequest link_test_request(const json& req, bool ping) {
   if (ping) only_fields(req, "ping", {"link", "count", "size", "timeout_s"});
   else only_fields(req, "stream", {"link", "frames", "size", "timeout_s"});
@@ -95,12 +100,12 @@ std::optional<json> respond(std::string_view line, ControlTarget& target, const 
     only_fields(req, cmd, {"plan", "source"});
     const std::string plan = string_field(req, "plan");
     const std::string source = string_field(req, "source", "plan");
-    if (!target.ready()) throw Error("the system is still coming up");
+    require_ready(target);
     return target.apply_faults(plan, source);
   }
   if (cmd == "stream" || cmd == "ping") {
     LinkTestRequest t = link_test_request(req, cmd == "ping");
-    if (!target.ready()) throw Error("the system is still coming up");
+    require_ready(target);
     target.link_test(t, later);
     return std::nullopt;
   }
@@ -109,7 +114,7 @@ std::optional<json> respond(std::string_view line, ControlTarget& target, const 
     const std::string chip = string_field(req, "chip");
     const int fvc = static_cast<int>(int_field(req, "fvc", 0, target.data_fvcs()));
     const bool stalled = bool_field(req, "stalled", true);
-    if (!target.ready()) throw Error("the system is still coming up");
+    require_ready(target);
     target.stall(chip, fvc, stalled);
     return json{{"ok", true}};
   }
@@ -123,14 +128,14 @@ std::optional<json> respond(std::string_view line, ControlTarget& target, const 
         fail.push_back(item.get<std::string>());
       }
     }
-    if (!target.ready()) throw Error("the system is still coming up");
+    require_ready(target);
     return target.reload_tables(fail);
   }
   if (cmd == "link_admin") {
     only_fields(req, cmd, {"port", "down"});
     const std::string port = string_field(req, "port");
     const bool down = bool_field(req, "down", true);
-    if (!target.ready()) throw Error("the system is still coming up");
+    require_ready(target);
     return target.admin_link(port, down);
   }
   if (cmd == "chip") {
@@ -138,18 +143,18 @@ std::optional<json> respond(std::string_view line, ControlTarget& target, const 
     const std::string chip = string_field(req, "chip");
     const std::string action = string_field(req, "action");
     if (action != "kill" && action != "restart") throw Error(fmt::format("action '{}' is neither kill nor restart", printable(action)));
-    if (!target.ready()) throw Error("the system is still coming up");
+    require_ready(target);
     return target.chip_action(chip, action == "restart");
   }
   if (cmd == "injection") {
     only_fields(req, cmd, {"paused"});
     const bool paused = bool_field(req, "paused", true);
-    if (!target.ready()) throw Error("the system is still coming up");
+    require_ready(target);
     return target.pause_injection(paused);
   }
   if (cmd == "stop") {
     only_fields(req, cmd, {});
-    if (!target.ready()) throw Error("the system is still coming up");
+    require_ready(target);
     stop = true;
     return json{{"ok", true}};
   }

@@ -55,6 +55,7 @@ json diagnose(const std::vector<json>& log) {
   }
   std::map<std::pair<std::string, std::string>, LinkFindings> links;
   std::map<std::string, bool> on_fallback;  // by port
+  std::set<std::pair<std::string, std::string>> out_of_service;  // links the operator took down
   for (const auto& e : log) {
     const std::string kind = e.value("kind", "");
     if (kind == "dropped") {
@@ -68,6 +69,12 @@ json diagnose(const std::vector<json>& log) {
     l.a = key.first;
     l.b = key.second;
     const std::string peer_chip = peer.substr(0, peer.find('P'));
+    if (kind == "link_admin") {  // the operator's doing, not the wire's, until back in service
+      if (e.value("down", false)) out_of_service.insert(key);
+      else out_of_service.erase(key);
+      continue;
+    }
+    if (out_of_service.count(key) && (kind == "fallback" || kind == "link_down")) continue;
     if (kind == "fallback") {
       const std::string why = e.value("reason", "?");
       if (on_fallback[port]) continue;  // only onto another carrier: the same fallback

@@ -3,12 +3,15 @@
 // JSON object per line, in one file per job that is kept after the job ends.
 //
 // Each line has "time" (UTC, ISO 8601 with milliseconds), "uptime_s" (since the launch),
-// "chip" (MxDy), "kind", and the fields of its kind: "port" (MxDyPz) for a link going up or
-// down; "reason", "command", "packet_id", "src", "dst", "fvc", "ttl" for a dropped packet;
-// "lost" for entries a full queue overwrote ("status_lost"); "pid" and "how" for a chip that
-// died ("chip_died"). The live control plane's lines: "tables_reloaded" (version, failed,
-// switch, unreachable), "chip_killed", "chip_restarted", "link_admin" (port, peer, down),
-// "injection" (paused), "peer_restarted" (a chip's: port, abandoned). docs/architecture.md ("The status queue") describes the path.
+// "chip" (MxDy, but for lines about the whole system), "kind", and the fields of its kind.
+// From the chips' status queues, each about a port ("port" MxDyPz, and "peer", its far end):
+// "link_up", "link_down"; "fallback" ("via", "reason") and "returned" ("reason");
+// "peer_restarted" ("abandoned"); and "dropped" ("reason", "command", "packet_id", "src",
+// "dst", "fvc", "ttl"). The launcher's own: "status_lost" ("lost": entries a full queue
+// overwrote); "chip_died" ("pid", "how"); "chip_killed"; "chip_restarted" ("pid");
+// "link_admin" ("port", "peer", "down"); and, about the whole system, "tables_reloaded"
+// ("version", "cause", "failed", "failed_links", "failed_chips", "unreachable_pairs",
+// "switch") and "injection" ("paused"). docs/architecture.md ("The status queue") describes the path.
 #pragma once
 
 #include <cstdio>

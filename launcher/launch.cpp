@@ -276,7 +276,6 @@ class Launcher : public ControlTarget {
   }
 
   void on_chip_death(int node, int pid, const std::string& how) {
-    ++exited_;
     drain_status(node);  // what it pushed before it died
     if (!stopping_) {
       fmt::print(stderr, "ttemu: chip {} (pid {}) {}\n", to_string(sys_.chips[static_cast<size_t>(node)].id), pid, how);
@@ -291,7 +290,7 @@ class Launcher : public ControlTarget {
         schedule_reroute();
       }
     }
-    if (stopping_ && exited_ == sys_.node_count()) io_.stop();
+    if (stopping_ && chips_->running() == 0) io_.stop();  // (a restarted chip died twice)
   }
 
   // --- the live control plane (spec 1.1.2): routes around what failed, operator actions --
@@ -312,14 +311,12 @@ class Launcher : public ControlTarget {
   }
 
   // New tables into every live router's L1, then each chip loads them (between packets).
-  void apply_reload(const control::Reload& r, const char* cause) {
+  json apply_reload(const control::Reload& r, const char* cause) {
     for (int v = 0; v < sys_.node_count(); ++v) {
       if (!chips_->alive(v)) continue;
-      memory_->write_tables(v, r.tables, static_cast<uint32_t>(r.version));
+      memory_->write_tables(v, r.tables);
       send(v, msg::Tables{static_cast<uint32_t>(r.version)});
     }
-    long unreachable = 0;
-    for (const auto& p : r.planes) unreachable += p.disconnected + p.missed;
     const std::string failed = r.summary(sys_);
     json e = system_event("tables_reloaded", uptime());
     e["version"] = r.version;
@@ -332,12 +329,13 @@ class Launcher : public ControlTarget {
     for (int v : r.failures.nodes) chips.push_back(to_string(sys_.chips[static_cast<size_t>(v)].id));
     e["failed_links"] = links;
     e["failed_chips"] = chips;
-    e["unreachable_pairs"] = unreachable;
+    e["unreachable_pairs"] = r.unreachable_pairs();
     e["switch"] = r.switch_risk.empty() ? "safe" : r.switch_risk;
     record(e);
     fmt::print(stderr, "ttemu: routing tables v{} loaded ({}): {}; {}\n", r.version, cause,
                r.failures.links.empty() && r.failures.nodes.empty() ? "nothing to route around" : "around " + failed,
                r.switch_risk.empty() ? "no mix of old and new tables can loop or deadlock" : r.switch_risk);
+    return e;
   }
 
   control::LiveRoutes& live() {
@@ -354,31 +352,21 @@ class Launcher : public ControlTarget {
 
   json reload_tables(const std::vector<std::string>& fail) override {
     live().set_operator_failures(control::parse_failures(sys_, fail));
-    const auto r = live().reload(/*force=*/true);
-    apply_reload(*r, "operator");
-    long unreachable = 0;
-    for (const auto& p : r->planes) unreachable += p.disconnected + p.missed;
-    return {{"version", r->version}, {"failed", r->summary(sys_)}, {"unreachable_pairs", unreachable},
-            {"switch", r->switch_risk.empty() ? "safe" : r->switch_risk}};
+    const json e = apply_reload(*live().reload(/*force=*/true), "operator");
+    return {{"version", e["version"]}, {"failed", e["failed"]}, {"unreachable_pairs", e["unreachable_pairs"]},
+            {"switch", e["switch"]}};
   }
 
   json admin_link(const std::string& name, bool down) override {
-    auto port = routing::parse_port(name);
-    auto node = port ? sys_.node(port->chip) : std::nullopt;
-    if (!node || sys_.link_at(*node, port->port) < 0) throw Error(fmt::format("'{}' is not a wired port of {}", printable(name), o_.file));
-    const routing::PortId peer = *sys_.peer(*port);
-    const int peer_node = *sys_.node(peer.chip);
-    for (int v : {*node, peer_node}) {
-      if (!chips_->alive(v)) throw Error(fmt::format("chip {} is not running", to_string(sys_.chips[static_cast<size_t>(v)].id)));
-    }
-    send(*node, msg::AdminDown{port->port, down});
-    send(peer_node, msg::AdminDown{peer.port, down});
-    json e = launcher_event(port->chip, "link_admin", uptime());
-    e["port"] = to_string(*port);
-    e["peer"] = to_string(peer);
+    const LiveLink l = live_link(name);
+    send(l.node, msg::AdminDown{l.port.port, down});
+    send(l.peer_node, msg::AdminDown{l.peer.port, down});
+    json e = launcher_event(l.port.chip, "link_admin", uptime());
+    e["port"] = to_string(l.port);
+    e["peer"] = to_string(l.peer);
     e["down"] = down;
     record(e);
-    return {{"ok", true}, {"link", to_string(*port)}, {"peer", to_string(peer)}, {"down", down}};
+    return {{"ok", true}, {"link", to_string(l.port)}, {"peer", to_string(l.peer)}, {"down", down}};
   }
 
   json chip_action(const std::string& name, bool restart) override {
@@ -445,10 +433,7 @@ class Launcher : public ControlTarget {
   void stop() override { shutdown(0); }
 
   void stall(const std::string& name, int fvc, bool stalled) override {
-    auto chip = routing::parse_chip(name);
-    auto node = chip ? sys_.node(*chip) : std::nullopt;
-    if (!node) throw Error(fmt::format("'{}' is not a chip of {}", printable(name), o_.file));
-    send(*node, msg::Stall{static_cast<uint8_t>(fvc), stalled});
+    send(chip_node(name), msg::Stall{static_cast<uint8_t>(fvc), stalled});
   }
 
   json status() override {
@@ -517,28 +502,41 @@ class Launcher : public ControlTarget {
     return {{"ok", true}, {"directions_with_faults", changed}};
   }
 
-  void link_test(const LinkTestRequest& t, Reply reply) override {
-    auto port = routing::parse_port(t.link);
+  // A wired port the client named, with its far end, both chips running; else an Error that
+  // names what the user could have meant.
+  struct LiveLink {
+    routing::PortId port, peer;
+    int node = 0, peer_node = 0;
+  };
+  LiveLink live_link(const std::string& name) const {
+    auto port = routing::parse_port(name);
     auto node = port ? sys_.node(port->chip) : std::nullopt;
     if (!node || sys_.link_at(*node, port->port) < 0) {
-      std::string wired;  // what the user could have meant: the chip's wired ports
+      std::string wired;  // the chip's wired ports
       for (uint8_t p : node ? sys_.wired_ports(*node) : std::vector<uint8_t>{}) {
         wired += fmt::format("{}P{}", wired.empty() ? "" : ", ", p);
       }
-      throw Error(fmt::format("'{}' is not a wired port of {}{}", printable(t.link), o_.file,
+      throw Error(fmt::format("'{}' is not a wired port of {}{}", printable(name), o_.file,
                               wired.empty() ? "" : fmt::format(" ({} has {})", to_string(port->chip), wired)));
     }
     if (!chips_->alive(*node)) throw Error(fmt::format("chip {} is not running", to_string(port->chip)));
-    routing::PortId peer = *sys_.peer(*port);
+    const routing::PortId peer = *sys_.peer(*port);
     const int peer_node = *sys_.node(peer.chip);
     if (!chips_->alive(peer_node)) throw Error(fmt::format("the far end {} is not running", to_string(peer.chip)));
-    if (!busy_.insert(*port).second) throw Error(fmt::format("a test is already running on {}", to_string(*port)));
+    return {*port, peer, *node, peer_node};
+  }
+
+  void link_test(const LinkTestRequest& t, Reply reply) override {
+    const LiveLink link = live_link(t.link);
+    const routing::PortId port = link.port, peer = link.peer;
+    const int peer_node = link.peer_node;
+    if (!busy_.insert(port).second) throw Error(fmt::format("a test is already running on {}", to_string(port)));
     // From here on nothing throws: the port stays reserved until the test ends or times out.
     const uint64_t id = ++next_test_;
     // A test that cannot finish (its link went down for good) answers with an error in time.
     auto timer = std::make_shared<asio::steady_timer>(io_);
     timer->expires_after(std::chrono::seconds(t.timeout_s));
-    timer->async_wait([this, id, reply, port = *port](auto ec) {
+    timer->async_wait([this, id, reply, port](auto ec) {
       if (ec || !pending_.count(id)) return;
       pending_.erase(id);
       busy_.erase(port);
@@ -550,15 +548,15 @@ class Launcher : public ControlTarget {
       return std::make_pair(ps.stream_verified.load(), ps.stream_errors.load());
     };
     auto before = snapshot();
-    const auto& tx = memory_->control(*node).ports[port->port].counters;
+    const auto& tx = memory_->control(link.node).ports[port.port].counters;
     const auto& rx = rx_block.ports[peer.port].counters;
     auto base = std::make_tuple(tx.retransmits.load(), rx.crc_errors.load(), tx.timeouts.load());
     pending_[id] = [=, this, &tx, &rx](const json& done) {
       timer->cancel();
-      busy_.erase(*port);
+      busy_.erase(port);
       json r = done;
       r.erase("type");
-      r["link"] = to_string(*port);
+      r["link"] = to_string(port);
       r["peer"] = to_string(peer);
       if (!t.ping) {
         auto after = snapshot();
@@ -574,9 +572,9 @@ class Launcher : public ControlTarget {
       reply(r);
     };
     if (!t.ping) {
-      send(*node, msg::Stream{port->port, id, t.count, t.size});
+      send(link.node, msg::Stream{port.port, id, t.count, t.size});
     } else {
-      send(*node, msg::Ping{port->port, id, static_cast<int>(t.count), t.size});
+      send(link.node, msg::Ping{port.port, id, static_cast<int>(t.count), t.size});
     }
   }
 
@@ -696,7 +694,7 @@ class Launcher : public ControlTarget {
   std::deque<json> events_;         // the event log's last 1000 entries, newest last
   uint64_t next_test_ = 0;
   Clock::time_point started_;
-  int bound_ = 0, exited_ = 0, exit_status_ = 0;
+  int bound_ = 0, exit_status_ = 0;
   pid_t client_pid_ = 0;
   bool ready_ = false, stopping_ = false, torn_down_ = false;
   std::string error_;

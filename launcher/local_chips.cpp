@@ -79,15 +79,9 @@ void LocalChips::start(int node, const msg::Config& config) {
   c.pid = pid;
   c.alive = true;
   node_of_pid_[pid] = c.node;
-  // A restart's new channel. The old one stays (closed) until the end: a read may still be
-  // pending on it, holding it and its buffer.
-  if (c.control) {
-    c.control->close();
-    retired_.emplace_back(std::move(c.control), std::move(c.inbuf));
-  }
-  c.control = std::make_unique<asio::local::stream_protocol::socket>(io_);
-  c.control->assign(asio::local::stream_protocol(), fds[0]);
-  c.inbuf = std::make_unique<asio::streambuf>();
+  if (c.control) c.control->socket.close();  // a restart: a read pending on the old one ends
+  c.control = std::make_shared<Proc::Channel>(io_);
+  c.control->socket.assign(asio::local::stream_protocol(), fds[0]);
   send(c.node, config);
   read(c);
 }
@@ -103,14 +97,15 @@ void LocalChips::send(int node, const msg::ToChip& m) {
   if (!c.alive) return;
   const std::string line = msg::encode(m);
   boost::system::error_code ec;
-  asio::write(*c.control, asio::buffer(line), ec);
+  asio::write(c.control->socket, asio::buffer(line), ec);
 }
 
 void LocalChips::read(Proc& c) {
-  asio::async_read_until(*c.control, *c.inbuf, '\n', [this, &c](auto ec, size_t n) {
-    if (ec) return;  // the chip is gone; SIGCHLD tells how
-    std::string line(asio::buffers_begin(c.inbuf->data()), asio::buffers_begin(c.inbuf->data()) + static_cast<long>(n));
-    c.inbuf->consume(n);
+  auto ch = c.control;
+  asio::async_read_until(ch->socket, ch->in, '\n', [this, &c, ch](auto ec, size_t n) {
+    if (ec || ch != c.control) return;  // the chip is gone (SIGCHLD tells how), or restarted
+    std::string line(asio::buffers_begin(ch->in.data()), asio::buffers_begin(ch->in.data()) + static_cast<long>(n));
+    ch->in.consume(n);
     try {
       events_.message(c.node, msg::decode_from_chip(line));
     } catch (const Error& e) {

@@ -36,8 +36,14 @@ class LocalChips final : public ChipSupervisor {
     int node = 0;
     int pid = 0;
     bool alive = false;
-    std::unique_ptr<boost::asio::local::stream_protocol::socket> control;
-    std::unique_ptr<boost::asio::streambuf> inbuf;
+    // The control channel. Reads in progress hold it too: a restart's new channel replaces it
+    // while a read of the old one may still be pending.
+    struct Channel {
+      explicit Channel(boost::asio::io_context& io) : socket(io) {}
+      boost::asio::local::stream_protocol::socket socket;
+      boost::asio::streambuf in;
+    };
+    std::shared_ptr<Channel> control;
   };
   void read(Proc& c);
 
@@ -47,8 +53,6 @@ class LocalChips final : public ChipSupervisor {
   std::string control_socket_;
   Events events_;
   std::vector<Proc> chips_;
-  std::vector<std::pair<std::unique_ptr<boost::asio::local::stream_protocol::socket>, std::unique_ptr<boost::asio::streambuf>>>
-      retired_;  // control channels of chips that were restarted
   std::map<int, int> node_of_pid_;
 };
 

@@ -3,9 +3,6 @@
 // barriers sleep on the transaction counters the router decrements as acknowledgements arrive.
 #include "libfabric_tt/tt_fabric.h"
 
-#include <signal.h>
-
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <atomic>
@@ -142,15 +139,10 @@ int fail(tt_fabric_status* status, int code) {
 }
 
 
-// Whether this worker's chip process still runs (a chip killed with SIGKILL leaves its control
-// block as it was; its pid is the witness).
-bool chip_alive(const tt_fabric* f) {
-  const auto pid = static_cast<pid_t>(f->block->pid.load(std::memory_order_relaxed));
-  return pid <= 0 || ::kill(pid, 0) == 0 || errno == EPERM;
-}
+bool chip_alive(const tt_fabric* f) { return chip::chip_running(*f->block); }
 
-// Checks the call and hands it to the chip's command buffer.
-int submit_checked(tt_fabric* f, const Request& r, tt_fabric_status* status) {
+// Checks the call and hands it to the chip's command buffer; `block`: wait for a slot.
+int submit_checked(tt_fabric* f, const Request& r, tt_fabric_status* status, bool block) {
   if (!f) return fail(status, TT_FABRIC_EARG);
   if (r.plane >= f->planes) return fail(status, TT_FABRIC_EPLANE);
   if (r.txn >= chip::kTxnIds) return fail(status, TT_FABRIC_ETXN);
@@ -180,20 +172,20 @@ int submit_checked(tt_fabric* f, const Request& r, tt_fabric_status* status) {
                                      .dst_mesh = r.dst.mesh, .dst_device = r.dst.device, .size = r.size, .arg = r.arg,
                                      .src_addr = r.src_addr, .dst_addr = r.dst_addr, .return_addr = r.return_addr,
                                      .status_addr = status_addr};
-  bool sent = f->nonblocking && f->commands->try_submit(request);
+  bool sent = f->commands->try_submit(request);
   // Blocking: waits for a slot in steps, looking between them whether the chip still runs.
-  for (auto deadline = std::chrono::steady_clock::now() + f->limit; !f->nonblocking && !sent;) {
+  for (auto deadline = std::chrono::steady_clock::now() + f->limit; block && !sent;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0 || !chip_alive(f)) break;
     sent = f->commands->submit(request, std::min(left, std::chrono::milliseconds(100)));
   }
-  if (!sent) return fail(status, !chip_alive(f) ? TT_FABRIC_ECHIPDOWN : f->nonblocking ? TT_FABRIC_EAGAIN : TT_FABRIC_ETIMEDOUT);
+  if (!sent) return fail(status, !chip_alive(f) ? TT_FABRIC_ECHIPDOWN : block ? TT_FABRIC_ETIMEDOUT : TT_FABRIC_EAGAIN);
   return TT_FABRIC_OK;
 }
 
 // submit_checked, and in retry mode the write kept for its barrier.
 int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
-  const int rc = submit_checked(f, r, status);
+  const int rc = submit_checked(f, r, status, f && !f->nonblocking);
   if (rc == TT_FABRIC_OK && f->retry_rounds > 0 && r.command == routing::Command::kWrite) {
     auto& j = f->journal[r.txn];
     if (j.writes.empty()) {
@@ -227,8 +219,7 @@ int wait_answers(tt_fabric* f, uint8_t txn, bool* lost = nullptr) {
     if (v != last) last = v, progress = now;
     if (lost && now - progress >= f->retry_wait &&
         f->block->tables_version.load(std::memory_order_acquire) != f->journal[txn].tables_version) {
-      counter.exchange(0);
-      f->lost += v;
+      f->lost += counter.exchange(0);  // (answers may have come since v was read)
       *lost = true;
       return TT_FABRIC_OK;
     }
@@ -268,7 +259,8 @@ int barrier(tt_fabric* f, uint8_t txn) {
     j.tables_version = version.load(std::memory_order_acquire);
     for (const Request& r : again) {
       tt_fabric_status st;
-      if ((rc = submit_checked(f, r, &st)) != TT_FABRIC_OK) break;
+      // Blocking even for a non-blocking worker: a write the barrier drops would be lost unsaid.
+      if ((rc = submit_checked(f, r, &st, /*block=*/true)) != TT_FABRIC_OK) break;
       j.writes.push_back(r);
       ++f->retried;
     }

@@ -573,6 +573,12 @@ const std::set<std::string> kAllPatterns = {"unicast", "all_to_all", "one_to_all
 // What a user of `ttemu traffic --json` relies on: one line for each pattern asked for, none
 // missing, none twice; every byte written (pairs x size x count, more than none) verified at its
 // destination, none wrong, and no write NACKed.
+// Whether the event log holds a line `which` accepts.
+bool logged(const std::string& log, const std::function<bool(const json&)>& which) {
+  const auto lines = read_event_log(log);
+  return std::any_of(lines.begin(), lines.end(), which);
+}
+
 void expect_every_byte_verified(const std::vector<json>& runs, const std::set<std::string>& patterns, double size, double count) {
   std::multiset<std::string> seen;
   for (const auto& p : runs) {
@@ -642,10 +648,9 @@ TEST(Fabric, TrafficRunsThroughACutAndAnUnreliableLinkOnTheFallbackChannel) {
   const Held held = held_by(sys, sys.status());
   const std::string log = sys.status()["event_log"];
   auto has = [&](const char* kind, const std::string& port, const char* reason) {
-    for (const auto& e : read_event_log(log)) {
-      if (e["kind"] == kind && e.value("port", "") == port && (!reason || e.value("reason", "") == reason)) return true;
-    }
-    return false;
+    return logged(log, [&](const json& e) {
+      return e["kind"] == kind && e.value("port", "") == port && (!reason || e.value("reason", "") == reason);
+    });
   };
   auto done = [&] {
     return (has("returned", "M0D0P4", nullptr) || has("returned", "M0D1P12", nullptr)) &&
@@ -695,16 +700,28 @@ bool traffic_begun(System& sys) {
   return false;
 }
 
-// Starts all_to_all over the Galaxy with the client library's retry mode in the background (a
-// few seconds; its result lands in `out` once `run` is joined) and waits until it injects.
-bool start_retrying_all_to_all(System& sys, RunResult& out, std::jthread& run) {
-  run = std::jthread([&sys, &out] {
-    out = sys.ttemu({"traffic", "--pattern", "all_to_all", "--count", "48", "--size", "16384", "--retry", "3", "--json"});
-  });
-  if (traffic_begun(sys)) return true;
-  run.join();
-  return false;
-}
+// The Galaxy with all_to_all running in the background, with the client library's retry mode
+// (a few seconds): start() returns once it injects; finish() joins it and returns its report.
+struct GalaxyUnderTraffic {
+  System sys{{topo("galaxy.yaml")}};
+  Held held = held_by(sys, sys.status());
+  std::string log = sys.status()["event_log"];
+  RunResult traffic;
+  std::jthread run;
+
+  bool start() {
+    run = std::jthread([this] {
+      traffic = sys.ttemu({"traffic", "--pattern", "all_to_all", "--count", "48", "--size", "16384", "--retry", "3", "--json"});
+    });
+    if (traffic_begun(sys)) return true;
+    run.join();
+    return false;
+  }
+  RunResult finish() {
+    run.join();
+    return traffic;
+  }
+};
 
 // The live control plane (spec 1.1.2). All four links between M0D0 and M0D1 are taken out of
 // service while all_to_all runs with the client library's retry mode: the EFC has no parallel
@@ -712,29 +729,23 @@ bool start_retrying_all_to_all(System& sys, RunResult& out, std::jthread& run) {
 // are written again over the new routes, and every byte arrives. One link back in service
 // brings the pair back into the tables.
 TEST(Fabric, AllFourLinksOfAPairCutMidTrafficReloadTheTablesAndRetriedWritesLand) {
-  System sys({topo("galaxy.yaml")});
-  const Held held = held_by(sys, sys.status());
-  const std::string log = sys.status()["event_log"];
-  RunResult traffic;
-  std::jthread run;
-  ASSERT_TRUE(start_retrying_all_to_all(sys, traffic, run)) << traffic.out;
+  GalaxyUnderTraffic g;
+  ASSERT_TRUE(g.start()) << g.traffic.out;
+  auto& sys = g.sys;
+  const std::string& log = g.log;
   for (const char* port : {"M0D0P4", "M0D0P5", "M0D0P6", "M0D0P7"}) {
     RunResult r = sys.ttemu({"links", "down", port});
     EXPECT_EQ(r.status, 0) << r.out;
   }
-  run.join();
+  const RunResult traffic = g.finish();
   ASSERT_EQ(traffic.status, 0) << traffic.out;
   const json p = json::parse(traffic.stdout_text);
   EXPECT_EQ(p["verified"], p["bytes"]) << p.dump();
   EXPECT_EQ(p["errors"], 0);
   EXPECT_TRUE(p["dead_chips"].empty());
   auto reload = [&](const std::function<bool(const json&)>& which) {
-    return eventually([&] {
-      for (const auto& e : read_event_log(log)) {
-        if (e["kind"] == "tables_reloaded" && which(e)) return true;
-      }
-      return false;
-    }, std::chrono::seconds(30));
+    return eventually([&] { return logged(log, [&](const json& e) { return e["kind"] == "tables_reloaded" && which(e); }); },
+                      std::chrono::seconds(30));
   };
   EXPECT_TRUE(reload([](const json& e) { return e["failed"] == "M0D0-M0D1 (4 links)" && e["unreachable_pairs"] == 0; }))
       << slurp(log);
@@ -742,7 +753,7 @@ TEST(Fabric, AllFourLinksOfAPairCutMidTrafficReloadTheTablesAndRetriedWritesLand
   EXPECT_EQ(up.status, 0) << up.out;
   EXPECT_TRUE(reload([](const json& e) { return e["failed_links"].empty() && e["failed_chips"].empty(); })) << slurp(log);
   EXPECT_EQ(sys.stop(), 0);
-  expect_nothing_left(held);
+  expect_nothing_left(g.held);
 }
 
 // A chip killed while all_to_all runs: the pairs among the other chips all verify, writes to
@@ -750,15 +761,13 @@ TEST(Fabric, AllFourLinksOfAPairCutMidTrafficReloadTheTablesAndRetriedWritesLand
 // and the routers NACK what would cross them, then the tables leave no route to it), and the
 // chip restarts with its links handshaking anew, after which the whole Galaxy verifies again.
 TEST(Fabric, AChipKilledMidTrafficLeavesTheRestVerifiedAndComesBackWhenRestarted) {
-  System sys({topo("galaxy.yaml")});
-  const Held held = held_by(sys, sys.status());
-  const std::string log = sys.status()["event_log"];
-  RunResult traffic;
-  std::jthread run;
-  ASSERT_TRUE(start_retrying_all_to_all(sys, traffic, run)) << traffic.out;
+  GalaxyUnderTraffic g;
+  ASSERT_TRUE(g.start()) << g.traffic.out;
+  auto& sys = g.sys;
+  const std::string& log = g.log;
   RunResult kill = sys.ttemu({"chip", "kill", "M0D5"});
   EXPECT_EQ(kill.status, 0) << kill.out;
-  run.join();
+  const RunResult traffic = g.finish();
   ASSERT_EQ(traffic.status, 0) << traffic.out;
   json p = json::parse(traffic.stdout_text);
   EXPECT_EQ(p["dead_chips"], json({"M0D5"})) << p.dump();
@@ -772,9 +781,7 @@ TEST(Fabric, AChipKilledMidTrafficLeavesTheRestVerifiedAndComesBackWhenRestarted
   p = json::parse(to_dead.stdout_text);
   EXPECT_GE(p["nacks"].get<int>(), 1) << p.dump();
   EXPECT_LT(p["seconds"].get<double>(), 0.5) << "the write and its NACK";
-  bool died = false;
-  for (const auto& e : read_event_log(log)) died = died || (e["kind"] == "chip_died" && e["chip"] == "M0D5");
-  EXPECT_TRUE(died);
+  EXPECT_TRUE(logged(log, [](const json& e) { return e["kind"] == "chip_died" && e["chip"] == "M0D5"; }));
   RunResult restart = sys.ttemu({"chip", "restart", "M0D5"});
   if (transport_under_test() == "shm") {
     EXPECT_NE(restart.status, 0);
@@ -800,12 +807,11 @@ TEST(Fabric, AChipKilledMidTrafficLeavesTheRestVerifiedAndComesBackWhenRestarted
     RunResult again = sys.ttemu({"traffic", "--pattern", "all_to_all", "--count", "2", "--size", "4096", "--json"});
     ASSERT_EQ(again.status, 0) << again.out;
     expect_every_byte_verified(json_lines(again.stdout_text), {"all_to_all"}, 4096, 2);
-    int restarted = 0;
-    for (const auto& e : read_event_log(log)) restarted += e["kind"] == "peer_restarted";
-    EXPECT_GT(restarted, 0) << "its neighbours took its new link sessions";
+    EXPECT_TRUE(logged(log, [](const json& e) { return e["kind"] == "peer_restarted"; }))
+        << "its neighbours took its new link sessions";
   }
   EXPECT_EQ(sys.stop(), 0);
-  expect_nothing_left(held);
+  expect_nothing_left(g.held);
 }
 
 TEST(Fabric, ARoutingLoopIsDroppedWhereTtlRunsOutAndTheSenderIsTold) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "emulator/chip/status_queue.hpp"
+#include "emulator/job/job.hpp"
 #include "emulator/link/link_counters.hpp"
 #include "emulator/routing/address.hpp"
 #include "emulator/routing/packet.hpp"
@@ -150,6 +151,13 @@ struct ChipControl {
   StatusQueue status;  // the fabric node status queue (spec 1.1.2.1): the router's messages
 };
 
+// Whether the chip's process runs: one killed with SIGKILL leaves its block as it was, and its
+// pid is the witness (true before the chip has written it).
+inline bool chip_running(const ChipControl& c) {
+  const auto pid = static_cast<int>(c.pid.load(std::memory_order_relaxed));
+  return pid == 0 || job::process_alive(pid);
+}
+
 // The router's block at the start of its ethernet core's L1: the routing table of the port's
 // plane, written by the control plane before the chip starts and again for every reload (not
 // the router's settings, which are routing::RouterConfig).
@@ -157,8 +165,7 @@ struct RouterL1Block {
   uint64_t magic = 0;
   uint16_t plane = 0;
   uint8_t port = 0;
-  uint8_t reserved = 0;
-  uint32_t version = 1;  // of the tables: the router loads them when told this version is written
+  uint8_t reserved[5] = {};
   routing::PackedRouterTable table;
 };
 

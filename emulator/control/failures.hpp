@@ -15,6 +15,7 @@ struct Failures {
   std::set<int> nodes;  // failed chips
 
   bool chip_ok(int node) const { return !nodes.count(node); }
+  bool operator==(const Failures&) const = default;
   bool link_ok(const System& sys, int link) const;
 };
 

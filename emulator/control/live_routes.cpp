@@ -15,7 +15,12 @@ using routing::to_string;
 
 namespace {
 
-bool same(const Failures& a, const Failures& b) { return a.links == b.links && a.nodes == b.nodes; }
+// The two chips a link joins, lower node first: the key of its direction (a chip pair).
+std::pair<int, int> chip_pair(const System& sys, int link) {
+  const Link& l = sys.links[static_cast<size_t>(link)];
+  const int a = *sys.node(l.a.chip), b = *sys.node(l.b.chip);
+  return std::minmax(a, b);
+}
 
 }  // namespace
 
@@ -23,9 +28,8 @@ std::string Reload::summary(const System& sys) const {
   std::vector<std::string> parts;
   std::map<std::pair<int, int>, int> pairs;  // failed links by chip pair (not counting dead chips')
   for (int i : failures.links) {
-    const Link& l = sys.links[static_cast<size_t>(i)];
-    const int a = *sys.node(l.a.chip), b = *sys.node(l.b.chip);
-    if (failures.chip_ok(a) && failures.chip_ok(b)) ++pairs[{std::min(a, b), std::max(a, b)}];
+    const auto pair = chip_pair(sys, i);
+    if (failures.chip_ok(pair.first) && failures.chip_ok(pair.second)) ++pairs[pair];
   }
   for (const auto& [pair, n] : pairs) {
     parts.push_back(fmt::format("{}-{} ({} link{})", to_string(sys.chips[static_cast<size_t>(pair.first)].id),
@@ -36,10 +40,19 @@ std::string Reload::summary(const System& sys) const {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
+long Reload::unreachable_pairs() const {
+  long n = 0;
+  for (const auto& p : planes) n += p.disconnected + p.missed;
+  return n;
+}
+
 LiveRoutes::LiveRoutes(const System& sys, TableSet initial, bool efc)
     : sys_(sys), tables_(std::move(initial)), efc_(efc), up_(static_cast<size_t>(sys.node_count())),
       alive_(static_cast<size_t>(sys.node_count()), true) {
   for (auto& ports : up_) ports.fill(true);  // the system is up when the control plane takes over
+  std::map<std::pair<int, int>, std::vector<int>> by_pair;
+  for (int i = 0; i < static_cast<int>(sys.links.size()); ++i) by_pair[chip_pair(sys, i)].push_back(i);
+  for (auto& [pair, links] : by_pair) directions_.push_back(std::move(links));
 }
 
 void LiveRoutes::link_up(PortId end, bool up) {
@@ -53,14 +66,7 @@ Failures LiveRoutes::failures() const {
   for (int v = 0; v < sys_.node_count(); ++v) {
     if (!alive_[static_cast<size_t>(v)]) f.nodes.insert(v);
   }
-  // The links between each pair of chips, and whether each still lives.
-  std::map<std::pair<int, int>, std::vector<int>> directions;
-  for (int i = 0; i < static_cast<int>(sys_.links.size()); ++i) {
-    const Link& l = sys_.links[static_cast<size_t>(i)];
-    const int a = *sys_.node(l.a.chip), b = *sys_.node(l.b.chip);
-    directions[{std::min(a, b), std::max(a, b)}].push_back(i);
-  }
-  for (const auto& [pair, links] : directions) {
+  for (const auto& links : directions_) {
     auto live = [&](int i) {
       const Link& l = sys_.links[static_cast<size_t>(i)];
       const auto a = static_cast<size_t>(*sys_.node(l.a.chip)), b = static_cast<size_t>(*sys_.node(l.b.chip));
@@ -77,17 +83,17 @@ Failures LiveRoutes::failures() const {
 
 std::optional<Reload> LiveRoutes::reload(bool force) {
   Failures now = failures();
-  if (!force && same(now, in_force_)) return std::nullopt;
+  if (!force && now == in_force_) return std::nullopt;
   Reload r;
   r.version = ++version_;
   r.tables = compute_tables(sys_, now);
+  // Packets in flight were routed around the old failures and meet the new ones.
+  Failures both = now;
+  both.links.insert(in_force_.links.begin(), in_force_.links.end());
+  both.nodes.insert(in_force_.nodes.begin(), in_force_.nodes.end());
   for (int p = 0; p < sys_.planes; ++p) {
     r.planes.push_back(check_plane(sys_, r.tables, p, now));
     if (r.switch_risk.empty()) {
-      // Packets in flight were routed around the old failures and meet the new ones.
-      Failures both = now;
-      both.links.insert(in_force_.links.begin(), in_force_.links.end());
-      both.nodes.insert(in_force_.nodes.begin(), in_force_.nodes.end());
       if (auto risk = check_switch(sys_, tables_, r.tables, p, both); !risk.empty()) {
         r.switch_risk = fmt::format("plane {}: {}", p, risk);
       }
@@ -135,11 +141,7 @@ std::string check_switch(const System& sys, const TableSet& before, const TableS
   }
   // Deadlock: the channel dependencies of every path a mix can take, in the router's classes
   // (as check_plane: class 0 while the sending chip is in the packet's source mesh, else 1).
-  auto channel = [&](int at, uint8_t port, int vc) {
-    const PortId from{sys.chips[static_cast<size_t>(at)].id, port};
-    const int link = sys.link_at(at, port);
-    return (link * 2 + (sys.links[static_cast<size_t>(link)].a == from ? 0 : 1)) * kChannelClasses + vc;
-  };
+  auto channel = [&](int at, uint8_t port, int vc) { return channel_index(sys, {sys.chips[static_cast<size_t>(at)].id, port}, vc); };
   std::vector<std::vector<int>> deps(sys.links.size() * 2 * kChannelClasses);
   std::unordered_set<uint64_t> seen_dep;
   for (int src = 0; src < n; ++src) {
@@ -167,11 +169,7 @@ std::string check_switch(const System& sys, const TableSet& before, const TableS
   }
   if (const auto cycle = find_cycle(deps); !cycle.empty()) {
     std::vector<Channel> channels;
-    for (int c : cycle) {
-      const int dir = c / kChannelClasses;
-      const Link& l = sys.links[static_cast<size_t>(dir / 2)];
-      channels.push_back({dir % 2 == 0 ? l.a : l.b, c % kChannelClasses});
-    }
+    for (int c : cycle) channels.push_back(channel_at(sys, c));
     return "a channel-dependency cycle (deadlock possible): " + describe_cycle(channels);
   }
   return "";

@@ -34,6 +34,8 @@ struct Reload {
   std::string switch_risk;
   // One line: what failed ("M0D0-M0D1 (4 links), chip M0D5").
   std::string summary(const System& sys) const;
+  // Ordered pairs of live chips the new tables do not route, summed over the planes.
+  long unreachable_pairs() const;
 };
 
 class LiveRoutes {
@@ -65,6 +67,7 @@ class LiveRoutes {
   Failures operator_;
   std::vector<std::array<bool, routing::kMaxPorts>> up_;  // by node and port
   std::vector<bool> alive_;
+  std::vector<std::vector<int>> directions_;  // the links between each pair of chips
 };
 
 // Whether a router may switch from `before` to `after` one at a time while packets are in

@@ -112,12 +112,7 @@ PlaneReport check_plane(const System& sys, const TableSet& tables, int plane,
                         const Failures& failures) {
   PlaneReport report;
   report.plane = plane;
-  // Channels: (link * 2 + direction) * kChannelClasses + class; direction 0 is a->b.
-  auto channel = [&](const Hop& hop, int vc) {
-    int link = sys.link_at(*sys.node(hop.from.chip), hop.from.port);
-    return (link * 2 + (sys.links[static_cast<size_t>(link)].a == hop.from ? 0 : 1)) *
-               kChannelClasses + vc;
-  };
+  auto channel = [&](const Hop& hop, int vc) { return channel_index(sys, hop.from, vc); };
   std::vector<std::vector<int>> deps(sys.links.size() * 2 * kChannelClasses);
   std::unordered_set<uint64_t> seen;
   const PlaneGraph graph(sys, plane, failures);
@@ -172,12 +167,19 @@ PlaneReport check_plane(const System& sys, const TableSet& tables, int plane,
       if (report.failures.size() < PlaneReport::kSample) report.failures.push_back(std::move(f));
     }
   }
-  for (int c : find_cycle(deps)) {
-    int dir = c / kChannelClasses;
-    const Link& l = sys.links[static_cast<size_t>(dir / 2)];
-    report.dependency_cycle.push_back({dir % 2 == 0 ? l.a : l.b, c % kChannelClasses});
-  }
+  for (int c : find_cycle(deps)) report.dependency_cycle.push_back(channel_at(sys, c));
   return report;
+}
+
+int channel_index(const System& sys, PortId from, int vc) {
+  const int link = sys.link_at(*sys.node(from.chip), from.port);
+  return (link * 2 + (sys.links[static_cast<size_t>(link)].a == from ? 0 : 1)) * kChannelClasses + vc;
+}
+
+Channel channel_at(const System& sys, int index) {
+  const int dir = index / kChannelClasses;
+  const Link& l = sys.links[static_cast<size_t>(dir / 2)];
+  return {dir % 2 == 0 ? l.a : l.b, index % kChannelClasses};
 }
 
 std::string describe_cycle(const std::vector<Channel>& cycle) {

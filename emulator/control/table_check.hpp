@@ -46,6 +46,10 @@ struct Channel {
   bool operator==(const Channel&) const = default;
 };
 inline constexpr int kChannelClasses = 2;
+// A channel as a number, for graphs over channels: (link * 2 + direction) * kChannelClasses + vc,
+// direction 0 being the link's a -> b; and back.
+int channel_index(const System& sys, PortId from, int vc);
+Channel channel_at(const System& sys, int index);
 
 struct PlaneReport {
   int plane = 0;

@@ -26,9 +26,9 @@ namespace {
 
 std::string user_prefix() { return fmt::format("ttemu.{}.", getuid()); }
 
-bool process_alive(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
-
 }  // namespace
+
+bool process_alive(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
 std::string JobId::text() const { return fmt::format("{}-{:08x}", pid, nonce); }
 

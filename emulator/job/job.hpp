@@ -34,6 +34,8 @@ std::string segment_prefix(const JobId& job);
 // Whether the launcher of a job still runs: its pid is alive and is a ttemu process (or, under
 // another name, its control socket answers).
 bool job_alive(const JobId& job);
+// Whether a process with this pid exists (a pid of 0 or less: no).
+bool process_alive(int pid);
 // This user's jobs whose launchers run (none when the runtime directory does not exist yet).
 std::vector<JobId> live_jobs();
 // The job named, else $TTEMU_JOB, else the only live job of this user; throws Error saying

@@ -59,9 +59,18 @@ TtLink::TtLink(const LinkConfig& config, const LinkIdentity& self, const LinkIde
 
 void TtLink::start(Time now) {
   started_ = now;
-  state_ = LinkState::kHandshake;
-  c_.state.store(static_cast<uint32_t>(state_), std::memory_order_relaxed);
+  set_state(LinkState::kHandshake);
+  hello_now(now);
+}
+
+void TtLink::set_state(LinkState s) {
+  state_ = s;
+  c_.state.store(static_cast<uint32_t>(s), std::memory_order_relaxed);
+}
+
+void TtLink::hello_now(Time now) {
   hello_due_ = true;
+  hello_backoff_ = cfg_.hello_interval;
   hello_deadline_ = now + hello_backoff_;
 }
 
@@ -201,7 +210,7 @@ void TtLink::on_hello(const ParsedFrame& f, Time now) {
     add(c_.foreign);
     return;
   }
-  if (peer_nonce_ != 0 && body.nonce != peer_nonce_) new_peer_session(body.nonce, now);
+  if (peer_nonce_ != 0 && body.nonce != peer_nonce_) new_peer_session(now);
   peer_nonce_ = body.nonce;
   if (body.peer_nonce == nonce_) {
     session_ = nonce_ ^ peer_nonce_;
@@ -211,7 +220,7 @@ void TtLink::on_hello(const ParsedFrame& f, Time now) {
   if (!(body.flags & kHelloUp) || state_ != LinkState::kUp) hello_due_ = true;
 }
 
-void TtLink::new_peer_session(uint32_t nonce, Time now) {
+void TtLink::new_peer_session(Time now) {
   std::rotate(left_nonces_.rbegin(), left_nonces_.rbegin() + 1, left_nonces_.rend());
   left_nonces_[0] = peer_nonce_;
   add(c_.peer_restarts);
@@ -247,15 +256,9 @@ void TtLink::new_peer_session(uint32_t nonce, Time now) {
   unacked_rx_ = 0;
   ack_deadline_.reset();
   delayed_.clear();  // packed for the old session
-  peer_nonce_ = nonce;
-  session_ = 0;
-  if (state_ == LinkState::kUp) {
-    state_ = LinkState::kHandshake;
-    c_.state.store(static_cast<uint32_t>(state_), std::memory_order_relaxed);
-  }
-  hello_backoff_ = cfg_.hello_interval;
-  hello_deadline_ = now + hello_backoff_;
-  hello_due_ = true;
+  session_ = 0;  // the caller takes the new nonce
+  if (state_ == LinkState::kUp) set_state(LinkState::kHandshake);
+  hello_now(now);
 }
 
 void TtLink::on_ack(uint64_t ack, bool nack, Time now) {
@@ -337,8 +340,7 @@ std::optional<Time> TtLink::next_deadline() const {
 }
 
 void TtLink::come_up(Time now) {
-  state_ = LinkState::kUp;
-  c_.state.store(static_cast<uint32_t>(state_), std::memory_order_relaxed);
+  set_state(LinkState::kUp);
   add(c_.up_transitions);
   session_ = nonce_ ^ peer_nonce_;
   hello_deadline_.reset();
@@ -358,15 +360,12 @@ void TtLink::peer_lost(Time now) {
 }
 
 void TtLink::go_down(Time now) {
-  state_ = LinkState::kDown;
-  c_.state.store(static_cast<uint32_t>(state_), std::memory_order_relaxed);
+  set_state(LinkState::kDown);
   add(c_.down_transitions);
   rto_deadline_.reset();
   probe_end_.reset();
   cursor_ = base_;
-  hello_due_ = true;
-  hello_backoff_ = cfg_.hello_interval;
-  hello_deadline_ = now + hello_backoff_;
+  hello_now(now);
 }
 
 void TtLink::rewire(Time now, bool lost) {
@@ -382,9 +381,7 @@ void TtLink::rewire(Time now, bool lost) {
     rto_ = fresh_rto();
     ack_pending_ = true;  // tell the peer where we are, over the new wire
   } else {
-    hello_due_ = true;
-    hello_backoff_ = cfg_.hello_interval;
-    hello_deadline_ = now + hello_backoff_;
+    hello_now(now);
   }
 }
 

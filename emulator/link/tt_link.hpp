@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "emulator/common/buffer_pool.hpp"
+#include "emulator/common/link_payload_view.hpp"
 #include "emulator/common/fifo.hpp"
 #include "emulator/link/fault_injector.hpp"
 #include "emulator/link/frame.hpp"
@@ -72,10 +73,7 @@ class TtLink {
   // The peer restarted: `abandoned` holds the payloads this end had accepted and the old
   // session never acknowledged (the peer's new incarnation will never see them). Called
   // before the new session's handshake goes on.
-  struct Abandoned {
-    uint32_t dest_addr;
-    std::span<const uint8_t> payload;
-  };
+  using Abandoned = LinkPayloadView;
   using PeerRestart = std::function<void(std::span<const Abandoned> abandoned)>;
   void set_peer_restart(PeerRestart r) { restarted_ = std::move(r); }
   // Where payload buffers come from and go back to once acknowledged (the chip node's, shared
@@ -139,8 +137,11 @@ class TtLink {
 
   void on_frame(const ParsedFrame& f, Time now);
   void on_hello(const ParsedFrame& f, Time now);
-  // A restarted peer (new nonce): abandon the old session, start afresh with `nonce`.
-  void new_peer_session(uint32_t nonce, Time now);
+  // A restarted peer (a new nonce): abandon the old session and start afresh.
+  void new_peer_session(Time now);
+  void set_state(LinkState s);
+  // Say hello now, and then at the first backoff interval.
+  void hello_now(Time now);
   void on_ack(uint64_t ack, bool nack, Time now);
   void accept_in_order(uint32_t dest_addr, std::span<const uint8_t> payload);
   void come_up(Time now);

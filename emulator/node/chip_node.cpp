@@ -139,7 +139,7 @@ ChipNode::ChipNode(ChipNodeConfig config, session::Center::Memory memory, chip::
     p->link->set_buffer_pool(buffers_);
     Port* raw = p.get();
     p->link->set_delivery([this, raw](uint32_t dest, std::span<const uint8_t> payload) { on_delivery(*raw, dest, payload); });
-    p->link->set_peer_restart([this, raw](std::span<const link::TtLink::Abandoned> abandoned) { on_peer_restart(*raw, abandoned); });
+    p->link->set_peer_restart([this, raw](std::span<const LinkPayloadView> abandoned) { on_peer_restart(*raw, abandoned); });
     by_number_[pc.number] = raw;
     ports_.push_back(std::move(p));
   }
@@ -264,7 +264,7 @@ void ChipNode::on_writable(uint8_t number, Time now) {
   Port& p = port(number);
   flush(number);
   service(p, now);
-  for (size_t i = 0; i < p.passengers.size(); ++i) service(*p.passengers[i], now);
+  service_passengers(p, now);
   settle(now);
 }
 
@@ -311,7 +311,7 @@ void ChipNode::admin_down(uint8_t number, bool down, Time now) {
     p.link->rewire(now, true);  // hello at once; a port on a fallback channel returns by its probes
   }
   service(p, now);
-  for (size_t i = 0; i < p.passengers.size(); ++i) service(*p.passengers[i], now);  // they leave a dead carrier
+  service_passengers(p, now);  // they leave a dead carrier
   settle(now);
 }
 
@@ -406,13 +406,13 @@ void ChipNode::on_delivery(Port& p, uint32_t dest, std::span<const uint8_t> payl
   }
 }
 
-void ChipNode::on_peer_restart(Port& p, std::span<const link::TtLink::Abandoned> abandoned) {
-  std::vector<session::LinkPayloadView> views;
-  views.reserve(abandoned.size());
-  for (const auto& a : abandoned) views.push_back({a.dest_addr, a.payload});
-  fabric_.peer_restarted(p.number, views);
+void ChipNode::on_peer_restart(Port& p, std::span<const LinkPayloadView> abandoned) {
+  fabric_.peer_restarted(p.number, abandoned);
   p.peer_gone = false;
   p.rx_stream = p.rx_expected = 0;
+  // A ping or echo of the old session will never be answered.
+  p.ping.waiting = false;
+  for (; !p.echoes.empty(); p.echoes.pop_front()) buffers_.give(std::move(p.echoes.front()));
   fabric_dirty_ = true;  // the router reports and NACKs at its next pass
   observer_.peer_restarted(p.number, abandoned.size());
 }
@@ -441,6 +441,12 @@ void ChipNode::service(Port& p, Time now) {
   p.link->poll_transmit(now, p.outbox);
   flush(p.wire);
   report(p);
+}
+
+void ChipNode::service_passengers(Port& carrier, Time now) {
+  // A copy: a passenger that moves on leaves the list.
+  const std::vector<Port*> riders = carrier.passengers;
+  for (Port* q : riders) service(*q, now);
 }
 
 std::vector<uint8_t> ChipNode::test_frame(Port& p, uint64_t id, uint64_t index, uint32_t size) {
@@ -491,12 +497,6 @@ bool ChipNode::wire_busy(uint8_t w) const {
 // traffic over a fallback channel sends its own there too, so both directions of the link
 // travel the same live wire (a cut may take either direction).
 void ChipNode::steer(Port& p, Time now) {
-  steer_wire(p, now);
-  // Out of service on its own wire: down, whether or not anything was in flight to notice it.
-  if (p.admin_down && p.wire == p.number && p.link->state() != link::LinkState::kDown) p.link->peer_lost(now);
-}
-
-void ChipNode::steer_wire(Port& p, Time now) {
   if (!cfg_.efc.enabled) return;
   if (p.efc.on_fallback()) {
     const bool failing = p.efc.carrier_failing(p.link->consecutive_timeouts(), now);
@@ -570,6 +570,9 @@ void ChipNode::move_wire(Port& p, uint8_t w, bool lost, link::EfcReason why, Tim
     p.link->set_prefix(header);
   }
   p.link->rewire(now, lost);
+  // Back on its own wire while out of service: down, whether or not anything was in flight
+  // to notice it.
+  if (w == p.number && p.admin_down) p.link->peer_lost(now);
   p.status->wire.store(w, std::memory_order_relaxed);
   p.status->fallback_reason.store(w == p.number ? 0 : static_cast<uint32_t>(why), std::memory_order_relaxed);
   observer_.fallback(p.number, w, why);

@@ -132,14 +132,14 @@ class ChipNode {
   Port& port(uint8_t number);
   const Port& port(uint8_t number) const;
   void on_delivery(Port& p, uint32_t dest, std::span<const uint8_t> payload);
-  void on_peer_restart(Port& p, std::span<const link::TtLink::Abandoned> abandoned);
+  void on_peer_restart(Port& p, std::span<const LinkPayloadView> abandoned);
   void service(Port& p, Time now);
+  void service_passengers(Port& carrier, Time now);
   // Sends what waits for wire `w`: its own port's datagrams, then its passengers'.
   void flush(uint8_t w);
   bool wire_busy(uint8_t w) const;
   // The EFC: moves the port's traffic onto a fallback channel or back, as its judgement says.
   void steer(Port& p, Time now);
-  void steer_wire(Port& p, Time now);  // steer's choice of wire
   Port* find_carrier(const Port& p, const Port* failed = nullptr);
   bool can_carry(const Port& carrier, const Port& p) const;
   void move_wire(Port& p, uint8_t wire, bool lost, link::EfcReason why, Time now);

@@ -5,7 +5,7 @@
 // Launcher -> chip: Config (once, first), Peers (after every chip is Bound; again for a port
 // whose far end restarted), Faults, Stream and Ping (link tests), Stall, PeerDown, Tables
 // (reload them from L1), Injection (pause or resume), AdminDown, Stop.
-// Chip -> launcher: Bound, LinkState, StreamDone, PingDone, Event (a router dropped a packet),
+// Chip -> launcher: Bound, LinkState, StreamDone, PingDone, StatusPushed (drain my status queue),
 // ChipError (the chip stops after it).
 #pragma once
 

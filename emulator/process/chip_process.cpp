@@ -286,9 +286,12 @@ class Chip final : public node::NodeObserver {
   // them there before the chip starts and before every reload).
   std::vector<routing::RouterTable> read_tables() const {
     std::vector<routing::RouterTable> tables(static_cast<size_t>(planes_));
+    std::vector<bool> read(tables.size(), false);
     for (uint8_t port : wired_) {
       const auto* rcfg = l1_seg_.as<const RouterL1Block>(arch_.eth_l1_offset(port));
-      if (rcfg->magic == kRouterMagic && rcfg->plane < planes_) tables[rcfg->plane] = routing::RouterTable::unpack(rcfg->table);
+      if (rcfg->magic != kRouterMagic || rcfg->plane >= planes_ || read[rcfg->plane]) continue;
+      tables[rcfg->plane] = routing::RouterTable::unpack(rcfg->table);  // one router per plane is enough
+      read[rcfg->plane] = true;
     }
     return tables;
   }
@@ -325,32 +328,29 @@ class Chip final : public node::NodeObserver {
   }
 
   void connect(const msg::Peers& m) {
-    // Every wired port's socket needs its peer's address; other ports' entries are ignored.
-    auto peer_of = [&](uint8_t port) {
-      const auto peer = m.peers.find(std::to_string(port));
-      if (peer == m.peers.end()) throw Error(fmt::format("peers: no address for port {}", port));
-      return wire::make_address(peer->second.addr, peer->second.udp);
-    };
-    if (connected_) {
-      // A far end restarted with new sockets: only its ports' peers change.
-      for (const auto& [port, addr] : m.peers) {
-        const auto number = static_cast<uint8_t>(std::stoi(port));
-        if (uring_) uring_->set_peer(number, peer_of(number));
-        for (auto& e : udp_.endpoints()) {
-          if (e->port == number) e->socket->set_peer(peer_of(number));
-        }
-      }
-      return;
-    }
+    // Each wired port's socket takes its peer's address: at first every one, later (a far end
+    // restarted with new sockets) the ones named. Entries for other ports are ignored.
+    const bool first = !connected_;
     connected_ = true;
+    for (uint8_t port : shm_ ? std::vector<uint8_t>{} : wired_) {  // (shm rings have no addresses)
+      const auto peer = m.peers.find(std::to_string(port));
+      if (peer == m.peers.end()) {
+        if (first) throw Error(fmt::format("peers: no address for port {}", port));
+        continue;
+      }
+      const wire::Address addr = wire::make_address(peer->second.addr, peer->second.udp);
+      if (uring_) uring_->set_peer(port, addr);
+      for (auto& e : udp_.endpoints()) {
+        if (e->port == port) e->socket->set_peer(addr);
+      }
+    }
+    if (!first) return;
     if (shm_) shm_->connect();
     if (uring_) {
-      for (uint8_t port : uring_->ports()) uring_->set_peer(port, peer_of(port));
       uring_->start();  // completions are the loop's shared work (uring_transport.hpp)
       publish_uring_mode();
     }
     for (auto& e : udp_.endpoints()) {
-      e->socket->set_peer(peer_of(e->port));
       auto* raw = e.get();
       loop_.watch(e->socket->fd(), EPOLLIN, [this, raw](uint32_t events) {
         if (events & EPOLLOUT) node_->on_writable(raw->port, now());

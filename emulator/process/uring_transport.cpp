@@ -109,12 +109,6 @@ uint16_t UringTransport::add(uint8_t port, const std::string& bind) {
 
 void UringTransport::set_peer(uint8_t port, const wire::Address& peer) { socket(port).sock->set_peer(peer); }
 
-std::vector<uint8_t> UringTransport::ports() const {
-  std::vector<uint8_t> out;
-  for (const auto& s : sockets_) out.push_back(s->port);
-  return out;
-}
-
 io_uring_sqe* UringTransport::sqe() {
   io_uring_sqe* e = io_uring_get_sqe(&ring_);
   if (!e) {

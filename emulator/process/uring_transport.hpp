@@ -51,7 +51,6 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
   uint16_t add(uint8_t port, const std::string& bind);
   void set_peer(uint8_t port, const wire::Address& peer);
   // The ports added, in order.
-  std::vector<uint8_t> ports() const;
   // Arms the receives of every socket (after set_peer).
   void start();
 

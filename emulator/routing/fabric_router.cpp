@@ -55,7 +55,6 @@ FabricRouter::FabricRouter(ChipId self, const RouterConfig& config, std::vector<
     }
   }
   busy_.assign((inputs_.size() + 63) / 64, 0);
-  unowed_.assign(inputs_.size(), 0);
   port_down_.assign(sorted.size(), false);
 }
 
@@ -149,8 +148,8 @@ void FabricRouter::pop(Input& in, Time now, Actions& out) {
     busy_[i / 64] &= ~(uint64_t{1} << (i % 64));
   }
   if (in.port == kCenter) return;
-  if (uint32_t& u = unowed_[static_cast<size_t>(&in - inputs_.data())]; u > 0) {
-    --u;
+  if (in.unowed > 0) {
+    --in.unowed;
     return;
   }
   out.credits.push_back({in.port, in.lane, 1});
@@ -162,8 +161,8 @@ void FabricRouter::peer_restarted(uint8_t port) {
   for (int l = 0; l < lanes(); ++l) {
     const auto s = static_cast<size_t>(rank * lanes() + l);
     credits_[s] = static_cast<uint32_t>(cfg_.rb_packets);
-    const auto i = static_cast<size_t>(input_of_[s]);
-    unowed_[i] = static_cast<uint32_t>(inputs_[i].q.size());
+    Input& in = inputs_[static_cast<size_t>(input_of_[s])];
+    in.unowed = static_cast<uint32_t>(in.q.size());
   }
 }
 

@@ -134,6 +134,7 @@ class FabricRouter {
     uint8_t port;  // or kCenter
     uint8_t lane;
     Fifo<Waiting> q;  // keeps its storage: no allocation per packet
+    uint32_t unowed = 0;  // packets leaving that return no credit (peer_restarted)
   };
 
   // Index into inputs_ (or credits_) of (port, lane); -1 when the port is not wired.
@@ -156,7 +157,6 @@ class FabricRouter {
                                     // only the queues that hold something
   std::vector<int16_t> input_of_;   // rank * lanes + lane -> index into inputs_
   std::vector<uint32_t> credits_;   // rank * lanes + lane -> free slots downstream
-  std::vector<uint32_t> unowed_;    // input index -> packets leaving it that return no credit
   std::vector<bool> center_stalled_;
   std::vector<size_t> center_room_;  // by answer FVC
   std::vector<bool> port_down_;  // by rank

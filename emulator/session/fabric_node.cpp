@@ -57,46 +57,43 @@ void FabricNode::on_link_payload(uint8_t port, uint32_t dest_addr, std::span<con
 bool FabricNode::set_link_down(uint8_t port, bool down) {
   if (router_.port_down(port) == down) return false;
   router_.set_port_down(port, down);
-  if (!down) return true;
   // Credits owed to the far end stay queued (they go when the link is back); packets go back.
+  if (down) bounce_backlog(port, /*keep_credits=*/true);
+  return true;
+}
+
+std::optional<FabricNode::LanePacket> FabricNode::packet_at(const LinkPayloadView& v) const {
+  LanePacket p;
+  const auto lanes = static_cast<uint32_t>(router_.lanes());
+  if (v.dest_addr < kLinkPacketAddr || v.dest_addr >= kLinkPacketAddr + lanes || !Packet::peek(v.payload, p.header)) {
+    return std::nullopt;
+  }
+  p.lane = static_cast<uint8_t>(v.dest_addr - kLinkPacketAddr);
+  return p;
+}
+
+void FabricNode::bounce_backlog(uint8_t port, bool keep_credits) {
   auto& q = backlog(port);
   for (size_t n = q.size(); n > 0; --n) {
     LinkPayload entry = std::move(q.front());
     q.pop_front();
-    uint8_t lane = 0;
-    if (const auto h = packet_at(entry.dest_addr, std::span(entry.bytes).subspan(Packet::kLinkRoom), lane)) {
-      router_.bounce(port, lane, *h);
-      buffers_.give(std::move(entry.bytes));
-    } else {
+    const auto p = packet_at({entry.dest_addr, std::span(entry.bytes).subspan(Packet::kLinkRoom)});
+    if (p) router_.bounce(port, p->lane, p->header);
+    if (!p && keep_credits) {
       q.push_back(std::move(entry));  // behind the rest: the order of what stays is kept
+    } else {
+      buffers_.give(std::move(entry.bytes));
     }
   }
-  return true;
-}
-
-std::optional<routing::PacketHeader> FabricNode::packet_at(uint32_t dest_addr, std::span<const uint8_t> payload,
-                                                           uint8_t& lane) const {
-  routing::PacketHeader h;
-  const auto lanes = static_cast<uint32_t>(router_.lanes());
-  if (dest_addr < kLinkPacketAddr || dest_addr >= kLinkPacketAddr + lanes || !Packet::peek(payload, h)) return std::nullopt;
-  lane = static_cast<uint8_t>(dest_addr - kLinkPacketAddr);
-  return h;
 }
 
 void FabricNode::peer_restarted(uint8_t port, std::span<const LinkPayloadView> abandoned) {
-  uint8_t lane = 0;
   for (const auto& a : abandoned) {
-    if (const auto h = packet_at(a.dest_addr, a.payload, lane)) router_.bounce(port, lane, *h);
+    if (const auto p = packet_at(a)) router_.bounce(port, p->lane, p->header);
   }
   // Whatever waits for the port belongs to the old session too: packets are reported the same
   // way, credits for the old incarnation are dropped.
-  auto& q = backlog(port);
-  for (; !q.empty(); q.pop_front()) {
-    if (const auto h = packet_at(q.front().dest_addr, std::span(q.front().bytes).subspan(Packet::kLinkRoom), lane)) {
-      router_.bounce(port, lane, *h);
-    }
-    buffers_.give(std::move(q.front().bytes));
-  }
+  bounce_backlog(port, /*keep_credits=*/false);
   const auto lanes = static_cast<size_t>(router_.lanes());
   for (size_t l = 0; l < lanes; ++l) credits_owed_.forget(rank(port) * lanes + l);
   router_.peer_restarted(port);  // after the bounces: their credits are part of the fresh count

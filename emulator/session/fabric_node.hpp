@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "emulator/common/buffer_pool.hpp"
+#include "emulator/common/link_payload_view.hpp"
 #include "emulator/common/fifo.hpp"
 #include "emulator/routing/fabric_router.hpp"
 #include "emulator/session/center.hpp"
@@ -23,11 +24,6 @@ namespace ttemu::session {
 struct LinkPayload {
   uint32_t dest_addr;
   std::vector<uint8_t> bytes;
-};
-// A link payload seen in place (without its link room).
-struct LinkPayloadView {
-  uint32_t dest_addr;
-  std::span<const uint8_t> payload;
 };
 
 class FabricNode {
@@ -84,8 +80,15 @@ class FabricNode {
  private:
   size_t rank(uint8_t port) const;  // the router's index of a wired port; throws for others
   void owe_credit(size_t rank, uint32_t lane, uint32_t n);  // queues a credit payload
-  // The packet's header, if `dest_addr` is a packet lane; its lane in `lane`.
-  std::optional<routing::PacketHeader> packet_at(uint32_t dest_addr, std::span<const uint8_t> payload, uint8_t& lane) const;
+  struct LanePacket {
+    uint8_t lane = 0;
+    routing::PacketHeader header;
+  };
+  // The packet a link payload holds, if it is one (a packet lane's address, a header).
+  std::optional<LanePacket> packet_at(const LinkPayloadView& v) const;
+  // Packets waiting for `port` are reported and NACKed (bounced); credit payloads stay queued
+  // with keep_credits, else they go too.
+  void bounce_backlog(uint8_t port, bool keep_credits);
 
   routing::FabricRouter router_;
   Center center_;

@@ -1,9 +1,6 @@
 #include "tools/traffic/traffic_command.hpp"
 
-#include <signal.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -107,15 +104,18 @@ struct RunContext {
     if (retry > 0) tt_fabric_set_retry(w, retry, 1000);
     return workers_[i] = w;
   }
-  // Whether chip i's process runs (a killed chip leaves its control block; its pid tells).
-  bool alive(int i) {
-    auto it = controls_.find(i);
-    if (it == controls_.end()) {
-      const auto& c = desc.chips.at(static_cast<size_t>(i));
-      it = controls_.emplace(i, chip::Segment::open(chip::segment_name(desc.job, {c.mesh, c.device}, chip::SegmentKind::kControl))).first;
+  // Which chips' processes run now, by index.
+  std::vector<bool> running() {
+    std::vector<bool> out;
+    for (size_t i = 0; i < desc.chips.size(); ++i) {
+      auto it = controls_.find(i);
+      if (it == controls_.end()) {
+        const auto& c = desc.chips[i];
+        it = controls_.emplace(i, chip::Segment::open(chip::segment_name(desc.job, {c.mesh, c.device}, chip::SegmentKind::kControl))).first;
+      }
+      out.push_back(chip::chip_running(*it->second.as<chip::ChipControl>()));
     }
-    const auto pid = static_cast<pid_t>(it->second.as<chip::ChipControl>()->pid.load());
-    return pid <= 0 || ::kill(pid, 0) == 0 || errno == EPERM;
+    return out;
   }
   // Chip i's L1, mapped on first use and kept for the run.
   const uint8_t* l1(int i) {
@@ -136,7 +136,8 @@ struct RunContext {
 
  private:
   std::map<int, tt_fabric*> workers_;
-  std::map<int, chip::Segment> l1_, controls_;
+  std::map<int, chip::Segment> l1_;
+  std::map<size_t, chip::Segment> controls_;
 };
 
 json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext& run) {
@@ -154,7 +155,8 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   auto pairs = control::pattern_pairs(pattern, run.where, src, dst, o.seed);
   if (pairs.empty()) throw Error(fmt::format("pattern {} has no pairs on this system", pattern));
   // A chip that is not running sends nothing; writes to it are sent, and must come back NACKed.
-  std::erase_if(pairs, [&](const auto& p) { return !run.alive(p.first); });
+  const std::vector<bool> running = run.running();
+  std::erase_if(pairs, [&](const auto& p) { return !running[static_cast<size_t>(p.first)]; });
   if (pairs.empty()) throw Error(fmt::format("pattern {}: no source chip is running", pattern));
   const uint64_t block = uint64_t{o.size} * o.count;
   const uint64_t l1 = chips[0].l1_bytes;
@@ -208,16 +210,17 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   // that still run. Pairs from a chip that died went with it; pairs to one are NACKed.
   uint64_t verified = 0, errors = 0;
   json dead = json::array();
+  const std::vector<bool> alive = run.running();  // once the writes are done
   for (size_t i = 0; i < chips.size(); ++i) {
-    if (!run.alive(static_cast<int>(i))) dead.push_back(chips[i].name);
+    if (!alive[i]) dead.push_back(chips[i].name);
   }
   size_t to_dead = 0, from_dead = 0;
   for (auto [s, d] : pairs) {
-    if (!run.alive(s)) {
+    if (!alive[static_cast<size_t>(s)]) {
       ++from_dead;
       continue;
     }
-    if (!run.alive(d)) {
+    if (!alive[static_cast<size_t>(d)]) {
       ++to_dead;
       continue;
     }
@@ -234,7 +237,7 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   std::vector<double> rtt;
   std::vector<std::pair<int, int>> live;
   for (auto [s, d] : pairs) {
-    if (run.alive(s) && run.alive(d)) live.emplace_back(s, d);
+    if (alive[static_cast<size_t>(s)] && alive[static_cast<size_t>(d)]) live.emplace_back(s, d);
   }
   const size_t samples = live.empty() ? 0 : static_cast<size_t>(std::max(1, o.samples));
   for (size_t i = 0; i < samples; ++i) {
