@@ -54,7 +54,7 @@ json diagnose(const std::vector<json>& log) {
     }
   }
   std::map<std::pair<std::string, std::string>, LinkFindings> links;
-  std::map<std::string, bool> on_fallback;  // by port
+  std::map<std::string, std::string> on_fallback;  // by port: why it left its own wire ("": it did not)
   std::set<std::pair<std::string, std::string>> out_of_service;  // links the operator took down
   for (const auto& e : log) {
     const std::string kind = e.value("kind", "");
@@ -77,20 +77,23 @@ json diagnose(const std::vector<json>& log) {
     if (out_of_service.count(key) && (kind == "fallback" || kind == "link_down")) continue;
     if (kind == "fallback") {
       const std::string why = e.value("reason", "?");
-      if (on_fallback[port]) continue;  // only onto another carrier: the same fallback
+      // Onto another carrier is the same fallback; but an end that followed its far end and
+      // then judged the link itself (it stays on the channel) brings its own evidence.
+      const std::string& was = on_fallback[port];
+      if (!was.empty() && (was != "peer" || why == "peer")) continue;
       if (why == "peer") ++l.followed;
       else ++l.judged[why];
-      on_fallback[port] = true;
+      on_fallback[port] = why;
     } else if (kind == "returned") {
       ++l.returns;
-      on_fallback[port] = false;
+      on_fallback[port].clear();
     } else if (kind == "link_down" && !dead.count(peer_chip) && !dead.count(e.value("chip", ""))) {
       ++l.downs;
     }
   }
   std::vector<LinkFindings> ranked;
   for (auto& [key, l] : links) {
-    l.off_at_end = on_fallback[l.a] || on_fallback[l.b];
+    l.off_at_end = !on_fallback[l.a].empty() || !on_fallback[l.b].empty();
     if (l.score() > 0) ranked.push_back(l);
   }
   // A receiver's own count of bad frames names its wire: such links come first whatever the

@@ -289,5 +289,27 @@ TEST(Sim, BadSchedulesAndNamesAreOneLineErrors) {
   expect_one_line_error(cli("sim " + topo("n300.yaml") + " --trace /nonexistent/dir/t"), "--trace: cannot write");
 }
 
+
+// The receiver's own error count names a faulty wire, even when its end first followed the far
+// end onto the fallback channel and judged the link itself only there: that judgement counts,
+// and ranks the link above one whose ends only timed out (a cut).
+TEST(Cli, DiagnoseCountsAJudgementMadeAfterFollowingTheFarEnd) {
+  auto line = [](const char* chip, const char* kind, const char* port, const char* peer, const char* reason) {
+    return nlohmann::json{{"time", "2026-11-23T00:00:00.000Z"}, {"uptime_s", 1.0}, {"chip", chip}, {"kind", kind},
+                          {"port", port}, {"peer", peer}, {"via", "M0D0P6"}, {"reason", reason}}.dump() + "\n";
+  };
+  TempFile log(line("M0D0", "fallback", "M0D0P4", "M0D1P12", "timeouts") +
+               line("M0D1", "fallback", "M0D1P12", "M0D0P4", "timeouts") +
+               line("M0D1", "fallback", "M0D1P13", "M0D0P5", "peer") +
+               line("M0D1", "fallback", "M0D1P13", "M0D0P5", "error_rate"));
+  RunResult r = cli("diagnose " + log.path() + " --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto d = nlohmann::json::parse(r.stdout_text);
+  ASSERT_EQ(d["links"].size(), 2u) << d.dump();
+  EXPECT_EQ(d["links"][0]["ends"], nlohmann::json({"M0D0P5", "M0D1P13"})) << d.dump();
+  EXPECT_EQ(d["links"][0]["fallbacks"], nlohmann::json({{"error_rate", 1}})) << d.dump();
+  EXPECT_EQ(d["links"][0]["followed"], 1);
+}
+
 }  // namespace
 }  // namespace ttemu::test
