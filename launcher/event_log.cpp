@@ -62,12 +62,38 @@ std::string utc_time(int64_t ago_ns = 0) {
 
 }  // namespace
 
+json& stamp(json& event, double uptime_s, std::chrono::nanoseconds ago) {
+  event["time"] = utc_time(std::max<int64_t>(0, ago.count()));
+  event["uptime_s"] = uptime_s;
+  return event;
+}
+
+json& stamp_simulated(json& event, std::chrono::nanoseconds at) {
+  event["sim_ns"] = at.count();
+  event["uptime_s"] = std::chrono::duration<double>(at).count();
+  return event;
+}
+
 json launcher_event(routing::ChipId chip, const char* kind, double uptime_s) {
-  return {{"time", utc_time()}, {"uptime_s", uptime_s}, {"chip", routing::to_string(chip)}, {"kind", kind}};
+  json e{{"chip", routing::to_string(chip)}, {"kind", kind}};
+  return stamp(e, uptime_s);
 }
 
 json system_event(const char* kind, double uptime_s) {
-  return {{"time", utc_time()}, {"uptime_s", uptime_s}, {"kind", kind}};
+  json e{{"kind", kind}};
+  return stamp(e, uptime_s);
+}
+
+json tables_reloaded_event(const control::System& sys, const control::Reload& r, const char* cause) {
+  json links = json::array(), chips = json::array();
+  for (int i : r.failures.links) {
+    const auto& l = sys.links[static_cast<size_t>(i)];
+    links.push_back(routing::to_string(l.a) + "-" + routing::to_string(l.b));
+  }
+  for (int v : r.failures.nodes) chips.push_back(routing::to_string(sys.chips[static_cast<size_t>(v)].id));
+  return {{"kind", "tables_reloaded"}, {"version", r.version}, {"cause", cause}, {"failed", r.summary(sys)},
+          {"failed_links", links}, {"failed_chips", chips}, {"unreachable_pairs", r.unreachable_pairs()},
+          {"switch", r.switch_risk.empty() ? "safe" : r.switch_risk}};
 }
 
 std::string drop_summary(const json& e) {
@@ -75,12 +101,13 @@ std::string drop_summary(const json& e) {
                      e.value("command", "?"), e.value("packet_id", 0), e.value("src", "?"), e.value("dst", "?"));
 }
 
-json event_json(const chip::StatusEntry& e, routing::ChipId chip, int64_t steady_now_ns, int64_t launched_ns) {
-  json j{{"time", utc_time(std::max<int64_t>(0, steady_now_ns - e.time_ns))},
-         {"uptime_s", static_cast<double>(e.time_ns - launched_ns) / 1e9},
-         {"chip", routing::to_string(chip)},
-         {"kind", chip::to_string(e.kind)}};
-  if (e.port != 0xFF) j["port"] = routing::to_string(routing::PortId{chip, e.port});
+json status_event(const chip::StatusEntry& e, routing::ChipId chip, const control::System& sys) {
+  json j{{"chip", routing::to_string(chip)}, {"kind", chip::to_string(e.kind)}};
+  if (e.port != 0xFF) {
+    j["port"] = routing::to_string(routing::PortId{chip, e.port});
+    // The far end, so that a reader of the log (ttemu diagnose) knows the link without the system.
+    if (const auto peer = sys.peer({chip, e.port})) j["peer"] = routing::to_string(*peer);
+  }
   switch (e.kind) {
     case chip::StatusKind::kDropped: {
       j["reason"] = routing::to_string(static_cast<routing::RouterEvent::Kind>(e.reason));

@@ -2,7 +2,8 @@
 // status queues, and what the launcher sees itself (a chip that died, a lost entry count), one
 // JSON object per line, in one file per job that is kept after the job ends.
 //
-// Each line has "time" (UTC, ISO 8601 with milliseconds), "uptime_s" (since the launch),
+// Each line has "time" (UTC, ISO 8601 with milliseconds; ttemu sim writes "sim_ns" instead),
+// "uptime_s" (since the launch, or simulated),
 // "chip" (MxDy, but for lines about the whole system), "kind", and the fields of its kind.
 // From the chips' status queues, each about a port ("port" MxDyPz, and "peer", its far end):
 // "link_up", "link_down"; "fallback" ("via", "reason") and "returned" ("reason");
@@ -14,12 +15,15 @@
 // "switch") and "injection" ("paused"). docs/architecture.md ("The status queue") describes the path.
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "emulator/chip/status_queue.hpp"
+#include "emulator/control/live_routes.hpp"
+#include "emulator/control/system.hpp"
 #include "emulator/routing/address.hpp"
 
 namespace ttemu::launcher {
@@ -44,10 +48,17 @@ class EventLog {
   std::FILE* file_ = nullptr;
 };
 
-// An entry from a chip's status queue as a log line. steady_now_ns: the chip clock's reading
-// now (CLOCK_MONOTONIC, shared by the host's processes), to place the entry in wall time.
-nlohmann::json event_json(const chip::StatusEntry& e, routing::ChipId chip, int64_t steady_now_ns,
-                          int64_t launched_ns);
+// An entry from a chip's status queue as a log line, without its time: the chip, the kind, the
+// port and its far end, the figures of the kind.
+nlohmann::json status_event(const chip::StatusEntry& e, routing::ChipId chip, const control::System& sys);
+// New routing tables in force, without the time.
+nlohmann::json tables_reloaded_event(const control::System& sys, const control::Reload& r, const char* cause);
+// A line's time, from the launcher: "time" (UTC, `ago` before now) and "uptime_s" (since the
+// launch).
+nlohmann::json& stamp(nlohmann::json& event, double uptime_s, std::chrono::nanoseconds ago = {});
+// A line's time in the simulator (ttemu sim): "sim_ns" and "uptime_s", simulated; no wall time,
+// so that one seed gives one log, byte for byte.
+nlohmann::json& stamp_simulated(nlohmann::json& event, std::chrono::nanoseconds at);
 // A line of the launcher's own (a chip that died, lost entries): the time, the chip, the kind.
 nlohmann::json launcher_event(routing::ChipId chip, const char* kind, double uptime_s);
 // A line about the whole system (tables reloaded, injection paused): the time and the kind.

@@ -86,7 +86,8 @@ std::string human(const json& e) {
   } else if (kind == "link_up" || kind == "link_down") {
     what = fmt::format("link {} {}", e.value("port", "?"), kind == "link_up" ? "up" : "down");
   } else if (kind == "chip_died") {
-    what = fmt::format("chip died (pid {}): {}", e.value("pid", 0), e.value("how", "?"));
+    what = e.contains("pid") ? fmt::format("chip died (pid {}): {}", e.value("pid", 0), e.value("how", "?"))
+                             : fmt::format("chip died: {}", e.value("how", "?"));
   } else if (kind == "fallback") {
     what = fmt::format("link {} travels {}'s wire (the fallback channel): {}", e.value("port", "?"), e.value("via", "?"),
                        e.value("reason", "?"));
@@ -96,10 +97,13 @@ std::string human(const json& e) {
     what = fmt::format("link {}: the far end restarted; {} payload(s) of the old session reported", e.value("port", "?"),
                        e.value("abandoned", 0));
   } else if (kind == "tables_reloaded") {
-    what = fmt::format("routing tables v{} loaded ({}): around {}; switch {}", e.value("version", 0), e.value("cause", "?"),
-                       e.value("failed", "?"), e.value("switch", "?"));
+    const std::string failed = e.value("failed", "?");
+    what = fmt::format("routing tables v{} loaded ({}): {}; switch {}", e.value("version", 0), e.value("cause", "?"),
+                       failed == "nothing failed" ? "nothing to route around" : "around " + failed, e.value("switch", "?"));
   } else if (kind == "chip_killed" || kind == "chip_restarted") {
-    what = kind == "chip_killed" ? "killed by the operator" : fmt::format("restarted (pid {})", e.value("pid", 0));
+    what = kind == "chip_killed"  ? "killed by the operator"
+           : e.contains("pid")    ? fmt::format("restarted (pid {})", e.value("pid", 0))
+                                  : "restarted";
   } else if (kind == "link_admin") {
     what = fmt::format("link {}-{} {}", e.value("port", "?"), e.value("peer", "?"),
                        e.value("down", false) ? "out of service" : "back in service");
@@ -110,7 +114,8 @@ std::string human(const json& e) {
   } else {
     what = e.dump();
   }
-  return fmt::format("{}  {:>9.3f} s  {:<6} {:<12} {}", e.value("time", "?"), e.value("uptime_s", 0.0),
+  // A simulated run's lines have no wall time (ttemu sim --events): their times are simulated.
+  return fmt::format("{:<24}  {:>9.3f} s  {:<6} {:<12} {}", e.value("time", "simulated"), e.value("uptime_s", 0.0),
                      e.value("chip", ""), kind, what);
 }
 

@@ -295,14 +295,11 @@ class Launcher : public ControlTarget {
 
   // --- the live control plane (spec 1.1.2): routes around what failed, operator actions --
 
-  // Link states and deaths come in bursts (a dead chip's neighbours, a restarted chip's links
-  // coming up one by one over a few milliseconds): one reroute for the burst, kSettle after
-  // its first news, not a table version per link.
-  static constexpr auto kSettle = std::chrono::milliseconds(25);
+  // One reroute per burst of news (LiveRoutes::kSettle).
   void schedule_reroute() {
     if (reroute_posted_) return;
     reroute_posted_ = true;
-    reroute_timer_.expires_after(kSettle);
+    reroute_timer_.expires_after(control::LiveRoutes::kSettle);
     reroute_timer_.async_wait([this](auto ec) {
       reroute_posted_ = false;
       if (ec || stopping_ || !live_) return;
@@ -318,19 +315,8 @@ class Launcher : public ControlTarget {
       send(v, msg::Tables{static_cast<uint32_t>(r.version)});
     }
     const std::string failed = r.summary(sys_);
-    json e = system_event("tables_reloaded", uptime());
-    e["version"] = r.version;
-    e["cause"] = cause;
-    e["failed"] = failed;
-    json links = json::array(), chips = json::array();
-    for (int i : r.failures.links) {
-      links.push_back(to_string(sys_.links[static_cast<size_t>(i)].a) + "-" + to_string(sys_.links[static_cast<size_t>(i)].b));
-    }
-    for (int v : r.failures.nodes) chips.push_back(to_string(sys_.chips[static_cast<size_t>(v)].id));
-    e["failed_links"] = links;
-    e["failed_chips"] = chips;
-    e["unreachable_pairs"] = r.unreachable_pairs();
-    e["switch"] = r.switch_risk.empty() ? "safe" : r.switch_risk;
+    json e = tables_reloaded_event(sys_, r, cause);
+    stamp(e, uptime());
     record(e);
     fmt::print(stderr, "ttemu: routing tables v{} loaded ({}): {}; {}\n", r.version, cause,
                r.failures.links.empty() && r.failures.nodes.empty() ? "nothing to route around" : "around " + failed,
@@ -587,12 +573,8 @@ class Launcher : public ControlTarget {
     const int64_t now = steady_ns(Clock::now()), launched = steady_ns(started_);
     chip::StatusQueue& q = memory_->control(node).status;
     const uint64_t lost = q.drain([&](const chip::StatusEntry& e) {
-      json j = event_json(e, chip, now, launched);
-      // The far end, so that a reader of the log (ttemu diagnose) knows the link without the system.
-      if (e.port != 0xFF) {
-        if (const auto peer = sys_.peer({chip, e.port})) j["peer"] = to_string(*peer);
-      }
-      record(j);
+      json j = status_event(e, chip, sys_);
+      record(stamp(j, static_cast<double>(e.time_ns - launched) / 1e9, std::chrono::nanoseconds(now - e.time_ns)));
     });
     if (lost) {
       json e = launcher_event(chip, "status_lost", uptime());

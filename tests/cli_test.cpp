@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -260,7 +261,7 @@ TEST(Sim, RunsEveryPatternOnTheGalaxyWithFaultsAKillAndACutAndVerifiesEveryByte)
     EXPECT_GT(p["verified"].get<uint64_t>(), 0u) << p;
     // Every byte is accounted for: landed; or its write was NACKed, never answered, or sent to
     // the dead chip; or its source was the dead chip.
-    EXPECT_EQ(p["verified"].get<double>() + p["unverified"].get<double>() + p["not_sent"].get<double>(),
+    EXPECT_EQ(p["verified"].get<double>() + p["unverified"].get<double>() + p["dead_pair_bytes"].get<double>(),
               p["bytes"].get<double>()) << p;
     nacks += p["nacks"].get<uint64_t>();
     for (const char* key : {"pattern", "pairs", "seconds", "gb_per_s", "latency_us", "mean_hops", "per_hop_us",
@@ -289,6 +290,117 @@ TEST(Sim, BadSchedulesAndNamesAreOneLineErrors) {
   expect_one_line_error(cli("sim " + topo("n300.yaml") + " --trace /nonexistent/dir/t"), "--trace: cannot write");
 }
 
+
+// The scenarios of the live control plane (issue 11's processes tests), replayed in ttemu sim
+// from a seed: each runs twice, and the two event logs are the same, byte for byte.
+struct SimScenario {
+  std::vector<nlohmann::json> patterns, events;
+  std::string log_path;
+
+  SimScenario(const TempDir& dir, const std::string& args) {
+    log_path = (dir / "a.jsonl").string();
+    RunResult r = run_sim(args, log_path);
+    const RunResult again = run_sim(args, (dir / "b.jsonl").string());
+    EXPECT_EQ(slurp(log_path), slurp(dir / "b.jsonl")) << "the same seed, the same event log";
+    std::istringstream lines(r.stdout_text);
+    for (std::string line; std::getline(lines, line);) patterns.push_back(nlohmann::json::parse(line));
+    std::istringstream log(slurp(log_path));
+    for (std::string line; std::getline(log, line);) events.push_back(nlohmann::json::parse(line));
+    EXPECT_FALSE(patterns.empty()) << r.out;
+  }
+  static RunResult run_sim(const std::string& args, const std::string& log) {
+    RunResult r = ttemu(words("sim " + topo("galaxy.yaml") + " --pattern all_to_all --size 16384 --json --seed 3 " +
+                              args + " --events " + log));
+    EXPECT_EQ(r.status, 0) << r.out;
+    return r;
+  }
+  std::vector<nlohmann::json> of(const std::string& kind) const {
+    std::vector<nlohmann::json> v;
+    for (const auto& e : events) {
+      if (e["kind"] == kind) v.push_back(e);
+    }
+    return v;
+  }
+  // Whether an event of `kind` is about the link with end `port` (either end).
+  bool about(const std::string& kind, const std::string& port) const {
+    for (const auto& e : of(kind)) {
+      if (e.value("port", "") == port || e.value("peer", "") == port) return true;
+    }
+    return false;
+  }
+};
+
+// One link of the M0D0-M0D1 pair cut (a fault plan's down window) and restored, a second made
+// unreliable, all_to_all on planes 1 and 0: every byte lands, nothing is NACKed, the log
+// shows both links onto the fallback channel and the cut one back, and ttemu diagnose names
+// the two links.
+TEST(Sim, ACutAndAnUnreliableLinkTravelTheFallbackChannelFromASeed) {
+  TempDir dir;
+  write_file(dir / "plan.yaml",
+             "links:\n  - link: M0D0P4\n    direction: both\n    down: [{at: 0.002, for: 0.3}]\n"
+             "  - link: M0D0P5\n    direction: both\n    corrupt: 0.2\n");
+  SimScenario s(dir, "--plane 1,0 --count 12 --faults " + (dir / "plan.yaml").string());
+  for (const auto& p : s.patterns) {
+    EXPECT_EQ(p["verified"], p["bytes"]) << p;
+    EXPECT_EQ(p["nacks"], 0) << p;
+  }
+  EXPECT_TRUE(s.about("fallback", "M0D0P4"));
+  EXPECT_TRUE(s.about("fallback", "M0D0P5"));
+  EXPECT_TRUE(s.about("returned", "M0D0P4"));
+  EXPECT_TRUE(s.of("tables_reloaded").empty()) << "the fallback channel's job, not the control plane's";
+  EXPECT_TRUE(s.of("dropped").empty());
+  RunResult d = ttemu({"diagnose", s.log_path, "--json"});
+  ASSERT_EQ(d.status, 0) << d.out;
+  const auto diagnosis = nlohmann::json::parse(d.stdout_text);
+  std::set<nlohmann::json> named;
+  for (const auto& l : diagnosis["links"]) named.insert(l["ends"]);
+  EXPECT_TRUE(named.count(nlohmann::json::array({"M0D0P4", "M0D1P12"}))) << d.stdout_text;
+  EXPECT_TRUE(named.count(nlohmann::json::array({"M0D0P5", "M0D1P13"}))) << d.stdout_text;
+}
+
+// All four links of the pair cut: they go down, the control plane loads tables around the
+// pair, and the writes NACKed or lost meanwhile are written again (--retry) and land. One wire
+// restored brings the pair back into the tables.
+TEST(Sim, AllFourLinksOfAPairCutReloadTheTablesAndRetriedWritesLandFromASeed) {
+  TempDir dir;
+  SimScenario s(dir, "--count 6 --retry 3 --cut M0D0P4@1-9000 --cut M0D0P5@1 --cut M0D0P6@1 --cut M0D0P7@1");
+  ASSERT_EQ(s.patterns.size(), 1u);
+  const auto& p = s.patterns[0];
+  EXPECT_EQ(p["verified"], p["bytes"]) << p;
+  EXPECT_GT(p["retried"].get<uint64_t>(), 0u) << p;
+  const auto reloads = s.of("tables_reloaded");
+  ASSERT_EQ(reloads.size(), 2u) << slurp(s.log_path);
+  EXPECT_EQ(reloads[0]["failed"], "M0D0-M0D1 (4 links)");
+  EXPECT_EQ(reloads[0]["unreachable_pairs"], 0);
+  EXPECT_EQ(reloads[0]["switch"], "safe");
+  EXPECT_EQ(reloads[1]["failed"], "nothing failed") << "M0D0P4 back up";
+  EXPECT_GT(reloads[1]["uptime_s"].get<double>(), 9.0);
+}
+
+// A chip killed mid-traffic and restarted: the pairs among the other chips verify, the tables
+// go around the dead chip and back, its neighbours see the restarted peer and their links come
+// up again.
+TEST(Sim, AChipKilledMidTrafficAndRestartedFromASeed) {
+  TempDir dir;
+  SimScenario s(dir, "--count 12 --retry 3 --kill M0D5@2 --restart M0D5@40");
+  ASSERT_EQ(s.patterns.size(), 1u);
+  const auto& p = s.patterns[0];
+  EXPECT_EQ(p["errors"], 0) << p;
+  EXPECT_EQ(p["dead_chips"], nlohmann::json::array({"M0D5"})) << p;
+  EXPECT_EQ(p["verified"].get<double>() + p["dead_pair_bytes"].get<double>(), p["bytes"].get<double>()) << p;
+  ASSERT_EQ(s.of("chip_died").size(), 1u);
+  ASSERT_EQ(s.of("chip_restarted").size(), 1u);
+  const auto reloads = s.of("tables_reloaded");
+  ASSERT_EQ(reloads.size(), 2u) << slurp(s.log_path);
+  EXPECT_EQ(reloads[0]["failed_chips"], nlohmann::json::array({"M0D5"}));
+  EXPECT_EQ(reloads[0]["unreachable_pairs"], 0) << "no pair of live chips lost its route";
+  EXPECT_TRUE(reloads[1]["failed_chips"].empty());
+  EXPECT_FALSE(s.of("peer_restarted").empty());
+  const double restarted = s.of("chip_restarted")[0]["uptime_s"];
+  int up_again = 0;
+  for (const auto& e : s.of("link_up")) up_again += e["chip"] == "M0D5" && e["uptime_s"].get<double>() >= restarted;
+  EXPECT_EQ(up_again, 12) << "every link of the restarted chip handshook again";
+}
 
 // The receiver's own error count names a faulty wire, even when its end first followed the far
 // end onto the fallback channel and judged the link itself only there: that judgement counts,

@@ -752,5 +752,85 @@ TEST(FabricSim, AnUnreliableLinkMovesOntoTheFallbackChannelAtItsErrorRate) {
   EXPECT_GT(sim.counters(ea).fallback_rx, 0u);
 }
 
+// Every link between M0D0 and M0D1 cut while they write to each other, with the control plane
+// on: the EFC has no parallel wire left that works (the carriers, idle on their own, are made
+// to prove their wires and fail), so all four links go down; the control plane hears it from
+// the status queues and loads tables around the pair; writes sent afterwards land over the new
+// routes. Restoring one wire brings the pair back into the tables.
+TEST(FabricSim, AllFourLinksOfAPairCutGoDownAndTheControlPlaneRoutesAroundThem) {
+  SimConfig cfg;
+  cfg.control_plane = true;
+  EfcRig rig(cfg);
+  FabricSim& sim = *rig.sim;
+  std::vector<routing::PortId> pair_ends;
+  for (const auto& l : rig.sys.links) {
+    if (l.a.chip == rig.a && l.b.chip == rig.b) pair_ends.push_back(l.a);
+    if (l.b.chip == rig.a && l.a.chip == rig.b) pair_ends.push_back(l.b);
+  }
+  ASSERT_EQ(pair_ends.size(), 4u);
+  const link::Time cut_at = rig.start + std::chrono::milliseconds(10);
+  sim.at(cut_at, [&] {
+    for (auto e : pair_ends) sim.cut(e, true);
+  });
+  auto reloads = [&] {
+    std::vector<const control::Reload*> v;
+    for (const auto& r : sim.control_log()) {
+      if (r.kind == ControlRecord::Kind::kTablesReloaded) v.push_back(r.reload.get());
+    }
+    return v;
+  };
+  // Writes each way every 10 ms until the control plane acts (those caught by the cut are
+  // NACKed or wait in a link that is down: this test is about what comes after).
+  for (int i = 0; i < 2000 && reloads().empty(); ++i) {
+    sim.inject(rig.a, write(rig.b, EfcRig::kBase, EfcRig::data(rig.a, 0)));
+    sim.inject(rig.b, write(rig.a, EfcRig::kBase, EfcRig::data(rig.b, 0)));
+    sim.run(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(reloads().size(), 1u);
+  EXPECT_EQ(reloads()[0]->failures.links.size(), 4u);
+  EXPECT_EQ(reloads()[0]->summary(rig.sys), "M0D0-M0D1 (4 links)");
+  EXPECT_EQ(reloads()[0]->unreachable_pairs(), 0);
+  EXPECT_TRUE(reloads()[0]->switch_risk.empty()) << reloads()[0]->switch_risk;
+  EXPECT_EQ(sim.tables_version(), 2);
+  for (auto e : pair_ends) {
+    EXPECT_EQ(sim.counters(e).state, static_cast<uint32_t>(link::LinkState::kDown)) << to_string(e);
+  }
+  // The status queues told it: a link_down for each end, drained into the record.
+  int downs = 0;
+  for (const auto& r : sim.control_log()) {
+    downs += r.kind == ControlRecord::Kind::kStatus && r.entry.kind == chip::StatusKind::kLinkDown;
+  }
+  EXPECT_EQ(downs, 8);
+  // Over the new tables, every write lands and is acknowledged (the four links stay down, so
+  // the simulation is never idle: it runs until the answers are in).
+  for (const auto& [src, dst] : {std::pair{rig.a, rig.b}, std::pair{rig.b, rig.a}}) {
+    const size_t before = sim.worker_inbox(src).size();
+    for (int i = 1; i <= 20; ++i) {
+      ASSERT_TRUE(sim.inject(src, write(dst, EfcRig::kBase + 4096 * static_cast<uint64_t>(i), EfcRig::data(src, i))));
+      sim.run(std::chrono::microseconds(200));
+    }
+    int acked = 0;
+    for (int i = 0; i < 100 && acked < 20; ++i) {
+      sim.run(std::chrono::milliseconds(1));
+      acked = 0;
+      for (size_t k = before; k < sim.worker_inbox(src).size(); ++k) {
+        const auto& p = sim.worker_inbox(src)[k];
+        EXPECT_NE(p.header.command, Command::kNack);
+        if (p.header.command == Command::kWriteAck) acked += static_cast<int>(p.header.arg);
+      }
+    }
+    EXPECT_EQ(acked, 20) << to_string(src);
+    for (int i = 1; i <= 20; ++i) {
+      auto got = sim.memory(dst, EfcRig::kBase + 4096 * static_cast<uint64_t>(i), 4096);
+      auto want = EfcRig::data(src, i);
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin())) << to_string(src) << " write " << i;
+    }
+  }
+  sim.cut(pair_ends[0], false);
+  for (int i = 0; i < 50 && reloads().size() < 2; ++i) sim.run(std::chrono::milliseconds(100));
+  ASSERT_EQ(reloads().size(), 2u);
+  EXPECT_TRUE(reloads()[1]->failures.links.empty()) << reloads()[1]->summary(rig.sys);
+}
+
 }  // namespace
 }  // namespace ttemu::sim

@@ -374,6 +374,51 @@ TEST(TtLink, ACutLinkIsDeclaredDownAndResumesWhereItStopped) {
   EXPECT_EQ(p.ca_.up_transitions, 2u);
 }
 
+// An idle link has nothing in flight to notice a cut with. Asked to verify its wire (a
+// passenger's traffic failed on it), it sends hellos that ask for an answer: over a live wire
+// the answer proves it and nothing more happens; over a cut one the link goes down after its
+// retries, as a busy link would.
+TEST(TtLink, AnIdleLinkAskedToVerifyItsWireProvesItOrGoesDown) {
+  LinkConfig cfg;
+  cfg.max_retries = 4;
+  Pair p(5, {}, {}, cfg);
+  ASSERT_TRUE(p.wait_up());
+  p.a_.verify(p.now_);
+  p.pump();
+  while (p.advance(p.now_ + 1s)) p.pump();
+  EXPECT_TRUE(p.a_.up());
+  EXPECT_EQ(p.ca_.timeouts, 0u) << "the answer came back: no timeout";
+  EXPECT_FALSE(p.a_.next_deadline()) << "proved, the link is idle again";
+  p.ab_.cut = p.ba_.cut = true;
+  p.a_.verify(p.now_);
+  const Time asked = p.now_;
+  for (p.pump(); p.a_.up() && p.advance(p.now_ + 60s);) p.pump();
+  EXPECT_EQ(p.a_.state(), LinkState::kDown);
+  EXPECT_EQ(p.ca_.timeouts, 5u) << "max_retries, then down";
+  EXPECT_LT(p.now_ - asked, 5s);
+  EXPECT_TRUE(p.b_.up()) << "the far end had nothing to send and was not asked";
+}
+
+// Moving a link's traffic onto another wire gives the EFC a fresh count of timeouts, but not
+// the link: a link whose traffic fails on every wire it is moved to goes down after its
+// retries all the same.
+TEST(TtLink, ChangingWiresDoesNotPutOffGoingDown) {
+  LinkConfig cfg;
+  cfg.max_retries = 6;
+  Pair p(5, {}, {}, cfg);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(100, 256));
+  p.ab_.cut = p.ba_.cut = true;
+  p.on_pump_ = [&] {
+    if (p.a_.consecutive_timeouts() < 2) return;
+    p.a_.rewire(p.now_, true);  // as the EFC moves it on, and resends at once
+    p.pump();
+  };
+  EXPECT_FALSE(p.stream(200, 256, 30s));
+  EXPECT_EQ(p.a_.state(), LinkState::kDown);
+  EXPECT_EQ(p.ca_.timeouts, 7u);
+}
+
 TEST(TtLink, ScheduledDownIntervalsComeFromTheFaultPlan) {
   DirectionFaults f;
   f.down = {{Duration{5ms}, Duration{200ms}}};  // since the link started

@@ -71,6 +71,10 @@ uint32_t CommandBufferClient::in_flight(uint8_t txn) const {
   return ctl_.commands.workers[core_ % kMaxWorkers].txn[txn % kTxnIds].load(std::memory_order_acquire);
 }
 
+uint32_t CommandBufferClient::nacked(uint8_t txn) const {
+  return ctl_.commands.workers[core_ % kMaxWorkers].txn_nacks[txn % kTxnIds].load(std::memory_order_acquire);
+}
+
 void post_completion(WorkerState& w, const Completion& c) {
   const uint32_t head = w.cq_head.load(std::memory_order_relaxed);
   if (head - w.cq_tail.load(std::memory_order_acquire) >= kCompletionSlots) {

@@ -44,6 +44,8 @@ class CommandBufferClient {
   size_t poll(std::span<Completion> out);
   // Packets of the transaction not answered yet.
   uint32_t in_flight(uint8_t txn) const;
+  // Packets of the transaction NACKed so far (counted up, never reset).
+  uint32_t nacked(uint8_t txn) const;
 
  private:
   ChipControl& ctl_;

@@ -11,6 +11,7 @@
 // own (`ttemu tables reload --fail`, administratively down links).
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <set>
 #include <string>
@@ -40,6 +41,11 @@ struct Reload {
 
 class LiveRoutes {
  public:
+  // Link states and deaths come in bursts (a dead chip's neighbours, a restarted chip's links
+  // coming up one by one): the control plane reloads once, this long after a burst's first
+  // news, not a table version per link. The launcher and the simulator wait the same.
+  static constexpr std::chrono::milliseconds kSettle{25};
+
   // `efc`: a down link with a live parallel link is carried by the fallback channel.
   LiveRoutes(const System& sys, TableSet initial, bool efc);
 

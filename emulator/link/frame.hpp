@@ -45,13 +45,14 @@ struct HelloBody {
   uint64_t job = 0;
   uint16_t mesh = 0, device = 0;  // the sender's chip
   uint8_t port = 0;               // the sender's port
-  uint8_t flags = 0;              // kHelloUp: the sender's end of the link is up
+  uint8_t flags = 0;              // kHelloUp: the sender's end of the link is up; kHelloAsk: answer
   uint8_t reserved[2] = {};
   uint32_t nonce = 0;       // the sender's
   uint32_t peer_nonce = 0;  // the last nonce heard from the receiver, 0 if none yet
 };
 static_assert(sizeof(HelloBody) == 24);
 inline constexpr uint8_t kHelloUp = 0x01;
+inline constexpr uint8_t kHelloAsk = 0x02;  // answer me even if we are both up (TtLink::verify)
 
 // The sequence extension of a data or ack frame: not sent, but folded into its CRC. Both ends
 // track 64-bit sequence numbers of which the header carries the low 16 bits; the extension is

@@ -148,6 +148,7 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
   // A data or ack frame of our session proves the peer heard our hello, even if its own last
   // hello was lost; after a down period it proves the peer is back.
   if (state_ != LinkState::kUp) come_up(now);
+  proved();
   on_ack(rx, (f.header.flags & kFlagNack) != 0, now);
   if (!data) return;
   const uint64_t seq = tx;
@@ -217,7 +218,24 @@ void TtLink::on_hello(const ParsedFrame& f, Time now) {
     if (state_ != LinkState::kUp) come_up(now);
   }
   // Answer while either end is not up yet, so both get the proof they need.
-  if (!(body.flags & kHelloUp) || state_ != LinkState::kUp) hello_due_ = true;
+  if (!(body.flags & kHelloUp) || (body.flags & kHelloAsk) || state_ != LinkState::kUp) hello_due_ = true;
+  // A hello of the session, from a peer that is up, proves the wire it came over.
+  if (state_ == LinkState::kUp && (body.flags & kHelloUp) && body.peer_nonce == nonce_) proved();
+}
+
+void TtLink::verify(Time now) {
+  if (state_ != LinkState::kUp || verify_deadline_) return;
+  ask_ = hello_due_ = true;
+  verify_deadline_ = now + rto_;
+}
+
+void TtLink::proved() {
+  if (!verify_deadline_) return;
+  verify_deadline_.reset();
+  if (base_ == next_) {  // (with frames in flight, only their acknowledgement is progress)
+    consecutive_timeouts_ = wire_timeouts_ = 0;
+    rto_ = fresh_rto();
+  }
 }
 
 void TtLink::new_peer_session(Time now) {
@@ -240,10 +258,11 @@ void TtLink::new_peer_session(Time now) {
   }
   base_ = next_ = cursor_ = 0;
   rto_deadline_.reset();
+  verify_deadline_.reset();
   probe_end_.reset();
   last_nacked_base_.reset();
   resend_base_ = false;
-  consecutive_timeouts_ = 0;
+  consecutive_timeouts_ = wire_timeouts_ = 0;
   srtt_ = rttvar_ = min_rtt_ = Duration{0};
   rto_ = cfg_.initial_rto;
   for (Held& h : held_) {
@@ -292,7 +311,7 @@ void TtLink::on_ack(uint64_t ack, bool nack, Time now) {
       if (base_ < *probe_end_) cursor_ = base_;  // still missing after the timeout: go back
       probe_end_.reset();
     }
-    consecutive_timeouts_ = 0;
+    consecutive_timeouts_ = wire_timeouts_ = 0;
     rto_ = fresh_rto();  // progress ends any timeout backoff
     rto_deadline_.reset();
     if (base_ != next_) arm_rto(now);
@@ -318,34 +337,45 @@ void TtLink::on_timer(Time now) {
     hello_backoff_ = std::min(hello_backoff_ * 2, cfg_.max_hello_interval);
     hello_deadline_ = now + hello_backoff_;
   }
-  if (state_ == LinkState::kUp && rto_deadline_ && now >= *rto_deadline_) {
-    add(c_.timeouts);
-    if (++consecutive_timeouts_ > cfg_.max_retries) {
-      go_down(now);
-    } else {
-      // Resend the oldest frame alone: on a busy host a timeout is mostly an acknowledgement
-      // that is late, not lost, and the answer to this one frame says which it was.
-      resend_base_ = true;
-      if (!probe_end_) probe_end_ = next_;
-      rto_ = std::min(rto_ * 2, cfg_.max_rto);
-      rto_deadline_ = now + rto_;
-    }
+  if (state_ == LinkState::kUp && verify_deadline_ && now >= *verify_deadline_ && still_up_after_timeout(now)) {
+    ask_ = hello_due_ = true;
+    verify_deadline_ = now + rto_;
+  }
+  if (state_ == LinkState::kUp && rto_deadline_ && now >= *rto_deadline_ && still_up_after_timeout(now)) {
+    // Resend the oldest frame alone: on a busy host a timeout is mostly an acknowledgement
+    // that is late, not lost, and the answer to this one frame says which it was.
+    resend_base_ = true;
+    if (!probe_end_) probe_end_ = next_;
+    rto_deadline_ = now + rto_;
   }
 }
 
+bool TtLink::still_up_after_timeout(Time now) {
+  add(c_.timeouts);
+  ++wire_timeouts_;
+  if (++consecutive_timeouts_ > cfg_.max_retries) {
+    go_down(now);
+    return false;
+  }
+  rto_ = std::min(rto_ * 2, cfg_.max_rto);
+  return true;
+}
+
 std::optional<Time> TtLink::next_deadline() const {
-  std::optional<Time> t = state_ == LinkState::kUp ? earlier(rto_deadline_, ack_deadline_) : hello_deadline_;
+  std::optional<Time> t =
+      state_ == LinkState::kUp ? earlier(earlier(rto_deadline_, ack_deadline_), verify_deadline_) : hello_deadline_;
   if (!delayed_.empty()) t = earlier(t, delayed_.front().first);
   return t;
 }
 
 void TtLink::come_up(Time now) {
   set_state(LinkState::kUp);
+  verify_deadline_.reset();
   add(c_.up_transitions);
   session_ = nonce_ ^ peer_nonce_;
   hello_deadline_.reset();
   hello_backoff_ = cfg_.hello_interval;
-  consecutive_timeouts_ = 0;
+  consecutive_timeouts_ = wire_timeouts_ = 0;
   ack_pending_ = true;  // tell the peer where we are
   rto_deadline_.reset();
   if (base_ != next_) {
@@ -363,6 +393,7 @@ void TtLink::go_down(Time now) {
   set_state(LinkState::kDown);
   add(c_.down_transitions);
   rto_deadline_.reset();
+  verify_deadline_.reset();
   probe_end_.reset();
   cursor_ = base_;
   hello_now(now);
@@ -374,7 +405,7 @@ void TtLink::rewire(Time now, bool lost) {
   delayed_.clear();
   if (!lost) return;
   if (state_ == LinkState::kUp) {
-    consecutive_timeouts_ = 0;
+    wire_timeouts_ = 0;
     probe_end_.reset();
     rto_deadline_.reset();
     cursor_ = base_;
@@ -464,7 +495,8 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
     body.mesh = self_.mesh;
     body.device = self_.device;
     body.port = self_.port;
-    body.flags = state_ == LinkState::kUp ? kHelloUp : 0;
+    body.flags = static_cast<uint8_t>((state_ == LinkState::kUp ? kHelloUp : 0) | (ask_ ? kHelloAsk : 0));
+    ask_ = false;
     body.nonce = nonce_;
     body.peer_nonce = peer_nonce_;
     FrameHeader h;

@@ -88,8 +88,15 @@ class TtLink {
   // The link's traffic now travels another wire (datagrams held back by a delay fault are
   // dropped: they were packed for the old one). With `lost`, what is in flight on the old
   // one is taken as lost: the sender goes back to its oldest unacknowledged frame at once,
-  // with a fresh timeout, and a handshake in progress says hello again at once.
+  // with a fresh timeout, and a handshake in progress says hello again at once. Timeouts
+  // count afresh for the EFC (consecutive_timeouts), but not toward max_retries: a link whose
+  // traffic fails on every wire it tries goes down as it would on its own.
   void rewire(Time now, bool lost);
+  // Makes an up link prove its wire even with nothing to send (a passenger's traffic failed
+  // on it): a hello that asks for an answer, repeated with the retransmission timeout and its
+  // backoff; any frame of the session from the peer is the proof, and max_retries timeouts
+  // without one take the link down.
+  void verify(Time now);
   void start(Time now);
 
   LinkState state() const { return state_; }
@@ -107,8 +114,9 @@ class TtLink {
   bool nack_pending() const { return nack_pending_; }
   // True when every frame sent has been acknowledged.
   bool drained() const { return base_ == next_; }
-  // Retransmission timeouts since the last progress (the EFC's cue, before max_retries).
-  int consecutive_timeouts() const { return consecutive_timeouts_; }
+  // Retransmission timeouts since the last progress or the last change of wire (the EFC's
+  // cue, before max_retries).
+  int consecutive_timeouts() const { return wire_timeouts_; }
 
   void on_datagram(std::span<const uint8_t> datagram, Time now);
   void on_timer(Time now);
@@ -146,6 +154,11 @@ class TtLink {
   void accept_in_order(uint32_t dest_addr, std::span<const uint8_t> payload);
   void come_up(Time now);
   void go_down(Time now);
+  // The peer answered: a verify() in progress ends.
+  void proved();
+  // A retransmission or verify timeout: counted, and past max_retries the link goes down;
+  // else the timeout backs off. True while the link stays up.
+  bool still_up_after_timeout(Time now);
   // Packs one frame, its payload copied; or, given `framed` (a window buffer), in place.
   void emit(const FrameHeader& header, std::span<const uint8_t> payload, const SeqExtension& ext,
             Time now, std::span<uint8_t> framed = {});
@@ -180,7 +193,10 @@ class TtLink {
   uint64_t base_ = 0, next_ = 0, cursor_ = 0;
   std::optional<Time> rto_deadline_;
   Duration rto_, srtt_{0}, rttvar_{0};
-  int consecutive_timeouts_ = 0;
+  int consecutive_timeouts_ = 0;  // since the last progress: max_retries takes the link down
+  int wire_timeouts_ = 0;         // the same, since the last change of wire too
+  std::optional<Time> verify_deadline_;  // verify(): a hello asking for an answer is out
+  bool ask_ = false;                     // the next hello asks for an answer
   std::optional<uint64_t> last_nacked_base_;  // the gap the last NACK resent
   bool resend_base_ = false;  // a NACK or a timeout asks for the oldest unacknowledged frame again
   // A timeout resent only the oldest frame; frames before this had been sent when it fired.

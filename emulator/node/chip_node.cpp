@@ -245,6 +245,18 @@ void ChipNode::pump(Time now) {
     for (const auto& ev : out_.events) {
       ctl_.router_events.fetch_add(1, std::memory_order_relaxed);
       observer_.router_event(ev);
+      chip::StatusEntry e;
+      e.kind = chip::StatusKind::kDropped;
+      e.reason = static_cast<uint8_t>(ev.kind);
+      e.fvc = ev.packet.fvc;
+      e.ttl = ev.packet.ttl;
+      e.command = static_cast<uint8_t>(ev.packet.command);
+      e.packet_id = ev.packet.packet_id;
+      e.src_mesh = ev.packet.src().mesh;
+      e.src_device = ev.packet.src().device;
+      e.dst_mesh = ev.packet.dst().mesh;
+      e.dst_device = ev.packet.dst().device;
+      push_status(e);
     }
     ctl_.packets_delivered.fetch_add(out_.committed.size(), std::memory_order_relaxed);
     for (const auto& h : out_.committed) observer_.committed(h);
@@ -415,6 +427,7 @@ void ChipNode::on_peer_restart(Port& p, std::span<const LinkPayloadView> abandon
   for (; !p.echoes.empty(); p.echoes.pop_front()) buffers_.give(std::move(p.echoes.front()));
   fabric_dirty_ = true;  // the router reports and NACKs at its next pass
   observer_.peer_restarted(p.number, abandoned.size());
+  push_status({.kind = chip::StatusKind::kPeerRestarted, .port = p.number, .figure = abandoned.size()});
 }
 
 void ChipNode::service(Port& p, Time now) {
@@ -501,6 +514,9 @@ void ChipNode::steer(Port& p, Time now) {
   if (p.efc.on_fallback()) {
     const bool failing = p.efc.carrier_failing(p.link->consecutive_timeouts(), now);
     if (!failing && can_carry(port(p.wire), p)) return;
+    // The carrier may carry nothing of its own to notice with: it proves its wire, or goes
+    // down (and the control plane hears of it).
+    if (failing && p.wire != p.number) verify_wire(port(p.wire), now);
     if (Port* c = find_carrier(p, failing ? &port(p.wire) : nullptr)) {  // its carrier failed: another
       move_wire(p, c->number, true, p.efc.why(), now);
     } else if (!failing || port(p.wire).wire != p.wire) {
@@ -525,6 +541,12 @@ void ChipNode::steer(Port& p, Time now) {
     if (target == p.number) p.lease_via.reset();
     move_wire(p, target, false, target == p.number ? link::EfcReason::kPeerReturned : link::EfcReason::kPeer, now);
   }
+}
+
+void ChipNode::verify_wire(Port& c, Time now) {
+  c.link->verify(now);
+  c.link->poll_transmit(now, c.outbox);  // the hello that asks, now
+  flush(c.wire);
 }
 
 bool ChipNode::can_carry(const Port& c, const Port& p) const {
@@ -576,6 +598,8 @@ void ChipNode::move_wire(Port& p, uint8_t w, bool lost, link::EfcReason why, Tim
   p.status->wire.store(w, std::memory_order_relaxed);
   p.status->fallback_reason.store(w == p.number ? 0 : static_cast<uint32_t>(why), std::memory_order_relaxed);
   observer_.fallback(p.number, w, why);
+  push_status({.kind = w == p.number ? chip::StatusKind::kReturned : chip::StatusKind::kFallback, .port = p.number,
+               .reason = static_cast<uint8_t>(why), .via = w});
   // A port that leaves its own wire carries nobody any more: its passengers move on.
   if (w != p.number && !p.passengers.empty()) {
     const std::vector<Port*> moving = std::move(p.passengers);
@@ -644,12 +668,22 @@ void ChipNode::send_control(Port& p, const link::FallbackHeader& h, Time now) {
   transport_.send(p.number, std::span(&control_, 1));
 }
 
+void ChipNode::push_status(chip::StatusEntry e) {
+  e.time_ns = now_.count();
+  ctl_.status.push(e);
+  if (ctl_.status.drained_before()) observer_.status_pushed(ctl_.status.pushed());
+}
+
 void ChipNode::report(Port& p) {
   const link::LinkState state = p.link->state();
   if (state != p.reported) {
     p.reported = state;
     if (state == link::LinkState::kUp) p.peer_gone = false;
     observer_.link_state(p.number, state);
+    if (state != link::LinkState::kHandshake) {
+      push_status({.kind = state == link::LinkState::kUp ? chip::StatusKind::kLinkUp : chip::StatusKind::kLinkDown,
+                   .port = p.number});
+    }
     if (fabric_.set_link_down(p.number, state == link::LinkState::kDown)) {
       links_changed_ = true;  // pumped before the node's call returns
     }

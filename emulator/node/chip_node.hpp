@@ -67,6 +67,10 @@ class NodeObserver {
   // were reported to the router (packets among them NACKed to their sources).
   virtual void peer_restarted(uint8_t /*port*/, size_t /*abandoned*/) {}
   virtual void router_event(const routing::RouterEvent& /*event*/) {}
+  // The node pushed into its status queue (link up or down, fallback and return, a restarted
+  // peer, a dropped packet) after the control plane had drained all of it: the cue to tell
+  // the control plane (one nudge per drain, not one per entry).
+  virtual void status_pushed(uint64_t /*pushed*/) {}
   virtual void committed(const routing::PacketHeader& /*packet*/) {}
   // An answer (ack, NACK, read response) for a local worker; the command buffer has counted it.
   virtual void answer(const routing::Packet& /*packet*/) {}
@@ -154,6 +158,10 @@ class ChipNode {
   // Payload `index` of test stream (or ping) `id`, in a frame buffer for TtLink::send_framed.
   std::vector<uint8_t> test_frame(Port& p, uint64_t id, uint64_t index, uint32_t size);
   void report(Port& p);
+  // A carrier whose passenger's traffic failed proves its own wire (TtLink::verify).
+  void verify_wire(Port& c, Time now);
+  // Into the chip's status queue (spec 1.1.2.1), stamped with the node's time.
+  void push_status(chip::StatusEntry e);
   // A link went down or came back during the call: the router drops what waited for it now.
   void settle(Time now);
 

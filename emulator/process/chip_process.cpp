@@ -381,51 +381,11 @@ class Chip final : public node::NodeObserver {
 
   void link_state(uint8_t port, link::LinkState state) override {
     send_control(msg::LinkState{port, link::to_string(state)});  // the launcher's readiness
-    if (state == link::LinkState::kHandshake) return;
-    StatusEntry e;
-    e.kind = state == link::LinkState::kUp ? StatusKind::kLinkUp : StatusKind::kLinkDown;
-    e.port = port;
-    push_status(e);
   }
 
-  void fallback(uint8_t port, uint8_t wire, link::EfcReason why) override {
-    StatusEntry e;
-    e.kind = wire == port ? StatusKind::kReturned : StatusKind::kFallback;
-    e.port = port;
-    e.via = wire;
-    e.reason = static_cast<uint8_t>(why);
-    push_status(e);
-  }
-
-  void peer_restarted(uint8_t port, size_t abandoned) override {
-    StatusEntry e;
-    e.kind = StatusKind::kPeerRestarted;
-    e.port = port;
-    e.figure = abandoned;
-    push_status(e);
-  }
-
-  void router_event(const routing::RouterEvent& ev) override {
-    StatusEntry e;
-    e.kind = StatusKind::kDropped;
-    e.reason = static_cast<uint8_t>(ev.kind);
-    e.fvc = ev.packet.fvc;
-    e.ttl = ev.packet.ttl;
-    e.command = static_cast<uint8_t>(ev.packet.command);
-    e.packet_id = ev.packet.packet_id;
-    e.src_mesh = ev.packet.src().mesh;
-    e.src_device = ev.packet.src().device;
-    e.dst_mesh = ev.packet.dst().mesh;
-    e.dst_device = ev.packet.dst().device;
-    push_status(e);
-  }
-
-  // Into the status queue; the control plane hears of it only when it had drained the queue.
-  void push_status(StatusEntry& e) {
-    e.time_ns = now().count();
-    ctl_->status.push(e);
-    if (ctl_->status.drained_before()) send_control(msg::StatusPushed{ctl_->status.pushed()});
-  }
+  // The node pushes into its status queue; the control plane hears of it only when it had
+  // drained the queue.
+  void status_pushed(uint64_t pushed) override { send_control(msg::StatusPushed{pushed}); }
 
   void stream_done(uint8_t port, uint64_t id, uint64_t frames, uint64_t bytes, double seconds) override {
     send_control(msg::StreamDone{port, id, frames, bytes, seconds});

@@ -107,6 +107,7 @@ FabricSim::FabricSim(const control::System& sys, const control::TableSet& tables
     node(port.chip).ends[port.port] = e.get();
     e->receiver = &node(e->peer->self.chip);
   }
+  if (cfg_.control_plane) live_ = std::make_unique<control::LiveRoutes>(sys, tables, cfg_.efc.enabled);
   for (auto& n : nodes_) n->chip->start(now_);
 }
 
@@ -124,7 +125,8 @@ void FabricSim::build(Node& n, int v) {
   nc.link = cfg_.link;
   nc.efc = cfg_.efc;
   nc.router = cfg_.router;
-  for (int p = 0; p < tables_.planes(); ++p) nc.tables.push_back(tables_.at(p, v));
+  const control::TableSet& in_force = tables();
+  for (int p = 0; p < in_force.planes(); ++p) nc.tables.push_back(in_force.at(p, v));
   for (uint8_t port : sys_.wired_ports(v)) {
     const PortId self{n.id, port};
     const PortId peer = *sys_.peer(self);
@@ -196,6 +198,8 @@ FabricSim::Node& FabricSim::node(ChipId chip) const {
 
 bool FabricSim::alive(ChipId chip) const { return !node(chip).dead; }
 
+uint32_t FabricSim::incarnation(ChipId chip) const { return node(chip).incarnation; }
+
 uint64_t FabricSim::doorbell_rings(ChipId chip) const { return node(chip).rings; }
 
 chip::CommandBufferClient& FabricSim::worker(ChipId chip, uint16_t core) {
@@ -216,8 +220,14 @@ chip::CommandBufferClient& FabricSim::worker(ChipId chip, uint16_t core) {
 void FabricSim::kill(ChipId chip) {
   Node& n = node(chip);
   if (n.dead) return;
+  if (live_) drain_status(n);  // its last words
   n.dead = true;
   log("kill {}", to_string(chip));
+  if (live_) {
+    control_log_.push_back({.at = now_, .kind = ControlRecord::Kind::kChipDied, .chip = chip});
+    live_->chip_alive(*sys_.node(chip), false);
+    schedule_reroute();
+  }
   for (const auto& pc : n.chip->ports()) {
     const PortId far = ends_.at(PortId{chip, pc.number})->peer->self;
     if (!node(far.chip).dead) node(far.chip).chip->peer_down(far.port, now_);  // as the launcher tells
@@ -231,7 +241,47 @@ void FabricSim::restart(ChipId chip) {
   build(n, *sys_.node(chip));
   n.dead = false;
   log("restart {}", to_string(chip));
+  if (live_) {
+    // As the launcher does: the chip counts as alive, its links as down until they come up.
+    n.control->tables_version.store(static_cast<uint32_t>(live_->version()), std::memory_order_relaxed);
+    live_->chip_alive(*sys_.node(chip), true);
+    for (const auto& pc : n.chip->ports()) live_->link_up({chip, pc.number}, false);
+    control_log_.push_back({.at = now_, .kind = ControlRecord::Kind::kChipRestarted, .chip = chip});
+  }
   n.chip->start(now_);
+}
+
+void FabricSim::drain_status(Node& n) {
+  const uint64_t lost = n.control->status.drain([&](const chip::StatusEntry& e) {
+    control_log_.push_back({.at = now_, .kind = ControlRecord::Kind::kStatus, .chip = n.id, .entry = e});
+    if (e.kind == chip::StatusKind::kLinkUp || e.kind == chip::StatusKind::kLinkDown) {
+      live_->link_up({n.id, e.port}, e.kind == chip::StatusKind::kLinkUp);
+      schedule_reroute();
+    }
+  });
+  if (lost) control_log_.push_back({.at = now_, .kind = ControlRecord::Kind::kStatusLost, .chip = n.id, .lost = lost});
+}
+
+// One reload per burst of news, LiveRoutes::kSettle after its first, as the launcher does.
+void FabricSim::schedule_reroute() {
+  if (reroute_posted_) return;
+  reroute_posted_ = true;
+  at(now_ + control::LiveRoutes::kSettle, [this] {
+    reroute_posted_ = false;
+    auto r = live_->reload();
+    if (!r) return;
+    const auto version = static_cast<uint32_t>(r->version);
+    for (size_t v = 0; v < nodes_.size(); ++v) {
+      Node& n = *nodes_[v];
+      if (n.dead) continue;
+      std::vector<routing::RouterTable> own;
+      for (int p = 0; p < r->tables.planes(); ++p) own.push_back(r->tables.at(p, static_cast<int>(v)));
+      n.chip->load_tables(std::move(own), version, now_);
+    }
+    log("tables v{} loaded: {}", version, r->summary(sys_));
+    control_log_.push_back({.at = now_, .kind = ControlRecord::Kind::kTablesReloaded,
+                            .reload = std::make_shared<const control::Reload>(std::move(*r))});
+  });
 }
 
 void FabricSim::at(link::Time t, std::function<void()> action) { actions_.emplace(t, std::move(action)); }
@@ -294,6 +344,11 @@ bool FabricSim::step(link::Time limit) {
     // Back to sleep as the event loop goes: say so, then look once more (no lost wake-up).
     n->control->commands.router_asleep.store(1, std::memory_order_seq_cst);
     if (n->chip->has_work()) n->control->commands.router_asleep.store(0, std::memory_order_relaxed);
+  }
+  if (live_) {
+    for (auto& n : nodes_) {
+      if (!n->dead) drain_status(*n);
+    }
   }
   return true;
 }

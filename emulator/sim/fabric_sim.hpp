@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "emulator/chip/command_buffer.hpp"
+#include "emulator/chip/status_queue.hpp"
+#include "emulator/control/live_routes.hpp"
 #include "emulator/control/system.hpp"
 #include "emulator/control/table_set.hpp"
 #include "emulator/link/fault_injector.hpp"
@@ -37,6 +39,29 @@ struct SimConfig {
   size_t l1_bytes = 1 << 20;   // simulated memory per chip
   size_t dram_bytes = 1 << 20;
   bool trace = true;  // keep the trace (a line per delivery, event, ring...); off, nothing is formatted
+  // The live control plane (spec 1.1.2, 1.1.2.1), as the launcher runs it: it drains every
+  // chip's status queue into control_log(), and reloads the routing tables around directions
+  // with no live link left and around dead chips (control::LiveRoutes, LiveRoutes::kSettle
+  // after the first news of a burst). Off: the tables never change and nothing drains.
+  bool control_plane = false;
+};
+
+// What the simulated control plane heard and did, in order: the lines of its event log, not
+// yet formatted (tools/traffic formats them as the launcher formats its own).
+struct ControlRecord {
+  enum class Kind {
+    kStatus,          // an entry of `chip`'s status queue
+    kStatusLost,      // `lost` entries a full queue overwrote
+    kChipDied,        // `chip` was killed
+    kChipRestarted,   // `chip` runs again, with fresh memory
+    kTablesReloaded,  // `reload` is in force on every live chip
+  };
+  link::Time at{};
+  Kind kind{};
+  routing::ChipId chip{};
+  chip::StatusEntry entry{};
+  uint64_t lost = 0;
+  std::shared_ptr<const control::Reload> reload{};
 };
 
 // A port's traffic moved onto another port's wire (the EFC), or back (wire == port.port).
@@ -76,12 +101,15 @@ class FabricSim {
   // simulation's seed).
   void set_faults(routing::PortId end, const link::DirectionFaults& faults);
   // The chip's process dies: its node stops and loses what it held; the far ends of its links
-  // hear of it at once (peer_down), as the launcher tells them in processes.
+  // hear of it at once (peer_down), as the launcher tells them in processes, and the control
+  // plane (if on) routes around it.
   void kill(routing::ChipId chip);
-  // A new process for a killed chip: fresh memory, control block and nonces; its links
-  // handshake again.
+  // A new process for a killed chip: fresh memory, control block and nonces, the tables in
+  // force; its links handshake again (and the control plane, if on, routes through it again).
   void restart(routing::ChipId chip);
   bool alive(routing::ChipId chip) const;
+  // Times the chip was restarted: a chip whose count changed lost its memory meanwhile.
+  uint32_t incarnation(routing::ChipId chip) const;
   // Runs `action` when the simulated clock reaches `at` (during run()); actions at the same
   // time run in the order they were given.
   void at(link::Time at, std::function<void()> action);
@@ -94,11 +122,18 @@ class FabricSim {
   // Packets that reached a worker at their source chip (acks, NACKs, read responses).
   const std::vector<routing::Packet>& worker_inbox(routing::ChipId at) const;
   const link::LinkCounters& counters(routing::PortId end) const;
+  // The control plane's record (empty with it off), and the tables in force.
+  const std::vector<ControlRecord>& control_log() const { return control_log_; }
+  const control::TableSet& tables() const { return live_ ? live_->tables() : tables_; }
+  int tables_version() const { return live_ ? live_->version() : 1; }
 
  private:
   struct Node;
   struct End;
   bool step(link::Time limit);
+  // The control plane's part of a step: each chip's status queue, in chip order.
+  void drain_status(Node& n);
+  void schedule_reroute();
   Node& node(routing::ChipId chip) const;
   void build(Node& n, int index);
   std::unique_ptr<link::FaultInjector> injector(const link::DirectionFaults& f, routing::PortId end, uint64_t salt) const;
@@ -121,6 +156,9 @@ class FabricSim {
   std::map<routing::PortId, uint64_t> link_number_;  // nonces and fault seeds
   const control::TableSet& tables_;
   uint64_t next_packet_id_ = 1;
+  std::unique_ptr<control::LiveRoutes> live_;  // the control plane, when on
+  std::vector<ControlRecord> control_log_;
+  bool reroute_posted_ = false;
 };
 
 }  // namespace ttemu::sim

@@ -17,6 +17,7 @@
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/sim/fabric_sim.hpp"
 #include "launcher/cli_checks.hpp"
+#include "launcher/event_log.hpp"
 #include "launcher/launch.hpp"
 #include "tools/traffic/pattern_report.hpp"
 
@@ -43,6 +44,9 @@ struct SimOptions {
   std::string faults;
   std::vector<std::string> kills, restarts, cuts;
   std::string trace;
+  std::string events;
+  int retry = 0;
+  std::vector<int> planes{0};
   int samples = 16;
   double limit_s = 60;
   bool json = false;
@@ -111,17 +115,18 @@ class PatternRun {
     for (const auto& c : sys_.chips) chips_.push_back({c.id.mesh, c.id.device, c.coord.row, c.coord.col});
   }
 
-  json run(const std::string& pattern) {
+  json run(const std::string& pattern, int plane) {
     const int n = static_cast<int>(chips_.size());
     const int src = o_.src.empty() ? 0 : *sys_.node(chip_named(sys_, o_.src, "--src"));
     const int dst = o_.dst.empty() ? n - 1 : *sys_.node(chip_named(sys_, o_.dst, "--dst"));
     const auto pairs = control::pattern_pairs(pattern, chips_, src, dst, o_.seed);
     if (pairs.empty()) throw Error(fmt::format("pattern {} has no pairs on this system", pattern));
     const uint64_t block = uint64_t{o_.size} * o_.count;
-    auto id = [&](int i) { return sys_.chips[static_cast<size_t>(i)].id; };
-    auto core = [](int d) { return static_cast<uint16_t>(d % chip::kMaxWorkers); };
-    auto src_addr = [&](int d) { return l1_ / 2 + static_cast<uint64_t>(d) * block; };
-    auto dst_addr = [&](int s) { return static_cast<uint64_t>(s) * block; };
+    // A chip that dies during the pattern (restarted or not) loses its memory and its
+    // workers: pairs to or from it are counted, not verified.
+    std::vector<uint32_t> incarnation;
+    for (int i = 0; i < n; ++i) incarnation.push_back(sim_.incarnation(id(i)));
+    auto died = [&](int i) { return !sim_.alive(id(i)) || sim_.incarnation(id(i)) != incarnation[static_cast<size_t>(i)]; };
     // Fresh completion queues, and the data at the sources.
     for (auto [s, d] : pairs) {
       if (!sim_.alive(id(s))) continue;
@@ -133,74 +138,103 @@ class PatternRun {
     }
     const auto before = link_bytes();
     const link::Time start = sim_.now(), limit = start + duration_cast<link::Time>(std::chrono::duration<double>(o_.limit_s));
-    for (uint32_t k = 0; k < o_.count; ++k) {
-      for (auto [s, d] : pairs) {
-        if (!sim_.alive(id(s))) continue;  // a dead chip's workers are gone with it
-        chip::CommandRequest r{.command = routing::Command::kWrite, .fvc = static_cast<int8_t>(o_.fvc),
-                               .dst_mesh = id(d).mesh, .dst_device = id(d).device, .size = o_.size,
-                               .src_addr = src_addr(d) + uint64_t{k} * o_.size,
-                               .dst_addr = dst_addr(s) + uint64_t{k} * o_.size};
-        auto& w = sim_.worker(id(s), core(d));
-        while (!w.try_submit(r)) {  // the command buffer is full: let the chip take some
-          if (sim_.now() >= limit) throw Error(fmt::format("pattern {}: no room in {}'s command buffer within {} s",
-                                                           pattern, routing::to_string(id(s)), o_.limit_s));
-          sim_.run(std::chrono::microseconds(20));
-        }
-      }
+    // Rounds: every pair's writes, then (retry mode) again the pairs whose writes were NACKed
+    // or never answered, once the control plane has had its say, as the client library's
+    // retry mode does. Round r is transaction r.
+    std::vector<Outcome> outcome(pairs.size());
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      if (sim_.alive(id(pairs[i].first))) todo.push_back(i);
     }
-    // Until every write is answered, or nothing moves any more, or the limit.
-    auto answered = [&] {
-      for (auto [s, d] : pairs) {
-        if (sim_.alive(id(s)) && sim_.worker(id(s), core(d)).in_flight(0) > 0) return false;
+    uint64_t nacks = 0, retried = 0;
+    for (int round = 0;; ++round) {
+      const auto txn = static_cast<uint8_t>(round);
+      std::vector<Outcome> base(pairs.size());
+      for (size_t i : todo) {
+        auto& w = sim_.worker(id(pairs[i].first), core(pairs[i].second));
+        base[i] = {w.nacked(txn), w.in_flight(txn)};
       }
-      return true;
-    };
-    while (!answered() && sim_.now() < limit) {
-      if (sim_.run(std::chrono::milliseconds(1)) && !answered()) break;  // idle: the rest is lost
+      submit(pattern, plane, pairs, todo, txn, limit);
+      // Until every write is answered, or nothing moves any more, or the limit. As the client
+      // library's retry mode judges: writes still unanswered a second after the last answer,
+      // once new tables are in force, are lost (in a dead chip, or in the window of a link
+      // that stays down).
+      const int version = sim_.tables_version();
+      uint64_t last_left = ~uint64_t{0};
+      link::Time last_progress = sim_.now();
+      while (sim_.now() < limit) {
+        const uint64_t left = unanswered(pairs, todo, txn, base);
+        if (left == 0) break;
+        if (left != last_left) last_left = left, last_progress = sim_.now();
+        if (o_.retry > 0 && sim_.tables_version() != version && sim_.now() - last_progress >= kLostAfter) break;
+        if (sim_.run(std::chrono::milliseconds(1)) && unanswered(pairs, todo, txn, base) > 0) break;  // idle: lost
+      }
+      std::vector<size_t> again;
+      for (size_t i : todo) {
+        auto [s, d] = pairs[i];
+        if (died(s)) continue;  // its workers are gone
+        auto& w = sim_.worker(id(s), core(d));
+        outcome[i] = {w.nacked(txn) - base[i].nacked, w.in_flight(txn) - base[i].pending};
+        nacks += outcome[i].nacked;
+        if ((outcome[i].nacked > 0 || outcome[i].pending > 0) && !died(d)) again.push_back(i);
+      }
+      if (again.empty() || round >= o_.retry || sim_.now() >= limit) break;
+      // New routes first, as the library's retry mode waits for them: the control plane
+      // reloads a settling time after the news (a NACK from a congested router brings none:
+      // after a second, the writes go again over the same routes).
+      for (const link::Time until = sim_.now() + kLostAfter; sim_.tables_version() == version && sim_.now() < until;) {
+        sim_.run(std::chrono::milliseconds(1));
+      }
+      retried += again.size() * o_.count;
+      todo = std::move(again);
     }
     const double seconds = std::chrono::duration<double>(sim_.now() - start).count();
     // How each pair's writes ended, and what landed.
-    uint64_t verified = 0, errors = 0, unverified = 0, not_sent = 0, nacks = 0, unanswered = 0;
-    for (auto [s, d] : pairs) {
-      if (!sim_.alive(id(s))) {  // its workers died with it (or never started)
-        not_sent += block;
+    uint64_t verified = 0, errors = 0, unverified = 0, unanswered = 0, dead_bytes = 0;
+    size_t to_dead = 0, from_dead = 0;
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      auto [s, d] = pairs[i];
+      if (died(s) || died(d)) {
+        (died(d) ? to_dead : from_dead) += 1;
+        dead_bytes += block;
         continue;
       }
-      auto& w = sim_.worker(id(s), core(d));
-      uint32_t nacked = 0;
-      chip::Completion got[64];
-      for (size_t k; (k = w.poll(got)) > 0;) {
-        for (size_t i = 0; i < k; ++i) nacked += got[i].command == routing::Command::kNack ? got[i].packets : 0;
-      }
-      const uint32_t pending = w.in_flight(0);
-      nacks += nacked;
-      unanswered += pending;
+      unanswered += outcome[i].pending;
       auto mem = sim_.memory(id(d), dst_addr(s), block);
       for (uint32_t k = 0; k < o_.count; ++k) {
         const bool ok = control::check_pattern(mem.subspan(uint64_t{k} * o_.size, o_.size), s, d, k);
         // A write that was NACKed or never answered may be missing; one that was acknowledged
         // must be there, bit-exact.
         if (ok) verified += o_.size;
-        else if (nacked > 0 || pending > 0 || !sim_.alive(id(d))) unverified += o_.size;
+        else if (outcome[i].nacked > 0 || outcome[i].pending > 0) unverified += o_.size;
         else errors += o_.size;
       }
     }
-    // Latency: single small writes, each waited for, in simulated time.
+    json dead = json::array();
+    for (int i = 0; i < n; ++i) {
+      if (died(i)) dead.push_back(routing::to_string(id(i)));
+    }
+    // Latency: single small writes between chips that live, each waited for, in simulated time.
+    std::vector<std::pair<int, int>> live;
+    for (auto [s, d] : pairs) {
+      if (!died(s) && !died(d)) live.emplace_back(s, d);
+    }
     std::vector<double> rtt;
-    for (int i = 0; i < std::max(1, o_.samples); ++i) {
-      auto [s, d] = pairs[static_cast<size_t>(i) * pairs.size() / static_cast<size_t>(std::max(1, o_.samples)) % pairs.size()];
-      if (!sim_.alive(id(s))) continue;
+    constexpr uint8_t kProbe = chip::kTxnIds - 1;
+    const size_t samples = live.empty() ? 0 : static_cast<size_t>(std::max(1, o_.samples));
+    for (size_t i = 0; i < samples; ++i) {
+      auto [s, d] = live[i * live.size() / samples % live.size()];
       auto& w = sim_.worker(id(s), core(d));
       const link::Time t0 = sim_.now();
-      if (!w.try_submit({.command = routing::Command::kWrite, .fvc = static_cast<int8_t>(o_.fvc), .txn_id = 1,
+      if (!w.try_submit({.command = routing::Command::kWrite, .fvc = static_cast<int8_t>(o_.fvc), .plane = static_cast<uint8_t>(plane), .txn_id = kProbe,
                          .dst_mesh = id(d).mesh, .dst_device = id(d).device, .size = 64,
                          .src_addr = src_addr(d), .dst_addr = dst_addr(s)})) {
         continue;
       }
-      while (w.in_flight(1) > 0 && sim_.now() < limit) {
-        if (sim_.run(std::chrono::microseconds(5)) && w.in_flight(1) > 0) break;
+      while (w.in_flight(kProbe) > 0 && sim_.now() < limit) {
+        if (sim_.run(std::chrono::microseconds(5)) && w.in_flight(kProbe) > 0) break;
       }
-      if (w.in_flight(1) == 0) rtt.push_back(std::chrono::duration<double, std::micro>(sim_.now() - t0).count());
+      if (w.in_flight(kProbe) == 0) rtt.push_back(std::chrono::duration<double, std::micro>(sim_.now() - t0).count());
       drain(w);
     }
     const auto after = link_bytes();
@@ -211,19 +245,61 @@ class PatternRun {
       if (moved > 0) ++links_used;
       if (seconds > 0) max_link = std::max(max_link, moved / seconds / 1e9);
     }
-    const double hops = mean_hops(sys_, tables_, 0, pairs);
+    const double hops = mean_hops(sys_, tables_, plane, pairs);
     const Percentiles lat = percentiles(rtt);
     const double bytes = static_cast<double>(pairs.size()) * static_cast<double>(block);
-    return {{"pattern", pattern}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
+    return {{"pattern", pattern}, {"plane", plane}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
             {"gb_per_s", seconds > 0 ? bytes / seconds / 1e9 : 0.0}, {"verified", verified}, {"errors", errors},
-            {"nacks", nacks}, {"unanswered", unanswered}, {"unverified", unverified}, {"not_sent", not_sent},
-            {"latency_us", lat.to_json()},
+            {"nacks", nacks}, {"unanswered", unanswered}, {"unverified", unverified}, {"retried", retried},
+            {"dead_chips", dead}, {"pairs_to_dead", to_dead}, {"pairs_from_dead", from_dead}, {"dead_pair_bytes", dead_bytes},
+            {"tables_version", sim_.tables_version()}, {"latency_us", lat.to_json()},
             {"link_directions_used", links_used}, {"max_link_gb_per_s", max_link}, {"mean_hops", hops},
             {"per_hop_us", hops > 0 ? lat.p50 / (2 * hops) : 0.0},
             {"sim_time_s", std::chrono::duration<double>(sim_.now()).count()}};
   }
 
  private:
+  struct Outcome {
+    uint32_t nacked = 0, pending = 0;
+  };
+  static constexpr link::Duration kLostAfter = std::chrono::seconds(1);
+
+  // Writes of the round not answered yet, over the pairs whose source lives.
+  uint64_t unanswered(const std::vector<std::pair<int, int>>& pairs, const std::vector<size_t>& todo, uint8_t txn,
+                      const std::vector<Outcome>& base) {
+    uint64_t left = 0;
+    for (size_t i : todo) {
+      auto [s, d] = pairs[i];
+      if (sim_.alive(id(s))) left += sim_.worker(id(s), core(d)).in_flight(txn) - base[i].pending;
+    }
+    return left;
+  }
+
+  routing::ChipId id(int i) const { return sys_.chips[static_cast<size_t>(i)].id; }
+  static uint16_t core(int d) { return static_cast<uint16_t>(d % chip::kMaxWorkers); }
+  uint64_t src_addr(int d) const { return l1_ / 2 + static_cast<uint64_t>(d) * uint64_t{o_.size} * o_.count; }
+  uint64_t dst_addr(int s) const { return static_cast<uint64_t>(s) * uint64_t{o_.size} * o_.count; }
+
+  // Every write of the pairs in `todo`, one from each in turn, as transaction `txn`; a full
+  // command buffer lets the chip run until it takes some.
+  void submit(const std::string& pattern, int plane, const std::vector<std::pair<int, int>>& pairs, const std::vector<size_t>& todo,
+              uint8_t txn, link::Time limit) {
+    for (uint32_t k = 0; k < o_.count; ++k) {
+      for (size_t i : todo) {
+        auto [s, d] = pairs[i];
+        chip::CommandRequest r{.command = routing::Command::kWrite, .fvc = static_cast<int8_t>(o_.fvc), .plane = static_cast<uint8_t>(plane), .txn_id = txn,
+                               .dst_mesh = id(d).mesh, .dst_device = id(d).device, .size = o_.size,
+                               .src_addr = src_addr(d) + uint64_t{k} * o_.size,
+                               .dst_addr = dst_addr(s) + uint64_t{k} * o_.size};
+        while (sim_.alive(id(s)) && !sim_.worker(id(s), core(d)).try_submit(r)) {  // dead: its workers are gone
+          if (sim_.now() >= limit) throw Error(fmt::format("pattern {}: no room in {}'s command buffer within {} s",
+                                                           pattern, routing::to_string(id(s)), o_.limit_s));
+          sim_.run(std::chrono::microseconds(20));
+        }
+      }
+    }
+  }
+
   static void drain(chip::CommandBufferClient& w) {
     chip::Completion got[64];
     while (w.poll(got) > 0) {
@@ -246,6 +322,46 @@ class PatternRun {
   std::vector<control::PatternChip> chips_;  // the chips as the patterns see them
 };
 
+// A file to write after the run ('-' is standard output, empty is none).
+std::ofstream open_output(const std::string& path, const char* option) {
+  std::ofstream f;
+  if (path.empty() || path == "-") return f;
+  f.open(path);
+  if (!f) throw Error(fmt::format("{}: cannot write '{}'", option, path));
+  return f;
+}
+
+void write_output(const std::string& path, const char* option, std::ofstream& file, const std::vector<std::string>& lines) {
+  if (path.empty()) return;
+  std::ostream* to = path == "-" ? &std::cout : &file;
+  for (const auto& line : lines) *to << line << '\n';
+  to->flush();
+  if (!*to) throw Error(fmt::format("{}: writing '{}' failed", option, path));
+}
+
+// The simulated control plane's record as the launcher's event log: the same lines, with
+// simulated times (launcher/event_log.hpp), so ttemu events and ttemu diagnose read both.
+std::vector<std::string> event_lines(const control::System& sys, const std::vector<sim::ControlRecord>& log) {
+  using Kind = sim::ControlRecord::Kind;
+  std::vector<std::string> lines;
+  for (const auto& r : log) {
+    json e;
+    switch (r.kind) {
+      case Kind::kStatus:
+        e = status_event(r.entry, r.chip, sys);
+        stamp_simulated(e, std::chrono::nanoseconds(r.entry.time_ns));
+        break;
+      case Kind::kStatusLost: e = {{"chip", routing::to_string(r.chip)}, {"kind", "status_lost"}, {"lost", r.lost}}; break;
+      case Kind::kChipDied: e = {{"chip", routing::to_string(r.chip)}, {"kind", "chip_died"}, {"how", "killed (simulated)"}}; break;
+      case Kind::kChipRestarted: e = {{"chip", routing::to_string(r.chip)}, {"kind", "chip_restarted"}}; break;
+      case Kind::kTablesReloaded: e = tables_reloaded_event(sys, *r.reload, "the fabric"); break;
+    }
+    if (!e.contains("sim_ns")) stamp_simulated(e, r.at);
+    lines.push_back(e.dump());
+  }
+  return lines;
+}
+
 void run_sim(const SimOptions& o, int& exit_status) {
   const std::string file = o.file.empty() ? default_system_file() : o.file;
   const control::System sys = control::load_system(file);
@@ -257,6 +373,7 @@ void run_sim(const SimOptions& o, int& exit_status) {
   cfg.seed = o.seed_given ? o.seed : plan.seed ? *plan.seed : 1;
   cfg.link_faults = plan.tx;
   cfg.trace = !o.trace.empty();  // nobody reads it otherwise
+  cfg.control_plane = true;
   cfg.link.ack_delay = std::chrono::microseconds(0);
   // Sources keep their data in the upper half of L1, destinations take each source's writes
   // in the lower half: room for every chip's block in each.
@@ -264,11 +381,8 @@ void run_sim(const SimOptions& o, int& exit_status) {
   const uint64_t need = 2 * block * static_cast<uint64_t>(sys.node_count());
   if (need > (uint64_t{1} << 32)) throw Error(fmt::format("--size x --count x chips is too large ({} bytes of L1 per chip)", need));
   cfg.l1_bytes = std::max<size_t>(cfg.l1_bytes, need);
-  std::ofstream trace_file;  // opened first: a bad path fails before the run, not after it
-  if (!o.trace.empty() && o.trace != "-") {
-    trace_file.open(o.trace);
-    if (!trace_file) throw Error(fmt::format("--trace: cannot write '{}'", o.trace));
-  }
+  // Opened first: a bad path fails before the run, not after it.
+  std::ofstream trace_file = open_output(o.trace, "--trace"), events_file = open_output(o.events, "--events");
   sim::FabricSim sim(sys, tables, cfg);
   for (const auto& k : o.kills) {
     auto s = parse_at(k, "--kill");
@@ -292,30 +406,52 @@ void run_sim(const SimOptions& o, int& exit_status) {
   }
   PatternRun runner(sim, sys, tables, o, cfg.l1_bytes);
   bool bad = false;
+  std::vector<std::pair<std::string, int>> runs;  // each pattern on each plane
   for (const auto& p : patterns) {
-    json r = runner.run(p);
+    for (int plane : o.planes) {
+      if (plane >= tables.planes()) throw Error(fmt::format("--plane {}: {} has {} routing plane(s)", plane, file, tables.planes()));
+      runs.emplace_back(p, plane);
+    }
+  }
+  for (const auto& [p, plane] : runs) {
+    json r = runner.run(p, plane);
     bad = bad || r["errors"].get<uint64_t>() > 0;
     if (o.json) {
       fmt::print("{}\n", r.dump());
-    } else {
-      fmt::print("{:<18} {:>5} pairs {:>10.0f} B in {:.6f} s (simulated): {:7.3f} GB/s  verified {} B, errors {}, "
-                 "nacks {}, unanswered {}  latency min/avg/p99 {:.1f}/{:.1f}/{:.1f} us (per hop {:.1f} us)  "
-                 "link directions {} (busiest {:.3f} GB/s)\n",
-                 p, r["pairs"].get<size_t>(), r["bytes"].get<double>(), r["seconds"].get<double>(),
-                 r["gb_per_s"].get<double>(), r["verified"].get<uint64_t>(), r["errors"].get<uint64_t>(),
-                 r["nacks"].get<uint64_t>(), r["unanswered"].get<uint64_t>(), r["latency_us"]["min"].get<double>(),
-                 r["latency_us"]["avg"].get<double>(), r["latency_us"]["p99"].get<double>(),
-                 r["per_hop_us"].get<double>(), r["link_directions_used"].get<int>(),
-                 r["max_link_gb_per_s"].get<double>());
+      std::fflush(stdout);
+      continue;
+    }
+    fmt::print("{:<18} {:>5} pairs {:>10.0f} B in {:.6f} s (simulated): {:7.3f} GB/s  verified {} B, errors {}, "
+               "nacks {}, unanswered {}  latency min/avg/p99 {:.1f}/{:.1f}/{:.1f} us (per hop {:.1f} us)  "
+               "link directions {} (busiest {:.3f} GB/s)\n",
+               o.planes.size() > 1 ? fmt::format("{} plane {}", p, plane) : p, r["pairs"].get<size_t>(), r["bytes"].get<double>(), r["seconds"].get<double>(),
+               r["gb_per_s"].get<double>(), r["verified"].get<uint64_t>(), r["errors"].get<uint64_t>(),
+               r["nacks"].get<uint64_t>(), r["unanswered"].get<uint64_t>(), r["latency_us"]["min"].get<double>(),
+               r["latency_us"]["avg"].get<double>(), r["latency_us"]["p99"].get<double>(),
+               r["per_hop_us"].get<double>(), r["link_directions_used"].get<int>(),
+               r["max_link_gb_per_s"].get<double>());
+    if (!r["dead_chips"].empty() || r["retried"].get<uint64_t>() > 0 || r["tables_version"].get<int>() > 1) {
+      fmt::print("{:<18} chips that died: {}; {} pair(s) to them, {} from them; {} write(s) retried; routing tables v{}\n",
+                 "", r["dead_chips"].dump(), r["pairs_to_dead"].get<size_t>(), r["pairs_from_dead"].get<size_t>(),
+                 r["retried"].get<uint64_t>(), r["tables_version"].get<int>());
     }
     std::fflush(stdout);
   }
-  if (!o.trace.empty()) {
-    std::ostream* to = o.trace == "-" ? &std::cout : &trace_file;
-    for (const auto& line : sim.trace()) *to << line << '\n';
-    to->flush();
-    if (!*to) throw Error(fmt::format("--trace: writing '{}' failed", o.trace));
+  // What follows the traffic: the sim runs on until the last cut, restart and fault window
+  // are a second behind (links come back, ports return from the fallback channel).
+  link::Time last = sim.now();
+  for (const auto& [port, f] : plan.tx) {
+    for (const auto& w : f.down) last = std::max(last, link::Time(w.to));
   }
+  for (const auto& list : {o.kills, o.restarts, o.cuts}) {
+    for (const auto& k : list) {
+      auto s = parse_at(k, "--kill");
+      last = std::max(last, s.has_until ? s.until : s.at);
+    }
+  }
+  if (last + std::chrono::seconds(1) > sim.now()) sim.run(last + std::chrono::seconds(1) - sim.now());
+  write_output(o.trace, "--trace", trace_file, sim.trace());
+  if (!o.events.empty()) write_output(o.events, "--events", events_file, event_lines(sys, sim.control_log()));
   if (bad) exit_status = 1;
 }
 
@@ -340,6 +476,12 @@ void add_sim_command(CLI::App& app, int& exit_status) {
   c->add_option("--restart", o->restarts, "Restart a killed chip: CHIP@MS (repeatable)");
   c->add_option("--cut", o->cuts, "Cut a link at a simulated time, and restore it: PORT@MS or PORT@MS-MS (repeatable)");
   c->add_option("--trace", o->trace, "Write the event trace to FILE ('-': standard output)");
+  c->add_option("--events", o->events, "Write the control plane's event log (JSON lines, as a launch's) to FILE ('-': standard output)");
+  c->add_option("--plane", o->planes, "Routing plane(s): each pattern runs on each in turn (default 0)")
+      ->delimiter(',')
+      ->check(whole_number<int>(0, 15));
+  c->add_option("--retry", o->retry, "Write again what was NACKed or lost, after the control plane's reroute, up to this many rounds (0: off)")
+      ->check(whole_number<int>(0, chip::kTxnIds - 2));
   c->add_option("--latency-samples", o->samples, "Single writes timed per pattern")->check(whole_number<int>(1, 100000));
   c->add_option("--limit", o->limit_s, "Simulated seconds a pattern may take")->check(number_in(0.001, 3600));
   c->add_flag("--json", o->json, "One JSON object per pattern");
