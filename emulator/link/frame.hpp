@@ -46,7 +46,8 @@ struct HelloBody {
   uint16_t mesh = 0, device = 0;  // the sender's chip
   uint8_t port = 0;               // the sender's port
   uint8_t flags = 0;              // kHelloUp: the sender's end of the link is up; kHelloAsk: answer
-  uint8_t reserved[2] = {};
+  uint8_t ask = 0;     // with kHelloAsk: a token (1-255) the answer echoes
+  uint8_t answer = 0;  // the token of the last asking hello heard from the receiver, 0 if none
   uint32_t nonce = 0;       // the sender's
   uint32_t peer_nonce = 0;  // the last nonce heard from the receiver, 0 if none yet
 };

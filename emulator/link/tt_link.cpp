@@ -148,7 +148,6 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
   // A data or ack frame of our session proves the peer heard our hello, even if its own last
   // hello was lost; after a down period it proves the peer is back.
   if (state_ != LinkState::kUp) come_up(now);
-  proved();
   on_ack(rx, (f.header.flags & kFlagNack) != 0, now);
   if (!data) return;
   const uint64_t seq = tx;
@@ -218,15 +217,17 @@ void TtLink::on_hello(const ParsedFrame& f, Time now) {
     if (state_ != LinkState::kUp) come_up(now);
   }
   // Answer while either end is not up yet, so both get the proof they need.
+  if (body.flags & kHelloAsk) answer_ = body.ask;
   if (!(body.flags & kHelloUp) || (body.flags & kHelloAsk) || state_ != LinkState::kUp) hello_due_ = true;
-  // A hello of the session, from a peer that is up, proves the wire it came over.
-  if (state_ == LinkState::kUp && (body.flags & kHelloUp) && body.peer_nonce == nonce_) proved();
+  // The answer to our asking hello: the wire carried it both ways.
+  if (state_ == LinkState::kUp && body.peer_nonce == nonce_ && ask_token_ != 0 && body.answer == ask_token_) proved();
 }
 
-void TtLink::verify(Time now) {
-  if (state_ != LinkState::kUp || verify_deadline_) return;
+bool TtLink::verify(Time now) {
+  if (state_ != LinkState::kUp || verify_deadline_ || base_ != next_) return false;
   ask_ = hello_due_ = true;
   verify_deadline_ = now + rto_;
+  return true;
 }
 
 void TtLink::proved() {
@@ -259,6 +260,8 @@ void TtLink::new_peer_session(Time now) {
   base_ = next_ = cursor_ = 0;
   rto_deadline_.reset();
   verify_deadline_.reset();
+  ask_ = false;
+  answer_ = 0;
   probe_end_.reset();
   last_nacked_base_.reset();
   resend_base_ = false;
@@ -337,9 +340,11 @@ void TtLink::on_timer(Time now) {
     hello_backoff_ = std::min(hello_backoff_ * 2, cfg_.max_hello_interval);
     hello_deadline_ = now + hello_backoff_;
   }
-  if (state_ == LinkState::kUp && verify_deadline_ && now >= *verify_deadline_ && still_up_after_timeout(now)) {
+  // A verification and frames in flight may time out together: one timeout, counted below.
+  const bool rto_due = state_ == LinkState::kUp && rto_deadline_ && now >= *rto_deadline_;
+  if (state_ == LinkState::kUp && verify_deadline_ && now >= *verify_deadline_ && (rto_due || still_up_after_timeout(now))) {
     ask_ = hello_due_ = true;
-    verify_deadline_ = now + rto_;
+    verify_deadline_ = now + (rto_due ? std::min(rto_ * 2, cfg_.max_rto) : rto_);
   }
   if (state_ == LinkState::kUp && rto_deadline_ && now >= *rto_deadline_ && still_up_after_timeout(now)) {
     // Resend the oldest frame alone: on a busy host a timeout is mostly an acknowledgement
@@ -371,6 +376,7 @@ std::optional<Time> TtLink::next_deadline() const {
 void TtLink::come_up(Time now) {
   set_state(LinkState::kUp);
   verify_deadline_.reset();
+  ask_ = false;
   add(c_.up_transitions);
   session_ = nonce_ ^ peer_nonce_;
   hello_deadline_.reset();
@@ -394,6 +400,7 @@ void TtLink::go_down(Time now) {
   add(c_.down_transitions);
   rto_deadline_.reset();
   verify_deadline_.reset();
+  ask_ = false;
   probe_end_.reset();
   cursor_ = base_;
   hello_now(now);
@@ -496,6 +503,8 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
     body.device = self_.device;
     body.port = self_.port;
     body.flags = static_cast<uint8_t>((state_ == LinkState::kUp ? kHelloUp : 0) | (ask_ ? kHelloAsk : 0));
+    if (ask_) body.ask = ask_token_ = static_cast<uint8_t>(ask_token_ % 255 + 1);
+    body.answer = answer_;
     ask_ = false;
     body.nonce = nonce_;
     body.peer_nonce = peer_nonce_;

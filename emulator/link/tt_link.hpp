@@ -94,9 +94,11 @@ class TtLink {
   void rewire(Time now, bool lost);
   // Makes an up link prove its wire even with nothing to send (a passenger's traffic failed
   // on it): a hello that asks for an answer, repeated with the retransmission timeout and its
-  // backoff; any frame of the session from the peer is the proof, and max_retries timeouts
-  // without one take the link down.
-  void verify(Time now);
+  // backoff; the peer's answer echoing the hello's token is the proof (a frame from the peer
+  // is not: a cut may take one direction only), and max_retries timeouts without one take the
+  // link down. With frames in flight their timeout already tells: nothing starts. True if a
+  // verification started.
+  bool verify(Time now);
   void start(Time now);
 
   LinkState state() const { return state_; }
@@ -197,6 +199,8 @@ class TtLink {
   int wire_timeouts_ = 0;         // the same, since the last change of wire too
   std::optional<Time> verify_deadline_;  // verify(): a hello asking for an answer is out
   bool ask_ = false;                     // the next hello asks for an answer
+  uint8_t ask_token_ = 0;                // the token of our last asking hello
+  uint8_t answer_ = 0;                   // the peer's last token, echoed in our hellos
   std::optional<uint64_t> last_nacked_base_;  // the gap the last NACK resent
   bool resend_base_ = false;  // a NACK or a timeout asks for the oldest unacknowledged frame again
   // A timeout resent only the oldest frame; frames before this had been sent when it fired.

@@ -544,7 +544,7 @@ void ChipNode::steer(Port& p, Time now) {
 }
 
 void ChipNode::verify_wire(Port& c, Time now) {
-  c.link->verify(now);
+  if (!c.link->verify(now)) return;  // already proving it, or its own frames will tell
   c.link->poll_transmit(now, c.outbox);  // the hello that asks, now
   flush(c.wire);
 }

@@ -79,6 +79,10 @@ int inside(const Options& o) {
   }
   stream.join();
   const json test = json::parse(result, nullptr, false);
+  if (timeline.size() < 2 || timeline.back().second == 0) {
+    fmt::print(stderr, "ttemu_bench_efc: the stream delivered nothing while it was sampled ({})\n", result);
+    return 1;
+  }
   // The longest stretch without a delivery, between the first and the last.
   size_t first = 0, last = timeline.size() - 1;
   while (first < timeline.size() && timeline[first].second == 0) ++first;

@@ -124,9 +124,8 @@ class PatternRun {
     const uint64_t block = uint64_t{o_.size} * o_.count;
     // A chip that dies during the pattern (restarted or not) loses its memory and its
     // workers: pairs to or from it are counted, not verified.
-    std::vector<uint32_t> incarnation;
-    for (int i = 0; i < n; ++i) incarnation.push_back(sim_.incarnation(id(i)));
-    auto died = [&](int i) { return !sim_.alive(id(i)) || sim_.incarnation(id(i)) != incarnation[static_cast<size_t>(i)]; };
+    incarnation_.clear();
+    for (int i = 0; i < n; ++i) incarnation_.push_back(sim_.incarnation(id(i)));
     // Fresh completion queues, and the data at the sources.
     for (auto [s, d] : pairs) {
       if (!sim_.alive(id(s))) continue;
@@ -140,7 +139,8 @@ class PatternRun {
     const link::Time start = sim_.now(), limit = start + duration_cast<link::Time>(std::chrono::duration<double>(o_.limit_s));
     // Rounds: every pair's writes, then (retry mode) again the pairs whose writes were NACKed
     // or never answered, once the control plane has had its say, as the client library's
-    // retry mode does. Round r is transaction r.
+    // retry mode does. Each round is a transaction id of its own (in turn: a late answer to an
+    // earlier round's write cannot pass for this one's).
     std::vector<Outcome> outcome(pairs.size());
     std::vector<size_t> todo;
     for (size_t i = 0; i < pairs.size(); ++i) {
@@ -148,7 +148,9 @@ class PatternRun {
     }
     uint64_t nacks = 0, retried = 0;
     for (int round = 0;; ++round) {
-      const auto txn = static_cast<uint8_t>(round);
+      const uint8_t txn = next_txn_;
+      next_txn_ = static_cast<uint8_t>((next_txn_ + 1) % (chip::kTxnIds - 1));
+      const int version = sim_.tables_version();  // before the writes: a reload may come while they go
       std::vector<Outcome> base(pairs.size());
       for (size_t i : todo) {
         auto& w = sim_.worker(id(pairs[i].first), core(pairs[i].second));
@@ -159,14 +161,13 @@ class PatternRun {
       // library's retry mode judges: writes still unanswered a second after the last answer,
       // once new tables are in force, are lost (in a dead chip, or in the window of a link
       // that stays down).
-      const int version = sim_.tables_version();
       uint64_t last_left = ~uint64_t{0};
       link::Time last_progress = sim_.now();
       while (sim_.now() < limit) {
         const uint64_t left = unanswered(pairs, todo, txn, base);
         if (left == 0) break;
         if (left != last_left) last_left = left, last_progress = sim_.now();
-        if (o_.retry > 0 && sim_.tables_version() != version && sim_.now() - last_progress >= kLostAfter) break;
+        if (sim_.tables_version() != version && sim_.now() - last_progress >= kLostAfter) break;
         if (sim_.run(std::chrono::milliseconds(1)) && unanswered(pairs, todo, txn, base) > 0) break;  // idle: lost
       }
       std::vector<size_t> again;
@@ -174,7 +175,7 @@ class PatternRun {
         auto [s, d] = pairs[i];
         if (died(s)) continue;  // its workers are gone
         auto& w = sim_.worker(id(s), core(d));
-        outcome[i] = {w.nacked(txn) - base[i].nacked, w.in_flight(txn) - base[i].pending};
+        outcome[i] = {since(w.nacked(txn), base[i].nacked), since(w.in_flight(txn), base[i].pending)};
         nacks += outcome[i].nacked;
         if ((outcome[i].nacked > 0 || outcome[i].pending > 0) && !died(d)) again.push_back(i);
       }
@@ -224,18 +225,20 @@ class PatternRun {
     const size_t samples = live.empty() ? 0 : static_cast<size_t>(std::max(1, o_.samples));
     for (size_t i = 0; i < samples; ++i) {
       auto [s, d] = live[i * live.size() / samples % live.size()];
-      auto& w = sim_.worker(id(s), core(d));
       const link::Time t0 = sim_.now();
-      if (!w.try_submit({.command = routing::Command::kWrite, .fvc = static_cast<int8_t>(o_.fvc), .plane = static_cast<uint8_t>(plane), .txn_id = kProbe,
+      if (!sim_.worker(id(s), core(d)).try_submit({.command = routing::Command::kWrite, .fvc = static_cast<int8_t>(o_.fvc), .plane = static_cast<uint8_t>(plane), .txn_id = kProbe,
                          .dst_mesh = id(d).mesh, .dst_device = id(d).device, .size = 64,
                          .src_addr = src_addr(d), .dst_addr = dst_addr(s)})) {
         continue;
       }
-      while (w.in_flight(kProbe) > 0 && sim_.now() < limit) {
-        if (sim_.run(std::chrono::microseconds(5)) && w.in_flight(kProbe) > 0) break;
+      // (Looked up after each step: a chip restarted meanwhile has new workers.)
+      auto pending = [&] { return died(s) || died(d) ? 0u : sim_.worker(id(s), core(d)).in_flight(kProbe); };
+      while (pending() > 0 && sim_.now() < limit) {
+        if (sim_.run(std::chrono::microseconds(5)) && pending() > 0) break;
       }
-      if (w.in_flight(kProbe) == 0) rtt.push_back(std::chrono::duration<double, std::micro>(sim_.now() - t0).count());
-      drain(w);
+      if (died(s) || died(d)) continue;
+      if (pending() == 0) rtt.push_back(std::chrono::duration<double, std::micro>(sim_.now() - t0).count());
+      drain(sim_.worker(id(s), core(d)));
     }
     const auto after = link_bytes();
     double max_link = 0;
@@ -270,12 +273,17 @@ class PatternRun {
     uint64_t left = 0;
     for (size_t i : todo) {
       auto [s, d] = pairs[i];
-      if (sim_.alive(id(s))) left += sim_.worker(id(s), core(d)).in_flight(txn) - base[i].pending;
+      if (!died(s)) left += since(sim_.worker(id(s), core(d)).in_flight(txn), base[i].pending);
     }
     return left;
   }
 
   routing::ChipId id(int i) const { return sys_.chips[static_cast<size_t>(i)].id; }
+  // The chip died since the pattern began (restarted or not): its memory and workers are new.
+  bool died(int i) const {
+    return !sim_.alive(id(i)) || sim_.incarnation(id(i)) != incarnation_[static_cast<size_t>(i)];
+  }
+  static uint32_t since(uint32_t now, uint32_t base) { return now > base ? now - base : 0; }
   static uint16_t core(int d) { return static_cast<uint16_t>(d % chip::kMaxWorkers); }
   uint64_t src_addr(int d) const { return l1_ / 2 + static_cast<uint64_t>(d) * uint64_t{o_.size} * o_.count; }
   uint64_t dst_addr(int s) const { return static_cast<uint64_t>(s) * uint64_t{o_.size} * o_.count; }
@@ -291,7 +299,7 @@ class PatternRun {
                                .dst_mesh = id(d).mesh, .dst_device = id(d).device, .size = o_.size,
                                .src_addr = src_addr(d) + uint64_t{k} * o_.size,
                                .dst_addr = dst_addr(s) + uint64_t{k} * o_.size};
-        while (sim_.alive(id(s)) && !sim_.worker(id(s), core(d)).try_submit(r)) {  // dead: its workers are gone
+        while (!died(s) && !sim_.worker(id(s), core(d)).try_submit(r)) {  // died: its workers are gone
           if (sim_.now() >= limit) throw Error(fmt::format("pattern {}: no room in {}'s command buffer within {} s",
                                                            pattern, routing::to_string(id(s)), o_.limit_s));
           sim_.run(std::chrono::microseconds(20));
@@ -320,6 +328,8 @@ class PatternRun {
   const SimOptions& o_;
   size_t l1_;
   std::vector<control::PatternChip> chips_;  // the chips as the patterns see them
+  std::vector<uint32_t> incarnation_;        // each chip's, when the pattern began
+  uint8_t next_txn_ = 0;                     // the transaction of the next round (kTxnIds - 1 is the probes')
 };
 
 // A file to write after the run ('-' is standard output, empty is none).
@@ -384,18 +394,22 @@ void run_sim(const SimOptions& o, int& exit_status) {
   // Opened first: a bad path fails before the run, not after it.
   std::ofstream trace_file = open_output(o.trace, "--trace"), events_file = open_output(o.events, "--events");
   sim::FabricSim sim(sys, tables, cfg);
+  link::Time last = link::Time{0};  // the last scheduled event: the run goes on a second past it
   for (const auto& k : o.kills) {
     auto s = parse_at(k, "--kill");
+    last = std::max(last, s.at);
     const ChipId c = chip_named(sys, s.what, "--kill");
     sim.at(s.at, [&sim, c] { sim.kill(c); });
   }
   for (const auto& r : o.restarts) {
     auto s = parse_at(r, "--restart");
+    last = std::max(last, s.at);
     const ChipId c = chip_named(sys, s.what, "--restart");
     sim.at(s.at, [&sim, c] { sim.restart(c); });
   }
   for (const auto& c : o.cuts) {
     auto s = parse_at(c, "--cut");
+    last = std::max(last, s.has_until ? s.until : s.at);
     const routing::PortId p = port_named(sys, s.what, "--cut");
     sim.at(s.at, [&sim, p] { sim.cut(p, true); });
     if (s.has_until) sim.at(s.until, [&sim, p] { sim.cut(p, false); });
@@ -439,15 +453,8 @@ void run_sim(const SimOptions& o, int& exit_status) {
   }
   // What follows the traffic: the sim runs on until the last cut, restart and fault window
   // are a second behind (links come back, ports return from the fallback channel).
-  link::Time last = sim.now();
   for (const auto& [port, f] : plan.tx) {
     for (const auto& w : f.down) last = std::max(last, link::Time(w.to));
-  }
-  for (const auto& list : {o.kills, o.restarts, o.cuts}) {
-    for (const auto& k : list) {
-      auto s = parse_at(k, "--kill");
-      last = std::max(last, s.has_until ? s.until : s.at);
-    }
   }
   if (last + std::chrono::seconds(1) > sim.now()) sim.run(last + std::chrono::seconds(1) - sim.now());
   write_output(o.trace, "--trace", trace_file, sim.trace());
