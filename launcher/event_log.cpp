@@ -42,7 +42,7 @@ EventLog::~EventLog() {
 }
 
 void EventLog::append(const json& event) {
-  const std::string line = event.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  const std::string line = event_line(event) + "\n";
   std::fwrite(line.data(), 1, line.size(), file_);
   std::fflush(file_);
 }
@@ -74,10 +74,21 @@ json& stamp_simulated(json& event, std::chrono::nanoseconds at) {
   return event;
 }
 
+json chip_event(routing::ChipId chip, const char* kind) { return {{"chip", routing::to_string(chip)}, {"kind", kind}}; }
+
 json launcher_event(routing::ChipId chip, const char* kind, double uptime_s) {
-  json e{{"chip", routing::to_string(chip)}, {"kind", kind}};
+  json e = chip_event(chip, kind);
   return stamp(e, uptime_s);
 }
+
+std::string reload_summary(const json& e) {
+  const bool nothing = e.value("failed_links", json::array()).empty() && e.value("failed_chips", json::array()).empty();
+  return fmt::format("routing tables v{} loaded ({}): {}; switch {}", e.value("version", 0), e.value("cause", "?"),
+                     nothing ? "nothing to route around" : "around " + e.value("failed", std::string("?")),
+                     e.value("switch", "?"));
+}
+
+std::string event_line(const json& event) { return event.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json system_event(const char* kind, double uptime_s) {
   json e{{"kind", kind}};

@@ -59,10 +59,16 @@ nlohmann::json& stamp(nlohmann::json& event, double uptime_s, std::chrono::nanos
 // A line's time in the simulator (ttemu sim): "sim_ns" and "uptime_s", simulated; no wall time,
 // so that one seed gives one log, byte for byte.
 nlohmann::json& stamp_simulated(nlohmann::json& event, std::chrono::nanoseconds at);
-// A line of the launcher's own (a chip that died, lost entries): the time, the chip, the kind.
+// A line about one chip (a chip that died, lost entries), without its time: the chip, the kind.
+nlohmann::json chip_event(routing::ChipId chip, const char* kind);
+// The same, from the launcher, stamped now.
 nlohmann::json launcher_event(routing::ChipId chip, const char* kind, double uptime_s);
 // A line about the whole system (tables reloaded, injection paused): the time and the kind.
 nlohmann::json system_event(const char* kind, double uptime_s);
+// A tables_reloaded line in words: "routing tables vN loaded (CAUSE): around WHAT; switch S".
+std::string reload_summary(const nlohmann::json& reloaded);
+// One line of the log file, as written (invalid UTF-8 replaced).
+std::string event_line(const nlohmann::json& event);
 // A dropped packet's line: "REASON at CHIP: COMMAND packet ID from SRC to DST".
 std::string drop_summary(const nlohmann::json& dropped);
 

@@ -97,9 +97,7 @@ std::string human(const json& e) {
     what = fmt::format("link {}: the far end restarted; {} payload(s) of the old session reported", e.value("port", "?"),
                        e.value("abandoned", 0));
   } else if (kind == "tables_reloaded") {
-    const std::string failed = e.value("failed", "?");
-    what = fmt::format("routing tables v{} loaded ({}): {}; switch {}", e.value("version", 0), e.value("cause", "?"),
-                       failed == "nothing failed" ? "nothing to route around" : "around " + failed, e.value("switch", "?"));
+    what = reload_summary(e);
   } else if (kind == "chip_killed" || kind == "chip_restarted") {
     what = kind == "chip_killed"  ? "killed by the operator"
            : e.contains("pid")    ? fmt::format("restarted (pid {})", e.value("pid", 0))

@@ -185,11 +185,7 @@ class Launcher : public ControlTarget {
                      link_state_[{node, l.port}] = l.state;
                      if (ready_ && l.state != "up") fmt::print(stderr, "ttemu: link {}P{} is {}\n", name, l.port, l.state);
                      if (ready_ && l.state == "up") fmt::print(stderr, "ttemu: link {}P{} is up again\n", name, l.port);
-                     if (live_) {
-                       live_->link_up({sys_.chips[static_cast<size_t>(node)].id, l.port}, l.state == "up");
-                       schedule_reroute();
-                     }
-                     check_ready();
+                     check_ready();  // (the control plane hears link states from the status queues)
                    },
                    [&](const msg::StreamDone& d) { finish(d.id); },
                    [&](const msg::PingDone& d) { finish(d.id); },
@@ -199,14 +195,17 @@ class Launcher : public ControlTarget {
                m);
   }
 
+  // The far end of chip v's port (as its Bound message names it): the peer's port, and the
+  // address its socket is bound to.
+  std::pair<routing::PortId, msg::PeerAddress> far_end(int v, const std::string& port) const {
+    const routing::PortId peer = *sys_.peer({sys_.chips[static_cast<size_t>(v)].id, static_cast<uint8_t>(std::stoi(port))});
+    return {peer, {o_.bind, bound_ports_[static_cast<size_t>(*sys_.node(peer.chip))].at(std::to_string(peer.port))}};
+  }
+
   void wire_links() {
     for (int v = 0; v < sys_.node_count(); ++v) {
       msg::Peers peers;
-      const auto& chip = sys_.chips[static_cast<size_t>(v)];
-      for (auto& [port, udp] : bound_ports_[static_cast<size_t>(v)]) {
-        routing::PortId peer = *sys_.peer({chip.id, static_cast<uint8_t>(std::stoi(port))});
-        peers.peers[port] = {o_.bind, bound_ports_[static_cast<size_t>(*sys_.node(peer.chip))].at(std::to_string(peer.port))};
-      }
+      for (auto& [port, udp] : bound_ports_[static_cast<size_t>(v)]) peers.peers[port] = far_end(v, port).second;
       send(v, peers);
     }
     check_ready();
@@ -295,14 +294,12 @@ class Launcher : public ControlTarget {
 
   // --- the live control plane (spec 1.1.2): routes around what failed, operator actions --
 
-  // One reroute per burst of news (LiveRoutes::kSettle).
+  // One reroute per burst of news, LiveRoutes::kSettle after its first.
   void schedule_reroute() {
-    if (reroute_posted_) return;
-    reroute_posted_ = true;
+    if (!live_->news()) return;  // a reload is already due
     reroute_timer_.expires_after(control::LiveRoutes::kSettle);
     reroute_timer_.async_wait([this](auto ec) {
-      reroute_posted_ = false;
-      if (ec || stopping_ || !live_) return;
+      if (ec || stopping_) return;
       if (auto r = live_->reload()) apply_reload(*r, "the fabric");
     });
   }
@@ -314,13 +311,9 @@ class Launcher : public ControlTarget {
       memory_->write_tables(v, r.tables);
       send(v, msg::Tables{static_cast<uint32_t>(r.version)});
     }
-    const std::string failed = r.summary(sys_);
     json e = tables_reloaded_event(sys_, r, cause);
-    stamp(e, uptime());
-    record(e);
-    fmt::print(stderr, "ttemu: routing tables v{} loaded ({}): {}; {}\n", r.version, cause,
-               r.failures.links.empty() && r.failures.nodes.empty() ? "nothing to route around" : "around " + failed,
-               r.switch_risk.empty() ? "no mix of old and new tables can loop or deadlock" : r.switch_risk);
+    record(stamp(e, uptime()));
+    fmt::print(stderr, "ttemu: {}\n", reload_summary(e));
     return e;
   }
 
@@ -385,15 +378,13 @@ class Launcher : public ControlTarget {
 
   // A restarted chip bound its sockets: it learns its peers' addresses, and they learn its.
   void rewire_restarted(int v) {
-    const auto& chip = sys_.chips[static_cast<size_t>(v)];
     msg::Peers own;
     for (auto& [port, udp] : bound_ports_[static_cast<size_t>(v)]) {
-      const routing::PortId peer = *sys_.peer({chip.id, static_cast<uint8_t>(std::stoi(port))});
-      const int pv = *sys_.node(peer.chip);
-      own.peers[port] = {o_.bind, bound_ports_[static_cast<size_t>(pv)].at(std::to_string(peer.port))};
+      const auto [peer, address] = far_end(v, port);
+      own.peers[port] = address;
       msg::Peers theirs;
       theirs.peers[std::to_string(peer.port)] = {o_.bind, udp};
-      send(pv, theirs);
+      send(*sys_.node(peer.chip), theirs);
     }
     send(v, own);
   }
@@ -573,6 +564,11 @@ class Launcher : public ControlTarget {
     const int64_t now = steady_ns(Clock::now()), launched = steady_ns(started_);
     chip::StatusQueue& q = memory_->control(node).status;
     const uint64_t lost = q.drain([&](const chip::StatusEntry& e) {
+      // The live control plane hears link states here, as the simulator's does.
+      if (live_ && (e.kind == chip::StatusKind::kLinkUp || e.kind == chip::StatusKind::kLinkDown)) {
+        live_->link_up({chip, e.port}, e.kind == chip::StatusKind::kLinkUp);
+        schedule_reroute();
+      }
       json j = status_event(e, chip, sys_);
       record(stamp(j, static_cast<double>(e.time_ns - launched) / 1e9, std::chrono::nanoseconds(now - e.time_ns)));
     });
@@ -666,7 +662,7 @@ class Launcher : public ControlTarget {
   std::vector<std::map<std::string, uint16_t>> bound_ports_;  // by node: port -> UDP port
   std::map<std::pair<int, int>, std::string> link_state_;
   std::unique_ptr<control::LiveRoutes> live_;  // from the moment the system is up
-  bool reroute_posted_ = false, injection_paused_ = false;
+  bool injection_paused_ = false;
   Clock::time_point drops_shown_since_{};  // the second whose drops stderr shows
   int drops_shown_ = 0;
   uint64_t drops_hidden_ = 0;

@@ -1,5 +1,7 @@
 #include "launcher/system_commands.hpp"
 
+#include <functional>
+#include <array>
 #include <memory>
 #include <set>
 
@@ -77,6 +79,34 @@ void print_status(const json& s) {
   }
 }
 
+// One of a pair of operator verbs on a running system (kill|restart, down|up, pause|resume):
+// `first` tells which. It sends one control request, made from the verb and its operand (if it
+// takes one), and prints one line of the answer, or the answer itself with --json.
+struct OperatorVerb {
+  const char* name;
+  const char* help;
+};
+void add_operator_verbs(CLI::App* parent, std::array<OperatorVerb, 2> verbs, const char* operand_name, const char* operand_help,
+                        const std::shared_ptr<std::string>& job,
+                        std::function<json(bool first, const std::string& operand)> make_request,
+                        std::function<std::string(bool first, const json& answer)> line) {
+  parent->require_subcommand(1);
+  auto operand = std::make_shared<std::string>();
+  auto json_out = std::make_shared<bool>(false);
+  for (const auto& verb : verbs) {
+    const bool first = &verb == &verbs[0];
+    auto* cmd = parent->add_subcommand(verb.name, verb.help);
+    if (operand_name) cmd->add_option(operand_name, *operand, operand_help)->required();
+    cmd->add_option("--job", *job, kJobHelp);
+    cmd->add_flag("--json", *json_out, "Print one JSON object");
+    cmd->callback([=] {
+      const json r = request(control_socket(*job), make_request(first, *operand));
+      if (*json_out) fmt::print("{}\n", r.dump());
+      else fmt::print("{}\n", line(first, r));
+    });
+  }
+}
+
 }  // namespace
 
 void add_system_commands(CLI::App& app, const std::vector<std::string>& client_command, int& exit_status) {
@@ -122,7 +152,6 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   // chip run (internal), chip kill|restart
   auto co = std::make_shared<std::tuple<std::string, std::string, int, std::string>>();
   auto* chip = app.add_subcommand("chip", "Kill or restart one chip of a running system");
-  chip->require_subcommand(1);
   auto* run = chip->add_subcommand("run", "Run one chip (started by 'ttemu launch')");
   run->group("");  // hidden from --help
   run->add_option("--job", std::get<0>(*co))->required();
@@ -135,39 +164,29 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
     if (!job || !id) throw Error("ttemu chip run: bad --job or --chip");
     exit_status = process::run_chip({*job, *id, std::get<2>(*co), std::get<3>(*co)});
   });
-  auto chip_name = std::make_shared<std::string>();
   auto job = std::make_shared<std::string>();
   auto json_out = std::make_shared<bool>(false);
-  for (const char* verb : {"kill", "restart"}) {
-    const bool restart = std::string(verb) == "restart";
-    auto* cmd = chip->add_subcommand(verb, restart ? "Start a killed chip again: empty memory, its links handshake anew, routes include it again"
-                                                   : "Kill a chip's process (SIGKILL): its neighbours' links go down, routes go around it");
-    cmd->add_option("CHIP", *chip_name, "e.g. M0D5")->required();
-    cmd->add_option("--job", *job, kJobHelp);
-    cmd->add_flag("--json", *json_out, "Print one JSON object");
-    cmd->callback([chip_name, job, json_out, restart] {
-      auto r = request(control_socket(*job), {{"cmd", "chip"}, {"chip", *chip_name}, {"action", restart ? "restart" : "kill"}});
-      if (*json_out) fmt::print("{}\n", r.dump());
-      else fmt::print("chip {} {} (pid {})\n", r["chip"].get<std::string>(), restart ? "restarted" : "killed", r["pid"].get<int>());
-    });
-  }
+  add_operator_verbs(
+      chip,
+      {{{"kill", "Kill a chip's process (SIGKILL): its neighbours' links go down, routes go around it"},
+        {"restart", "Start a killed chip again: empty memory, its links handshake anew, routes include it again"}}},
+      "CHIP", "e.g. M0D5", job,
+      [](bool kill, const std::string& name) { return json{{"cmd", "chip"}, {"chip", name}, {"action", kill ? "kill" : "restart"}}; },
+      [](bool kill, const json& r) {
+        return fmt::format("chip {} {} (pid {})", r["chip"].get<std::string>(), kill ? "killed" : "restarted", r["pid"].get<int>());
+      });
 
   // links down|up
-  auto* links = app.add_subcommand("links", "Take a link of a running system out of service, or back");
-  links->require_subcommand(1);
-  auto link_port = std::make_shared<std::string>();
-  for (const char* verb : {"down", "up"}) {
-    const bool down = std::string(verb) == "down";
-    auto* cmd = links->add_subcommand(verb, down ? "Administratively down: the wire carries nothing (the EFC or a reroute takes its traffic)"
-                                                 : "Back in service");
-    cmd->add_option("PORT", *link_port, "Either end, e.g. M0D0P4")->required();
-    cmd->add_option("--job", *job, kJobHelp);
-    cmd->callback([link_port, job, down] {
-      auto r = request(control_socket(*job), {{"cmd", "link_admin"}, {"port", *link_port}, {"down", down}});
-      fmt::print("link {}-{} {}\n", r["link"].get<std::string>(), r["peer"].get<std::string>(),
-                 down ? "is out of service" : "is back in service");
-    });
-  }
+  add_operator_verbs(
+      app.add_subcommand("links", "Take a link of a running system out of service, or back"),
+      {{{"down", "Administratively down: the wire carries nothing (the EFC or a reroute takes its traffic)"},
+        {"up", "Back in service"}}},
+      "PORT", "Either end, e.g. M0D0P4", job,
+      [](bool down, const std::string& port) { return json{{"cmd", "link_admin"}, {"port", port}, {"down", down}}; },
+      [](bool down, const json& r) {
+        return fmt::format("link {}-{} {}", r["link"].get<std::string>(), r["peer"].get<std::string>(),
+                           down ? "is out of service" : "is back in service");
+      });
 
   // tables reload
   auto* tables = app.add_subcommand("tables", "The routing tables of a running system");
@@ -188,18 +207,13 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   });
 
   // injection pause|resume
-  auto* injection = app.add_subcommand("injection", "Hold or release every worker's injection on a running system");
-  injection->require_subcommand(1);
-  for (const char* verb : {"pause", "resume"}) {
-    const bool paused = std::string(verb) == "pause";
-    auto* cmd = injection->add_subcommand(verb, paused ? "Routers take no new commands; what is in the fabric moves on"
-                                                       : "Routers take commands again");
-    cmd->add_option("--job", *job, kJobHelp);
-    cmd->callback([job, paused] {
-      auto r = request(control_socket(*job), {{"cmd", "injection"}, {"paused", paused}});
-      fmt::print("injection {} on {} chip(s)\n", paused ? "paused" : "resumed", r["chips"].get<int>());
-    });
-  }
+  add_operator_verbs(
+      app.add_subcommand("injection", "Hold or release every worker's injection on a running system"),
+      {{{"pause", "Routers take no new commands; what is in the fabric moves on"}, {"resume", "Routers take commands again"}}},
+      nullptr, nullptr, job, [](bool paused, const std::string&) { return json{{"cmd", "injection"}, {"paused", paused}}; },
+      [](bool paused, const json& r) {
+        return fmt::format("injection {} on {} chip(s)", paused ? "paused" : "resumed", r["chips"].get<int>());
+      });
 
   // status
   auto* status = app.add_subcommand("status", "Show a running system: chips, link states, counters");

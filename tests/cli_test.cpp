@@ -304,8 +304,7 @@ struct SimScenario {
     EXPECT_EQ(slurp(log_path), slurp(dir / "b.jsonl")) << "the same seed, the same event log";
     std::istringstream lines(r.stdout_text);
     for (std::string line; std::getline(lines, line);) patterns.push_back(nlohmann::json::parse(line));
-    std::istringstream log(slurp(log_path));
-    for (std::string line; std::getline(log, line);) events.push_back(nlohmann::json::parse(line));
+    events = read_event_log(log_path);
     EXPECT_FALSE(patterns.empty()) << r.out;
   }
   static RunResult run_sim(const std::string& args, const std::string& log) {

@@ -113,6 +113,12 @@ void expect_uring_mode(bool single_shot, const std::string& mode) {
   EXPECT_EQ(r["errors"], 0);
 }
 
+// Whether the event log holds a line `which` accepts.
+bool logged(const std::string& log, const std::function<bool(const json&)>& which) {
+  const auto lines = read_event_log(log);
+  return std::any_of(lines.begin(), lines.end(), which);
+}
+
 TEST(System, UringReceivesAreMultishotWhereTheKernelHasThem) {
   TTEMU_ONCE_FOR_ALL_TRANSPORTS();
   expect_uring_mode(false, "multishot");
@@ -225,12 +231,12 @@ TEST(System, AChipThatDiesIsReportedAndTheRestKeepRunning) {
   s = sys.status();
   // The event log (spec 1.1.2.1) has the death and each neighbour's link going down, as the
   // neighbours' status queues reported it.
-  const auto log = read_event_log(s["event_log"]);
-  auto logged = [&](const std::string& kind, const std::string& field, const std::string& value) {
-    return std::any_of(log.begin(), log.end(), [&](const json& e) { return e["kind"] == kind && e.value(field, "") == value; });
+  const std::string log = s["event_log"];
+  auto line = [](const std::string& kind, const std::string& field, const std::string& value) {
+    return [=](const json& e) { return e["kind"] == kind && e.value(field, "") == value; };
   };
-  EXPECT_TRUE(logged("chip_died", "chip", "M0D3")) << s["event_log"];
-  for (const auto& n : neighbours) EXPECT_TRUE(logged("link_down", "port", n)) << n;
+  EXPECT_TRUE(logged(log, line("chip_died", "chip", "M0D3"))) << log;
+  for (const auto& n : neighbours) EXPECT_TRUE(logged(log, line("link_down", "port", n))) << n;
   EXPECT_FALSE(s["chips"][3]["alive"].get<bool>());
   EXPECT_TRUE(s["chips"][0]["alive"].get<bool>());
   for (const auto& l : s["links"]) {
@@ -573,12 +579,6 @@ const std::set<std::string> kAllPatterns = {"unicast", "all_to_all", "one_to_all
 // What a user of `ttemu traffic --json` relies on: one line for each pattern asked for, none
 // missing, none twice; every byte written (pairs x size x count, more than none) verified at its
 // destination, none wrong, and no write NACKed.
-// Whether the event log holds a line `which` accepts.
-bool logged(const std::string& log, const std::function<bool(const json&)>& which) {
-  const auto lines = read_event_log(log);
-  return std::any_of(lines.begin(), lines.end(), which);
-}
-
 void expect_every_byte_verified(const std::vector<json>& runs, const std::set<std::string>& patterns, double size, double count) {
   std::multiset<std::string> seen;
   for (const auto& p : runs) {

@@ -410,7 +410,7 @@ TEST(TtLink, ChangingWiresDoesNotPutOffGoingDown) {
   ASSERT_TRUE(p.stream(100, 256));
   p.ab_.cut = p.ba_.cut = true;
   p.on_pump_ = [&] {
-    if (p.a_.consecutive_timeouts() < 2) return;
+    if (p.a_.wire_timeouts() < 2) return;
     p.a_.rewire(p.now_, true);  // as the EFC moves it on, and resends at once
     p.pump();
   };

@@ -62,8 +62,7 @@ TEST(FabricNode, AForwardedPacketLeavesInTheBufferItArrivedIn) {
   const auto tables = control::compute_tables(sys);
   const int v = test::node(sys, "M0D1");
   const std::vector<uint8_t> ports = sys.wired_ports(v);
-  std::vector<routing::RouterTable> planes;
-  for (int p = 0; p < tables.planes(); ++p) planes.push_back(tables.at(p, v));
+  const std::vector<routing::RouterTable> planes = tables.of_node(v);
   BufferPool pool;
   std::vector<uint8_t> seeded;
   seeded.reserve(8192);

@@ -82,6 +82,7 @@ Failures LiveRoutes::failures() const {
 }
 
 std::optional<Reload> LiveRoutes::reload(bool force) {
+  reload_due_ = false;
   Failures now = failures();
   if (!force && now == in_force_) return std::nullopt;
   Reload r;

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <optional>
+#include <utility>
 #include <set>
 #include <string>
 #include <vector>
@@ -60,6 +61,9 @@ class LiveRoutes {
   // New tables if failures() differs from what the tables in force were computed for (or
   // `force`); they are in force from then on.
   std::optional<Reload> reload(bool force = false);
+  // News came (a link state, a death): true if it is the first since the last reload, and the
+  // caller reloads kSettle from now (one reload per burst of news).
+  bool news() { return !std::exchange(reload_due_, true); }
 
   const TableSet& tables() const { return tables_; }
   int version() const { return version_; }
@@ -69,6 +73,7 @@ class LiveRoutes {
   TableSet tables_;
   bool efc_;
   int version_ = 1;
+  bool reload_due_ = false;  // news() came since the last reload()
   Failures in_force_;
   Failures operator_;
   std::vector<std::array<bool, routing::kMaxPorts>> up_;  // by node and port

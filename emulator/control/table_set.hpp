@@ -22,6 +22,12 @@ class TableSet {
   const routing::RouterTable& at(int plane, int node) const {
     return tables_.at(static_cast<size_t>(plane)).at(static_cast<size_t>(node));
   }
+  // One chip's tables, one per plane (what its router loads).
+  std::vector<routing::RouterTable> of_node(int node) const {
+    std::vector<routing::RouterTable> out;
+    for (const auto& plane : tables_) out.push_back(plane.at(static_cast<size_t>(node)));
+    return out;
+  }
 
  private:
   std::vector<std::vector<routing::RouterTable>> tables_;

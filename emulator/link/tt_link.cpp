@@ -340,18 +340,18 @@ void TtLink::on_timer(Time now) {
     hello_backoff_ = std::min(hello_backoff_ * 2, cfg_.max_hello_interval);
     hello_deadline_ = now + hello_backoff_;
   }
-  // A verification and frames in flight may time out together: one timeout, counted below.
+  // A verification and frames in flight may time out together: one timeout, counted once.
   const bool rto_due = state_ == LinkState::kUp && rto_deadline_ && now >= *rto_deadline_;
-  if (state_ == LinkState::kUp && verify_deadline_ && now >= *verify_deadline_ && (rto_due || still_up_after_timeout(now))) {
-    ask_ = hello_due_ = true;
-    verify_deadline_ = now + (rto_due ? std::min(rto_ * 2, cfg_.max_rto) : rto_);
-  }
-  if (state_ == LinkState::kUp && rto_deadline_ && now >= *rto_deadline_ && still_up_after_timeout(now)) {
+  if (rto_due && still_up_after_timeout(now)) {
     // Resend the oldest frame alone: on a busy host a timeout is mostly an acknowledgement
     // that is late, not lost, and the answer to this one frame says which it was.
     resend_base_ = true;
     if (!probe_end_) probe_end_ = next_;
     rto_deadline_ = now + rto_;
+  }
+  if (state_ == LinkState::kUp && verify_deadline_ && now >= *verify_deadline_ && (rto_due || still_up_after_timeout(now))) {
+    ask_ = hello_due_ = true;
+    verify_deadline_ = now + rto_;
   }
 }
 

@@ -118,7 +118,7 @@ class TtLink {
   bool drained() const { return base_ == next_; }
   // Retransmission timeouts since the last progress or the last change of wire (the EFC's
   // cue, before max_retries).
-  int consecutive_timeouts() const { return wire_timeouts_; }
+  int wire_timeouts() const { return wire_timeouts_; }
 
   void on_datagram(std::span<const uint8_t> datagram, Time now);
   void on_timer(Time now);

@@ -426,7 +426,6 @@ void ChipNode::on_peer_restart(Port& p, std::span<const LinkPayloadView> abandon
   p.ping.waiting = false;
   for (; !p.echoes.empty(); p.echoes.pop_front()) buffers_.give(std::move(p.echoes.front()));
   fabric_dirty_ = true;  // the router reports and NACKs at its next pass
-  observer_.peer_restarted(p.number, abandoned.size());
   push_status({.kind = chip::StatusKind::kPeerRestarted, .port = p.number, .figure = abandoned.size()});
 }
 
@@ -512,11 +511,11 @@ bool ChipNode::wire_busy(uint8_t w) const {
 void ChipNode::steer(Port& p, Time now) {
   if (!cfg_.efc.enabled) return;
   if (p.efc.on_fallback()) {
-    const bool failing = p.efc.carrier_failing(p.link->consecutive_timeouts(), now);
+    const bool failing = p.efc.carrier_failing(p.link->wire_timeouts(), now);
     if (!failing && can_carry(port(p.wire), p)) return;
     // The carrier may carry nothing of its own to notice with: it proves its wire, or goes
     // down (and the control plane hears of it).
-    if (failing && p.wire != p.number) verify_wire(port(p.wire), now);
+    if (failing) verify_wire(port(p.wire), now);
     if (Port* c = find_carrier(p, failing ? &port(p.wire) : nullptr)) {  // its carrier failed: another
       move_wire(p, c->number, true, p.efc.why(), now);
     } else if (!failing || port(p.wire).wire != p.wire) {
@@ -526,7 +525,7 @@ void ChipNode::steer(Port& p, Time now) {
   }
   if (!p.peer_gone) {
     const link::EfcReason why =
-        p.efc.judge(p.status->counters, p.link->consecutive_timeouts(), p.link->state() == link::LinkState::kDown, now);
+        p.efc.judge(p.status->counters, p.link->wire_timeouts(), p.link->state() == link::LinkState::kDown, now);
     if (why != link::EfcReason::kNone) {
       if (Port* c = find_carrier(p)) {
         p.efc.fell_back(why, now);
@@ -557,9 +556,9 @@ bool ChipNode::can_carry(const Port& c, const Port& p) const {
 ChipNode::Port* ChipNode::find_carrier(const Port& p, const Port* failed) {
   // The wire it already travels, if it may; else the first parallel link in good standing
   // (not one in the middle of timeouts itself).
-  if (p.wire != p.number && &port(p.wire) != failed && can_carry(port(p.wire), p)) return &port(p.wire);
+  if (&port(p.wire) != failed && can_carry(port(p.wire), p)) return &port(p.wire);  // (never p itself)
   for (auto& c : ports_) {
-    if (c.get() != failed && can_carry(*c, p) && c->link->consecutive_timeouts() == 0) return c.get();
+    if (c.get() != failed && can_carry(*c, p) && c->link->wire_timeouts() == 0) return c.get();
   }
   return nullptr;
 }

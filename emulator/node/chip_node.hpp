@@ -63,9 +63,6 @@ class NodeObserver {
   // The port's traffic moved onto port `wire`'s wire (the fallback channel), or back onto its
   // own (wire == port), for `why`.
   virtual void fallback(uint8_t /*port*/, uint8_t /*wire*/, link::EfcReason /*why*/) {}
-  // The far end of `port` came back as a new process; `abandoned` payloads of the old session
-  // were reported to the router (packets among them NACKed to their sources).
-  virtual void peer_restarted(uint8_t /*port*/, size_t /*abandoned*/) {}
   virtual void router_event(const routing::RouterEvent& /*event*/) {}
   // The node pushed into its status queue (link up or down, fallback and return, a restarted
   // peer, a dropped packet) after the control plane had drained all of it: the cue to tell

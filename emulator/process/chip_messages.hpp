@@ -9,6 +9,7 @@
 // ChipError (the chip stops after it).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -17,6 +18,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "emulator/link/efc.hpp"
 
 namespace ttemu::process::msg {
 
@@ -40,9 +43,10 @@ struct Config {
   int ack_delay_us = 0, credit_delay_us = 0, spin_us = 0;
   std::string transport = "udp";  // udp | uring | shm
   // The Ethernet Fallback Channel (link::EfcConfig).
-  bool efc = true;
-  int efc_timeouts = 4, efc_interval_ms = 100;
-  double efc_error_rate = 0.05;
+  bool efc = link::EfcConfig{}.enabled;
+  int efc_timeouts = link::EfcConfig{}.timeouts;
+  int efc_interval_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(link::EfcConfig{}.interval).count());
+  double efc_error_rate = link::EfcConfig{}.error_rate;
 };
 
 struct PeerAddress {

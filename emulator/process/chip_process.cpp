@@ -340,9 +340,7 @@ class Chip final : public node::NodeObserver {
       }
       const wire::Address addr = wire::make_address(peer->second.addr, peer->second.udp);
       if (uring_) uring_->set_peer(port, addr);
-      for (auto& e : udp_.endpoints()) {
-        if (e->port == port) e->socket->set_peer(addr);
-      }
+      else udp_.at(port).socket->set_peer(addr);
     }
     if (!first) return;
     if (shm_) shm_->connect();

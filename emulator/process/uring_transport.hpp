@@ -50,7 +50,6 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
   // Binds a socket for `port`; returns its UDP port.
   uint16_t add(uint8_t port, const std::string& bind);
   void set_peer(uint8_t port, const wire::Address& peer);
-  // The ports added, in order.
   // Arms the receives of every socket (after set_peer).
   void start();
 

@@ -159,7 +159,7 @@ void FabricRouter::peer_restarted(uint8_t port) {
   const int rank = port_index(port);
   if (rank < 0) throw std::invalid_argument("peer_restarted: port " + std::to_string(port) + " is not wired");
   for (int l = 0; l < lanes(); ++l) {
-    const auto s = static_cast<size_t>(rank * lanes() + l);
+    const auto s = static_cast<size_t>(slot(port, static_cast<uint8_t>(l)));
     credits_[s] = static_cast<uint32_t>(cfg_.rb_packets);
     Input& in = inputs_[static_cast<size_t>(input_of_[s])];
     in.unowed = static_cast<uint32_t>(in.q.size());

@@ -125,8 +125,7 @@ void FabricSim::build(Node& n, int v) {
   nc.link = cfg_.link;
   nc.efc = cfg_.efc;
   nc.router = cfg_.router;
-  const control::TableSet& in_force = tables();
-  for (int p = 0; p < in_force.planes(); ++p) nc.tables.push_back(in_force.at(p, v));
+  nc.tables = tables().of_node(v);
   for (uint8_t port : sys_.wired_ports(v)) {
     const PortId self{n.id, port};
     const PortId peer = *sys_.peer(self);
@@ -264,19 +263,15 @@ void FabricSim::drain_status(Node& n) {
 
 // One reload per burst of news, LiveRoutes::kSettle after its first, as the launcher does.
 void FabricSim::schedule_reroute() {
-  if (reroute_posted_) return;
-  reroute_posted_ = true;
+  if (!live_->news()) return;  // a reload is already due
   at(now_ + control::LiveRoutes::kSettle, [this] {
-    reroute_posted_ = false;
     auto r = live_->reload();
     if (!r) return;
     const auto version = static_cast<uint32_t>(r->version);
     for (size_t v = 0; v < nodes_.size(); ++v) {
       Node& n = *nodes_[v];
       if (n.dead) continue;
-      std::vector<routing::RouterTable> own;
-      for (int p = 0; p < r->tables.planes(); ++p) own.push_back(r->tables.at(p, static_cast<int>(v)));
-      n.chip->load_tables(std::move(own), version, now_);
+      n.chip->load_tables(r->tables.of_node(static_cast<int>(v)), version, now_);
     }
     log("tables v{} loaded: {}", version, r->summary(sys_));
     control_log_.push_back({.at = now_, .kind = ControlRecord::Kind::kTablesReloaded,
@@ -344,11 +339,7 @@ bool FabricSim::step(link::Time limit) {
     // Back to sleep as the event loop goes: say so, then look once more (no lost wake-up).
     n->control->commands.router_asleep.store(1, std::memory_order_seq_cst);
     if (n->chip->has_work()) n->control->commands.router_asleep.store(0, std::memory_order_relaxed);
-  }
-  if (live_) {
-    for (auto& n : nodes_) {
-      if (!n->dead) drain_status(*n);
-    }
+    if (live_) drain_status(*n);  // the control plane's part of the step
   }
   return true;
 }

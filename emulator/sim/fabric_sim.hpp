@@ -158,7 +158,6 @@ class FabricSim {
   uint64_t next_packet_id_ = 1;
   std::unique_ptr<control::LiveRoutes> live_;  // the control plane, when on
   std::vector<ControlRecord> control_log_;
-  bool reroute_posted_ = false;
 };
 
 }  // namespace ttemu::sim

@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
     nc.job = 1;
     nc.link.ack_delay = std::chrono::milliseconds(1);  // as chips run by default
     nc.router.credit_delay = std::chrono::milliseconds(1);
-    for (int p = 0; p < tables.planes(); ++p) nc.tables.push_back(tables.at(p, v));
+    nc.tables = tables.of_node(v);
     // Only the link under test is wired.
     nc.ports.push_back({c->port, {1, peer->id.mesh, peer->id.device, peer->port}, nonce += 2, {}});
     c->node = std::make_unique<node::ChipNode>(std::move(nc), [c](uint64_t addr, size_t n) {

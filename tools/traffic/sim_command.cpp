@@ -128,7 +128,7 @@ class PatternRun {
     for (int i = 0; i < n; ++i) incarnation_.push_back(sim_.incarnation(id(i)));
     // Fresh completion queues, and the data at the sources.
     for (auto [s, d] : pairs) {
-      if (!sim_.alive(id(s))) continue;
+      if (died(s)) continue;
       drain(sim_.worker(id(s), core(d)));
       auto mem = sim_.memory(id(s), src_addr(d), block);
       for (uint32_t k = 0; k < o_.count; ++k) control::fill_pattern(mem.subspan(uint64_t{k} * o_.size, o_.size), s, d, k);
@@ -144,7 +144,7 @@ class PatternRun {
     std::vector<Outcome> outcome(pairs.size());
     std::vector<size_t> todo;
     for (size_t i = 0; i < pairs.size(); ++i) {
-      if (sim_.alive(id(pairs[i].first))) todo.push_back(i);
+      if (!died(pairs[i].first)) todo.push_back(i);
     }
     uint64_t nacks = 0, retried = 0;
     for (int round = 0;; ++round) {
@@ -191,15 +191,12 @@ class PatternRun {
     }
     const double seconds = std::chrono::duration<double>(sim_.now() - start).count();
     // How each pair's writes ended, and what landed.
-    uint64_t verified = 0, errors = 0, unverified = 0, unanswered = 0, dead_bytes = 0;
-    size_t to_dead = 0, from_dead = 0;
+    const PairSplit split = split_dead(
+        n, pairs, [&](int i) { return died(i); }, [&](int i) { return routing::to_string(id(i)); });
+    uint64_t verified = 0, errors = 0, unverified = 0, unanswered = 0;
     for (size_t i = 0; i < pairs.size(); ++i) {
       auto [s, d] = pairs[i];
-      if (died(s) || died(d)) {
-        (died(d) ? to_dead : from_dead) += 1;
-        dead_bytes += block;
-        continue;
-      }
+      if (died(s) || died(d)) continue;  // (counted in split)
       unanswered += outcome[i].pending;
       auto mem = sim_.memory(id(d), dst_addr(s), block);
       for (uint32_t k = 0; k < o_.count; ++k) {
@@ -211,20 +208,10 @@ class PatternRun {
         else errors += o_.size;
       }
     }
-    json dead = json::array();
-    for (int i = 0; i < n; ++i) {
-      if (died(i)) dead.push_back(routing::to_string(id(i)));
-    }
     // Latency: single small writes between chips that live, each waited for, in simulated time.
-    std::vector<std::pair<int, int>> live;
-    for (auto [s, d] : pairs) {
-      if (!died(s) && !died(d)) live.emplace_back(s, d);
-    }
     std::vector<double> rtt;
     constexpr uint8_t kProbe = chip::kTxnIds - 1;
-    const size_t samples = live.empty() ? 0 : static_cast<size_t>(std::max(1, o_.samples));
-    for (size_t i = 0; i < samples; ++i) {
-      auto [s, d] = live[i * live.size() / samples % live.size()];
+    for (auto [s, d] : latency_pairs(split.live, o_.samples)) {
       const link::Time t0 = sim_.now();
       if (!sim_.worker(id(s), core(d)).try_submit({.command = routing::Command::kWrite, .fvc = static_cast<int8_t>(o_.fvc), .plane = static_cast<uint8_t>(plane), .txn_id = kProbe,
                          .dst_mesh = id(d).mesh, .dst_device = id(d).device, .size = 64,
@@ -254,7 +241,8 @@ class PatternRun {
     return {{"pattern", pattern}, {"plane", plane}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
             {"gb_per_s", seconds > 0 ? bytes / seconds / 1e9 : 0.0}, {"verified", verified}, {"errors", errors},
             {"nacks", nacks}, {"unanswered", unanswered}, {"unverified", unverified}, {"retried", retried},
-            {"dead_chips", dead}, {"pairs_to_dead", to_dead}, {"pairs_from_dead", from_dead}, {"dead_pair_bytes", dead_bytes},
+            {"dead_chips", split.dead_chips}, {"pairs_to_dead", split.to_dead}, {"pairs_from_dead", split.from_dead},
+            {"dead_pair_bytes", (split.to_dead + split.from_dead) * block},
             {"tables_version", sim_.tables_version()}, {"latency_us", lat.to_json()},
             {"link_directions_used", links_used}, {"max_link_gb_per_s", max_link}, {"mean_hops", hops},
             {"per_hop_us", hops > 0 ? lat.p50 / (2 * hops) : 0.0},
@@ -361,13 +349,19 @@ std::vector<std::string> event_lines(const control::System& sys, const std::vect
         e = status_event(r.entry, r.chip, sys);
         stamp_simulated(e, std::chrono::nanoseconds(r.entry.time_ns));
         break;
-      case Kind::kStatusLost: e = {{"chip", routing::to_string(r.chip)}, {"kind", "status_lost"}, {"lost", r.lost}}; break;
-      case Kind::kChipDied: e = {{"chip", routing::to_string(r.chip)}, {"kind", "chip_died"}, {"how", "killed (simulated)"}}; break;
-      case Kind::kChipRestarted: e = {{"chip", routing::to_string(r.chip)}, {"kind", "chip_restarted"}}; break;
+      case Kind::kStatusLost:
+        e = chip_event(r.chip, "status_lost");
+        e["lost"] = r.lost;
+        break;
+      case Kind::kChipDied:
+        e = chip_event(r.chip, "chip_died");
+        e["how"] = "killed (simulated)";
+        break;
+      case Kind::kChipRestarted: e = chip_event(r.chip, "chip_restarted"); break;
       case Kind::kTablesReloaded: e = tables_reloaded_event(sys, *r.reload, "the fabric"); break;
     }
     if (!e.contains("sim_ns")) stamp_simulated(e, r.at);
-    lines.push_back(e.dump());
+    lines.push_back(event_line(e));
   }
   return lines;
 }

@@ -209,21 +209,11 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   // Verify every byte at every destination, straight from its memory: every pair between chips
   // that still run. Pairs from a chip that died went with it; pairs to one are NACKed.
   uint64_t verified = 0, errors = 0;
-  json dead = json::array();
   const std::vector<bool> alive = run.running();  // once the writes are done
-  for (size_t i = 0; i < chips.size(); ++i) {
-    if (!alive[i]) dead.push_back(chips[i].name);
-  }
-  size_t to_dead = 0, from_dead = 0;
-  for (auto [s, d] : pairs) {
-    if (!alive[static_cast<size_t>(s)]) {
-      ++from_dead;
-      continue;
-    }
-    if (!alive[static_cast<size_t>(d)]) {
-      ++to_dead;
-      continue;
-    }
+  const PairSplit split = split_dead(
+      static_cast<int>(chips.size()), pairs, [&](int i) { return !alive[static_cast<size_t>(i)]; },
+      [&](int i) { return chips[static_cast<size_t>(i)].name; });
+  for (auto [s, d] : split.live) {
     const uint8_t* mem = run.l1(d) + dst_addr(s);
     for (uint32_t k = 0; k < o.count; ++k) {
       const bool ok = control::check_pattern({mem + uint64_t{k} * o.size, o.size}, s, d, k);
@@ -235,13 +225,7 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   const double hops = run.sys ? mean_hops(*run.sys, run.tables, o.plane, pairs) : 0.0;
   // Latency: single small writes, each waited for (write and its acknowledgement).
   std::vector<double> rtt;
-  std::vector<std::pair<int, int>> live;
-  for (auto [s, d] : pairs) {
-    if (alive[static_cast<size_t>(s)] && alive[static_cast<size_t>(d)]) live.emplace_back(s, d);
-  }
-  const size_t samples = live.empty() ? 0 : static_cast<size_t>(std::max(1, o.samples));
-  for (size_t i = 0; i < samples; ++i) {
-    auto [s, d] = live[(i * live.size() / samples) % live.size()];
+  for (auto [s, d] : latency_pairs(split.live, o.samples)) {
     auto t0 = Clock::now();
     tt_fabric_status st;
     int wrc = fabric_async_write(workers[s], static_cast<uint8_t>(o.plane), src_addr(s, d),
@@ -266,7 +250,7 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   const double bytes = static_cast<double>(pairs.size()) * static_cast<double>(block);
   return {{"pattern", pattern}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
           {"gb_per_s", bytes / seconds / 1e9}, {"verified", verified}, {"errors", errors}, {"nacks", nacks},
-          {"retried", retried}, {"dead_chips", dead}, {"pairs_to_dead", to_dead}, {"pairs_from_dead", from_dead},
+          {"retried", retried}, {"dead_chips", split.dead_chips}, {"pairs_to_dead", split.to_dead}, {"pairs_from_dead", split.from_dead},
           {"latency_us", lat.to_json()}, {"link_directions_used", links_used}, {"max_link_gb_per_s", max_link},
           {"mean_hops", hops},
           // The write and its acknowledgement each cross every hop.
