@@ -1,6 +1,8 @@
 #include "launcher/diagnose_command.hpp"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -10,7 +12,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "emulator/common/error.hpp"
+#include "emulator/control/system_yaml.hpp"
 #include "launcher/events_command.hpp"
+#include "tools/viz/topology_svg.hpp"
 
 namespace ttemu::launcher {
 
@@ -20,6 +25,7 @@ namespace {
 
 struct DiagnoseOptions {
   std::string what, dir;
+  std::string svg, system;
   bool json = false;
 };
 
@@ -30,20 +36,43 @@ struct LinkFindings {
   int followed = 0;                        // fallbacks of an end that followed the far end
   int returns = 0, downs = 0;
   bool off_at_end = false;                 // an end was still on the fallback channel
+  // The ends' rate lines, summed: what the link carried and suffered (both directions).
+  uint64_t frames_rx = 0, crc_errors = 0, frames_tx = 0, retransmits = 0;
+  std::map<std::string, int> alarms;       // error_rate alarms raised, by rate
+  // CRC errors per frame received (good or bad), retransmissions per data frame sent.
+  double crc_per_frame() const { return crc_errors ? static_cast<double>(crc_errors) / static_cast<double>(frames_rx + crc_errors) : 0.0; }
+  double retransmits_per_frame() const {
+    return retransmits ? static_cast<double>(retransmits) / static_cast<double>(frames_tx + retransmits) : 0.0;
+  }
+  // The receivers' own count of bad frames (TNet: the faulty hop is the one whose receiver
+  // counts errors).
+  bool receiver_evidence() const { return judged.count("error_rate") || crc_errors > 0; }
   // How strongly the log points at this link's wire: an error rate is the receiver's own
   // count of bad frames; timeouts and downs say the wire stopped carrying anything.
   int score() const {
     auto n = [&](const char* r) { auto it = judged.find(r); return it == judged.end() ? 0 : it->second; };
-    return 10 * n("error_rate") + 5 * (n("timeouts") + n("link_down")) + 3 * downs;
+    return 10 * n("error_rate") + 5 * (n("timeouts") + n("link_down")) + 3 * downs + 10 * alarm("crc_errors") +
+           (crc_errors > 0);
+  }
+  int alarm(const char* rate) const {
+    auto it = alarms.find(rate);
+    return it == alarms.end() ? 0 : it->second;
   }
   std::string verdict() const {
+    if (crc_errors > 0) {
+      return fmt::format("unreliable: its receivers counted {} CRC error(s) in {} frame(s) ({:.3g}%)", crc_errors,
+                         frames_rx + crc_errors, 100 * crc_per_frame());
+    }
     if (judged.count("error_rate")) return "unreliable: its receiver counted errors over the threshold";
     if (!judged.empty()) return "broken: it stopped carrying frames";
     return "down";
   }
 };
 
-json diagnose(const std::vector<json>& log) {
+using LinkKey = std::pair<std::string, std::string>;  // a link's ends, in name order
+
+// The diagnosis as JSON; `all` gets what the log says about every link it mentions.
+json diagnose(const std::vector<json>& log, std::map<LinkKey, LinkFindings>& links) {
   std::set<std::string> dead;  // chips that died: their links' downs are theirs, not the wires'
   std::map<std::string, int> drops;  // "chip reason" -> count
   json died = json::array();
@@ -53,7 +82,6 @@ json diagnose(const std::vector<json>& log) {
       died.push_back({{"chip", e.value("chip", "?")}, {"how", e.value("how", "?")}, {"uptime_s", e.value("uptime_s", 0.0)}});
     }
   }
-  std::map<std::pair<std::string, std::string>, LinkFindings> links;
   std::map<std::string, std::string> on_fallback;  // by port: why it left its own wire ("": it did not)
   std::set<std::pair<std::string, std::string>> out_of_service;  // links the operator took down
   for (const auto& e : log) {
@@ -68,6 +96,17 @@ json diagnose(const std::vector<json>& log) {
     LinkFindings& l = links[{key.first, key.second}];
     l.a = key.first;
     l.b = key.second;
+    if (kind == "rates") {
+      l.frames_rx += e.value("frames_rx", uint64_t{0});
+      l.crc_errors += e.value("crc_errors", uint64_t{0});
+      l.frames_tx += e.value("frames_tx", uint64_t{0});
+      l.retransmits += e.value("retransmits", uint64_t{0});
+      continue;
+    }
+    if (kind == "error_rate") {
+      if (e.value("above", false)) ++l.alarms[e.value("rate", "?")];
+      continue;
+    }
     const std::string peer_chip = peer.substr(0, peer.find('P'));
     if (kind == "link_admin") {  // the operator's doing, not the wire's, until back in service
       if (e.value("down", false)) out_of_service.insert(key);
@@ -92,22 +131,36 @@ json diagnose(const std::vector<json>& log) {
     }
   }
   std::vector<LinkFindings> ranked;
+  json retransmitting = json::array();
   for (auto& [key, l] : links) {
     l.off_at_end = !on_fallback[l.a].empty() || !on_fallback[l.b].empty();
     if (l.score() > 0) ranked.push_back(l);
+    else if (l.alarm("retransmits") > 0) {
+      // Frames lost or late with no CRC error and no down: a lossy wire, or a busy host's
+      // timers. Shown, not blamed.
+      retransmitting.push_back({{"ends", {l.a, l.b}}, {"retransmits", l.retransmits}, {"frames_tx", l.frames_tx},
+                                {"retransmits_per_frame", l.retransmits_per_frame()}, {"alarms", l.alarm("retransmits")}});
+    }
   }
-  // A receiver's own count of bad frames names its wire: such links come first whatever the
-  // timeouts and downs of a cut elsewhere add up to (TNet: the faulty hop is the one whose
-  // receiver counts errors).
+  // A receiver's own count of bad frames names its wire: such links come first, most errors
+  // per frame first, whatever the timeouts and downs of a cut elsewhere add up to (TNet: the
+  // faulty hop is the one whose receiver counts errors). Then by the rest of the evidence.
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) {
-    const bool ex = x.judged.count("error_rate") > 0, ey = y.judged.count("error_rate") > 0;
-    return ex != ey ? ex : x.score() > y.score();
+    const bool ex = x.receiver_evidence(), ey = y.receiver_evidence();
+    if (ex != ey) return ex;
+    if (x.crc_per_frame() != y.crc_per_frame()) return x.crc_per_frame() > y.crc_per_frame();
+    if (x.score() != y.score()) return x.score() > y.score();
+    return x.retransmits_per_frame() > y.retransmits_per_frame();
   });
-  json out{{"events", log.size()}, {"links", json::array()}, {"chips_died", died}, {"drops", json::array()}};
+  json out{{"events", log.size()}, {"links", json::array()}, {"chips_died", died}, {"drops", json::array()},
+           {"retransmitting", retransmitting}};
   for (const auto& l : ranked) {
     out["links"].push_back({{"ends", {l.a, l.b}}, {"verdict", l.verdict()}, {"fallbacks", l.judged},
                             {"followed", l.followed}, {"returns", l.returns}, {"downs", l.downs},
-                            {"on_fallback_at_end", l.off_at_end}, {"score", l.score()}});
+                            {"on_fallback_at_end", l.off_at_end}, {"score", l.score()},
+                            {"frames_rx", l.frames_rx}, {"crc_errors", l.crc_errors}, {"crc_per_frame", l.crc_per_frame()},
+                            {"frames_tx", l.frames_tx}, {"retransmits", l.retransmits},
+                            {"retransmits_per_frame", l.retransmits_per_frame()}, {"alarms", l.alarms}});
   }
   for (const auto& [where, n] : drops) {
     const size_t sp = where.find(' ');
@@ -128,6 +181,16 @@ void print(const json& d, const std::string& path) {
                l["ends"][1].get<std::string>(), l["verdict"].get<std::string>(), reasons.empty() ? "none" : reasons,
                l["returns"].get<int>(), l["downs"].get<int>(),
                l["on_fallback_at_end"].get<bool>() ? "; still on the fallback channel at the end" : "");
+    if (l["frames_tx"].get<uint64_t>() + l["frames_rx"].get<uint64_t>() > 0) {
+      fmt::print("     carried {} frame(s); {} retransmission(s) ({:.3g}% of data frames sent)\n",
+                 l["frames_rx"].get<uint64_t>() + l["crc_errors"].get<uint64_t>(), l["retransmits"].get<uint64_t>(),
+                 100 * l["retransmits_per_frame"].get<double>());
+    }
+  }
+  for (const auto& l : d["retransmitting"]) {
+    fmt::print("retransmission alarms (no CRC errors, no downs: a lossy wire or a busy host): {} - {}, {:.3g}% of {} frame(s) sent again\n",
+               l["ends"][0].get<std::string>(), l["ends"][1].get<std::string>(), 100 * l["retransmits_per_frame"].get<double>(),
+               l["frames_tx"].get<uint64_t>());
   }
   for (const auto& c : d["chips_died"]) {
     fmt::print("chip died: {} at {:.3f} s ({})\n", c["chip"].get<std::string>(), c["uptime_s"].get<double>(), c["how"].get<std::string>());
@@ -135,6 +198,70 @@ void print(const json& d, const std::string& path) {
   for (const auto& r : d["drops"]) {
     fmt::print("router drops: {} x{} at {}\n", r["reason"].get<std::string>(), r["count"].get<int>(), r["chip"].get<std::string>());
   }
+}
+
+// The system the log is about: --system, else the one its job_started line names.
+control::System system_of(const std::vector<json>& log, const std::string& given, const std::string& path) {
+  std::string file = given;
+  for (size_t i = 0; file.empty() && i < log.size() && i < 8; ++i) {
+    if (log[i].value("kind", "") == "job_started") file = log[i].value("system", "");
+  }
+  if (file.empty()) throw Error(fmt::format("{} names no system (no job_started line): give --system FILE", path));
+  if (!std::filesystem::exists(file)) throw Error(fmt::format("{} names the system {}, which is gone: give --system FILE", path, file));
+  return control::load_system(file);
+}
+
+// CRC errors per frame received, as a colour: the scale of the picture's legend.
+const char* error_colour(const LinkFindings& l) {
+  if (l.frames_rx + l.frames_tx + l.crc_errors == 0) return "#c7c7c7";  // the log says nothing it carried
+  const double r = l.crc_per_frame();
+  return r == 0 ? "#2ca02c" : r < 1e-4 ? "#bcbd22" : r < 1e-2 ? "#ff7f0e" : "#d62728";
+}
+
+// The topo draw picture with every link coloured by its error rate, the links at fault thick
+// and numbered by rank, dead chips crossed out.
+std::string picture(const control::System& sys, const json& d, const std::map<LinkKey, LinkFindings>& links,
+                    const std::string& path) {
+  viz::DrawOptions draw;
+  std::map<LinkKey, int> rank;
+  for (size_t i = 0; i < d["links"].size(); ++i) {
+    rank[{d["links"][i]["ends"][0].get<std::string>(), d["links"][i]["ends"][1].get<std::string>()}] = static_cast<int>(i) + 1;
+  }
+  for (size_t i = 0; i < sys.links.size(); ++i) {
+    const auto ends = std::minmax(routing::to_string(sys.links[i].a), routing::to_string(sys.links[i].b));
+    const LinkKey key{ends.first, ends.second};
+    const auto it = links.find(key);
+    if (it == links.end()) {
+      viz::LinkPaint none;
+      none.colour = "#c7c7c7";
+      none.tooltip = key.first + " - " + key.second + ": not in the log";
+      draw.links[static_cast<int>(i)] = none;
+      continue;
+    }
+    const LinkFindings& l = it->second;
+    viz::LinkPaint paint;
+    paint.colour = error_colour(l);
+    paint.dashed = l.downs > 0 || l.judged.count("timeouts") || l.judged.count("link_down");
+    paint.tooltip = fmt::format("{} - {}: {} frame(s) received, {} CRC error(s) ({:.3g}%); {} retransmission(s) ({:.3g}%)",
+                                key.first, key.second, l.frames_rx + l.crc_errors, l.crc_errors, 100 * l.crc_per_frame(),
+                                l.retransmits, 100 * l.retransmits_per_frame());
+    if (const auto r = rank.find(key); r != rank.end()) {
+      paint.width = 5;
+      paint.label = fmt::format("#{}", r->second);
+      paint.tooltip = fmt::format("#{} at fault: {}; {}", r->second, l.verdict(), paint.tooltip);
+    }
+    draw.links[static_cast<int>(i)] = paint;
+  }
+  for (const auto& c : d["chips_died"]) {
+    if (const auto id = routing::parse_chip(c["chip"].get<std::string>())) {
+      if (const auto v = sys.node(*id)) draw.failures.nodes.insert(*v);
+    }
+  }
+  draw.title_note = fmt::format("diagnosis of {}: {} link(s) at fault, {} chip death(s)",
+                                std::filesystem::path(path).filename().string(), d["links"].size(), d["chips_died"].size());
+  draw.legend = {{"#2ca02c", "no CRC errors"}, {"#bcbd22", "< 0.01%"}, {"#ff7f0e", "< 1%"}, {"#d62728", ">= 1% of frames"},
+                 {"#c7c7c7", "no traffic logged"}, {"#555555", "went down or stopped carrying", true}};
+  return viz::draw_svg(sys, draw);
 }
 
 }  // namespace
@@ -145,9 +272,18 @@ void add_diagnose_command(CLI::App& app) {
   cmd->add_option("JOB|FILE", o->what, "A job id or an event log file (default: the running system's, else the newest log)");
   cmd->add_option("--dir", o->dir, "Where the logs are (default: $TTEMU_EVENTS_DIR, else $XDG_STATE_HOME/ttemu/events, else ~/.local/state/ttemu/events)");
   cmd->add_flag("--json", o->json, "One JSON object");
+  cmd->add_option("--svg", o->svg, "Also draw the system with its links coloured by error rate, the links at fault numbered, to FILE");
+  cmd->add_option("--system", o->system, "The system specification to draw (default: the one the log names)");
   cmd->callback([o] {
     const std::string path = find_event_log(o->what, o->dir);
-    const json d = diagnose(read_event_lines(path));
+    const std::vector<json> log = read_event_lines(path);
+    std::map<LinkKey, LinkFindings> links;
+    const json d = diagnose(log, links);
+    if (!o->svg.empty()) {
+      const std::string svg = picture(system_of(log, o->system, path), d, links, path);
+      std::ofstream out(o->svg);
+      if (!(out << svg) || !(out.flush())) throw Error(fmt::format("--svg: cannot write {}", o->svg));
+    }
     if (o->json) fmt::print("{}\n", d.dump());
     else print(d, path);
   });

@@ -95,6 +95,15 @@ json system_event(const char* kind, double uptime_s) {
   return stamp(e, uptime_s);
 }
 
+json job_started_event(const control::System& sys, const std::string& system_path) {
+  return {{"kind", "job_started"}, {"system", system_path}, {"chips", sys.node_count()}, {"links", sys.links.size()}};
+}
+
+bool is_rates(const json& event) {
+  const std::string kind = event.value("kind", "");
+  return kind == "rates" || kind == "router_rates";
+}
+
 json tables_reloaded_event(const control::System& sys, const control::Reload& r, const char* cause) {
   json links = json::array(), chips = json::array();
   for (int i : r.failures.links) {
@@ -111,6 +120,39 @@ std::string drop_summary(const json& e) {
   return fmt::format("{} at {}: {} packet {} from {} to {}", e.value("reason", "?"), e.value("chip", "?"),
                      e.value("command", "?"), e.value("packet_id", 0), e.value("src", "?"), e.value("dst", "?"));
 }
+
+namespace {
+
+void add_rates(json& j, const chip::RateFigures& f, bool router) {
+  j["interval_s"] = static_cast<double>(f.interval_ns) / 1e9;
+  if (router) {
+    j["injected"] = f.injected;
+    j["delivered"] = f.delivered;
+    j["dropped"] = f.dropped;
+  }
+  j["frames_tx"] = f.frames_tx;
+  j["bytes_tx"] = f.bytes_tx;
+  j["frames_rx"] = f.frames_rx;
+  j["bytes_rx"] = f.bytes_rx;
+  j["crc_errors"] = f.crc_errors;
+  j["retransmits"] = f.retransmits;
+}
+
+void add_alarm(json& j, const chip::StatusEntry& e) {
+  const auto a = static_cast<chip::RateAlarm>(e.reason);
+  const bool crc = a == chip::RateAlarm::kCrcHigh || a == chip::RateAlarm::kCrcNormal;
+  j["rate"] = crc ? "crc_errors" : "retransmits";
+  j["above"] = a == chip::RateAlarm::kCrcHigh || a == chip::RateAlarm::kRetransmitHigh;
+  j["threshold"] = static_cast<double>(e.figure) / 1e6;
+  // Per frame received (good or bad), or per data frame sent (first or again).
+  const uint64_t count = crc ? e.rates.crc_errors : e.rates.retransmits;
+  const uint64_t frames = crc ? e.rates.frames_rx + e.rates.crc_errors : e.rates.frames_tx + e.rates.retransmits;
+  j["count"] = count;
+  j["frames"] = frames;
+  j["interval_s"] = static_cast<double>(e.rates.interval_ns) / 1e9;
+}
+
+}  // namespace
 
 json status_event(const chip::StatusEntry& e, routing::ChipId chip, const control::System& sys) {
   json j{{"chip", routing::to_string(chip)}, {"kind", chip::to_string(e.kind)}};
@@ -137,6 +179,9 @@ json status_event(const chip::StatusEntry& e, routing::ChipId chip, const contro
       j["reason"] = link::to_string(static_cast<link::EfcReason>(e.reason));
       break;
     case chip::StatusKind::kPeerRestarted: j["abandoned"] = e.figure; break;
+    case chip::StatusKind::kPortRates: add_rates(j, e.rates, false); break;
+    case chip::StatusKind::kRouterRates: add_rates(j, e.rates, true); break;
+    case chip::StatusKind::kErrorRate: add_alarm(j, e); break;
     case chip::StatusKind::kLinkUp:
     case chip::StatusKind::kLinkDown: break;
   }

@@ -5,10 +5,17 @@
 // Each line has "time" (UTC, ISO 8601 with milliseconds; ttemu sim writes "sim_ns" instead),
 // "uptime_s" (since the launch, or simulated),
 // "chip" (MxDy, but for lines about the whole system), "kind", and the fields of its kind.
+// The first line, about the whole system: "job_started" ("system", "chips", "links"; the
+// launcher's adds "job" and "transport", ttemu sim's "seed").
 // From the chips' status queues, each about a port ("port" MxDyPz, and "peer", its far end):
 // "link_up", "link_down"; "fallback" ("via", "reason") and "returned" ("reason");
-// "peer_restarted" ("abandoned"); and "dropped" ("reason", "command", "packet_id", "src",
-// "dst", "fvc", "ttl"). The launcher's own: "status_lost" ("lost": entries a full queue
+// "peer_restarted" ("abandoned"); "dropped" ("reason", "command", "packet_id", "src",
+// "dst", "fvc", "ttl"); while traffic flows, at a fixed interval, "rates" ("interval_s",
+// "frames_tx", "bytes_tx", "frames_rx", "bytes_rx", "crc_errors", "retransmits") and, about
+// the chip's router, "router_rates" (the same summed over its ports, and "injected",
+// "delivered", "dropped" packets); and "error_rate" ("rate": crc_errors or retransmits,
+// "above", "threshold", "count", "frames", "interval_s") when a rate crosses its alarm
+// threshold. The launcher's own: "status_lost" ("lost": entries a full queue
 // overwrote); "chip_died" ("pid", "how"); "chip_killed"; "chip_restarted" ("pid");
 // "link_admin" ("port", "peer", "down"); and, about the whole system, "tables_reloaded"
 // ("version", "cause", "failed", "failed_links", "failed_chips", "unreachable_pairs",
@@ -51,6 +58,12 @@ class EventLog {
 // An entry from a chip's status queue as a log line, without its time: the chip, the kind, the
 // port and its far end, the figures of the kind.
 nlohmann::json status_event(const chip::StatusEntry& e, routing::ChipId chip, const control::System& sys);
+// The first line: which system (its specification's absolute path, for ttemu diagnose --svg),
+// without the time.
+nlohmann::json job_started_event(const control::System& sys, const std::string& system_path);
+// A line of the chips' periodic figures ("rates", "router_rates"), not an event as such:
+// views of the log leave them out unless asked.
+bool is_rates(const nlohmann::json& event);
 // New routing tables in force, without the time.
 nlohmann::json tables_reloaded_event(const control::System& sys, const control::Reload& r, const char* cause);
 // A line's time, from the launcher: "time" (UTC, `ago` before now) and "uptime_s" (since the

@@ -25,7 +25,7 @@ namespace {
 struct EventsOptions {
   std::string what;  // a file, a job id, or empty
   std::string dir;
-  bool json = false, follow = false;
+  bool json = false, follow = false, rates = false;
 };
 
 }  // namespace
@@ -107,6 +107,25 @@ std::string human(const json& e) {
                        e.value("down", false) ? "out of service" : "back in service");
   } else if (kind == "injection") {
     what = e.value("paused", false) ? "workers' injection paused" : "workers' injection resumed";
+  } else if (kind == "rates" || kind == "router_rates") {
+    const double s = std::max(e.value("interval_s", 0.0), 1e-9);
+    auto gb = [&](const char* bytes) { return static_cast<double>(e.value(bytes, uint64_t{0})) / s / 1e9; };
+    const std::string links = fmt::format("tx {:.3f} GB/s ({} frames), rx {:.3f} GB/s ({} frames); {} CRC error(s), {} retransmission(s)",
+                                          gb("bytes_tx"), e.value("frames_tx", 0), gb("bytes_rx"), e.value("frames_rx", 0),
+                                          e.value("crc_errors", 0), e.value("retransmits", 0));
+    what = kind == "rates" ? fmt::format("link {}: {} over {:.3f} s", e.value("port", "?"), links, s)
+                           : fmt::format("router: {} packet(s) from workers, {} delivered here, {} dropped; its links {} over {:.3f} s",
+                                         e.value("injected", 0), e.value("delivered", 0), e.value("dropped", 0), links, s);
+  } else if (kind == "error_rate") {
+    const bool crc = e.value("rate", "") == "crc_errors";
+    const double frames = std::max(1.0, static_cast<double>(e.value("frames", uint64_t{0})));
+    what = fmt::format("link {}: {} {:.2f}% of {} frame(s) {} over {:.3f} s: {} the alarm at {:.2f}%", e.value("port", "?"),
+                       crc ? "CRC errors" : "retransmissions", 100.0 * e.value("count", 0.0) / frames, e.value("frames", 0),
+                       crc ? "received" : "sent", e.value("interval_s", 0.0),
+                       e.value("above", false) ? "above" : "back to half of", 100.0 * e.value("threshold", 0.0));
+  } else if (kind == "job_started") {
+    what = fmt::format("{} started: {} ({} chips, {} links)", e.contains("job") ? "job " + e.value("job", "?") : "the simulation",
+                       e.value("system", "?"), e.value("chips", 0), e.value("links", 0));
   } else if (kind == "status_lost") {
     what = fmt::format("{} status message(s) lost: the queue was full", e.value("lost", 0));
   } else {
@@ -130,7 +149,7 @@ void print_lines(std::ifstream& in, const EventsOptions& o, const std::string& p
     }
     ++line_no;
     if (line.empty()) continue;
-    if (o.json) {
+    if (o.json && o.rates) {
       fmt::print("{}\n", line);
       continue;
     }
@@ -139,7 +158,9 @@ void print_lines(std::ifstream& in, const EventsOptions& o, const std::string& p
       fmt::print(stderr, "ttemu events: {}:{}: not a JSON object, skipped\n", path, line_no);
       continue;
     }
-    fmt::print("{}\n", human(e));
+    if (!o.rates && is_rates(e)) continue;
+    if (o.json) fmt::print("{}\n", line);
+    else fmt::print("{}\n", human(e));
   }
   std::fflush(stdout);
   in.clear();
@@ -183,6 +204,7 @@ void add_events_command(CLI::App& app) {
   events->add_option("--dir", o->dir, "Where the logs are (default: $TTEMU_EVENTS_DIR, else $XDG_STATE_HOME/ttemu/events, else ~/.local/state/ttemu/events)");
   events->add_flag("--json", o->json, "Print the log's JSON lines as they are");
   events->add_flag("--follow,-f", o->follow, "Keep printing as the log grows (Ctrl-C ends)");
+  events->add_flag("--rates", o->rates, "Show the chips' periodic rate lines too (rates per port and router)");
   events->callback([o] { show(*o); });
 }
 

@@ -70,6 +70,10 @@ class Launcher : public ControlTarget {
     job_ = job::JobId::create();
     started_ = Clock::now();
     log_ = std::make_unique<EventLog>(o_.events_dir.empty() ? default_events_dir() : o_.events_dir, job_.text());
+    json begun = job_started_event(sys_, std::filesystem::absolute(o_.file).string());
+    begun["job"] = job_.text();
+    begun["transport"] = o_.transport;
+    record(stamp(begun, uptime()));
     memory_ = std::make_unique<ChipMemory>(job_, sys_, tables_,
                                            o_.dram_mib ? std::optional<size_t>(*o_.dram_mib << 20) : std::nullopt,
                                            o_.transport == "shm" ? process::shm_ring_capacity(o_.window) : 0);
@@ -161,6 +165,9 @@ class Launcher : public ControlTarget {
     m.efc_timeouts = o_.efc_timeouts;
     m.efc_error_rate = o_.efc_error_rate;
     m.efc_interval_ms = o_.efc_interval_ms;
+    m.status_interval_ms = o_.status_interval_ms;
+    m.crc_alarm = o_.crc_alarm;
+    m.retransmit_alarm = o_.retransmit_alarm;
     return m;
   }
 
@@ -598,6 +605,7 @@ class Launcher : public ControlTarget {
       }
     }
     if (log_) log_->append(event);
+    if (is_rates(event)) return;  // in the file only: ttemu status shows events
     events_.push_back(event);
     if (events_.size() > 1000) events_.pop_front();
   }

@@ -41,6 +41,9 @@ struct LaunchOptions {
   int efc_timeouts = 4;               // retransmission timeouts in a row that break a port
   double efc_error_rate = 0.05;       // receive errors per frame over an interval that break it; 0: off
   int efc_interval_ms = 100;
+  int status_interval_ms = 1000;  // rate entries in the status queues while traffic flows; 0: none
+  double crc_alarm = 0.01;        // CRC errors per frame received that raise an alarm; 0: never
+  double retransmit_alarm = 0.1;  // retransmissions per data frame sent that raise one; 0: never
 };
 
 using wire::kTransports;

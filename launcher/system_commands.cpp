@@ -138,6 +138,14 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   launch->add_option("--efc-error-rate", lo->efc_error_rate, "EFC: receive errors (CRC errors, gaps) per frame over an interval that break a link; 0: never")
       ->check(number_in(0, 1));
   launch->add_option("--efc-interval-ms", lo->efc_interval_ms, "EFC: the interval the error rate is measured over")->check(whole_number(1, 600000));
+  launch->add_option("--status-interval-ms", lo->status_interval_ms,
+                     "Chips report data rates per router and port (and error-rate alarms) this often while traffic flows; 0: never")
+      ->check(whole_number(0, 3600000));
+  launch->add_option("--crc-alarm", lo->crc_alarm, "Status alarm: CRC errors per frame a port receives over an interval; 0: never")
+      ->check(number_in(0, 1));
+  launch->add_option("--retransmit-alarm", lo->retransmit_alarm,
+                     "Status alarm: retransmissions per data frame a port sends over an interval; 0: never")
+      ->check(number_in(0, 1));
   launch->add_option("--events-dir", lo->events_dir,
                      "Where the job's event log goes (default: $TTEMU_EVENTS_DIR, else $XDG_STATE_HOME/ttemu/events, else ~/.local/state/ttemu/events)");
   launch->add_option("--timeout-ms", lo->timeout_ms, "Drop a packet whose head waits this long (spec 5.5)")->check(whole_number(1, 600000));

@@ -355,6 +355,31 @@ TEST(Sim, ACutAndAnUnreliableLinkTravelTheFallbackChannelFromASeed) {
   for (const auto& l : diagnosis["links"]) named.insert(l["ends"]);
   EXPECT_TRUE(named.count(nlohmann::json::array({"M0D0P4", "M0D1P12"}))) << d.stdout_text;
   EXPECT_TRUE(named.count(nlohmann::json::array({"M0D0P5", "M0D1P13"}))) << d.stdout_text;
+  // The status queues' rates: the unreliable link's receivers raised CRC alarms, and their
+  // counts rank it first.
+  bool crc_alarm = false;
+  for (const auto& e : s.of("error_rate")) {
+    crc_alarm |= (e["port"] == "M0D0P5" || e["port"] == "M0D1P13") && e["rate"] == "crc_errors" && e["above"] == true;
+  }
+  EXPECT_TRUE(crc_alarm) << slurp(s.log_path);
+  EXPECT_FALSE(s.of("rates").empty());
+  EXPECT_EQ(diagnosis["links"][0]["ends"], nlohmann::json::array({"M0D0P5", "M0D1P13"})) << d.stdout_text;
+  EXPECT_GT(diagnosis["links"][0]["crc_errors"].get<uint64_t>(), 0u) << d.stdout_text;
+  // ttemu events leaves the periodic rate lines out unless asked.
+  RunResult ev = ttemu({"events", s.log_path, "--json"}), with = ttemu({"events", s.log_path, "--json", "--rates"});
+  ASSERT_EQ(ev.status, 0) << ev.out;
+  EXPECT_EQ(ev.stdout_text.find("\"kind\":\"rates\""), std::string::npos);
+  EXPECT_NE(with.stdout_text.find("\"kind\":\"rates\""), std::string::npos);
+  EXPECT_NE(ev.stdout_text.find("\"kind\":\"error_rate\""), std::string::npos) << "alarms are events";
+  // The picture: the system the log names, the unreliable link red and ranked first.
+  RunResult svg = ttemu({"diagnose", s.log_path, "--svg", (dir / "d.svg").string()});
+  ASSERT_EQ(svg.status, 0) << svg.out;
+  const std::string picture = slurp(dir / "d.svg");
+  const size_t at = picture.find("<title>#1 at fault: unreliable");
+  ASSERT_NE(at, std::string::npos) << picture;
+  const size_t line = picture.rfind("<line ", at);
+  EXPECT_NE(picture.substr(line, at - line).find("stroke=\"#d62728\""), std::string::npos) << picture.substr(line, at - line);
+  EXPECT_NE(picture.find("M0D0P5 - M0D1P13", at), std::string::npos);
 }
 
 // All four links of the pair cut: they go down, the control plane loads tables around the
@@ -404,6 +429,23 @@ TEST(Sim, AChipKilledMidTrafficAndRestartedFromASeed) {
 // The receiver's own error count names a faulty wire, even when its end first followed the far
 // end onto the fallback channel and judged the link itself only there: that judgement counts,
 // and ranks the link above one whose ends only timed out (a cut).
+// A picture needs the system: a log without its job_started line (or whose system is gone)
+// says so in one line, and --system supplies it.
+TEST(Cli, DiagnoseSvgNamesTheSystemItNeeds) {
+  TempDir dir;
+  const std::string line = nlohmann::json{{"uptime_s", 1.0}, {"chip", "M0D0"}, {"kind", "link_down"}, {"port", "M0D0P2"},
+                                          {"peer", "M0D1P6"}}.dump() + "\n";
+  write_file(dir / "log.jsonl", line);
+  const std::string svg = (dir / "d.svg").string();
+  expect_one_line_error(cli("diagnose " + (dir / "log.jsonl").string() + " --svg " + svg), "names no system");
+  EXPECT_FALSE(std::filesystem::exists(svg));
+  write_file(dir / "gone.jsonl", nlohmann::json{{"kind", "job_started"}, {"system", (dir / "nowhere.yaml").string()}}.dump() + "\n" + line);
+  expect_one_line_error(cli("diagnose " + (dir / "gone.jsonl").string() + " --svg " + svg), "which is gone");
+  RunResult r = cli("diagnose " + (dir / "log.jsonl").string() + " --svg " + svg + " --system " + topo("n300.yaml"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(slurp(svg).find("M0D0P2 - M0D1P6"), std::string::npos);
+}
+
 TEST(Cli, DiagnoseCountsAJudgementMadeAfterFollowingTheFarEnd) {
   auto line = [](const char* chip, const char* kind, const char* port, const char* peer, const char* reason) {
     return nlohmann::json{{"time", "2026-11-23T00:00:00.000Z"}, {"uptime_s", 1.0}, {"chip", chip}, {"kind", kind},

@@ -619,6 +619,12 @@ struct EfcRig {
     EXPECT_TRUE(sim->events().empty()) << "a packet dropped: " << (sim->events().empty() ? "" : sim->events()[0].name());
   }
   static std::vector<uint8_t> data(ChipId src, int i) { return pattern(src.device, i, 4096); }
+  // What `end` sends is corrupted with probability p per frame from now on.
+  void corrupt(routing::PortId end, double p) {
+    link::DirectionFaults f;
+    f.corrupt = p;
+    sim->set_faults(end, f);
+  }
   // The EFC events of one end, in order.
   std::vector<EfcEvent> of(routing::PortId end) const {
     std::vector<EfcEvent> v;
@@ -728,6 +734,58 @@ TEST(FabricSim, APassengerLeavesACarrierWhoseWireFailsToo) {
   EXPECT_NE(ev.back().wire, ea.port) << "and did not go back to its own cut wire";
 }
 
+// The status queues' rates (spec 1.1.2.1), drained by the simulated control plane: while
+// traffic flows each port reports what it moved every interval, and the entries add up to its
+// link counters; the receiver of a corrupting wire raises a CRC alarm; idle, nothing more comes.
+TEST(FabricSim, RateEntriesAddUpToTheCountersAndACorruptingWireRaisesACrcAlarm) {
+  SimConfig cfg;
+  cfg.control_plane = true;
+  cfg.efc.enabled = false;  // the wire keeps its traffic: its receiver counts every bad frame
+  cfg.rates.interval = std::chrono::milliseconds(10);
+  EfcRig rig(cfg);
+  FabricSim& sim = *rig.sim;
+  const auto [ea, eb] = rig.ends;
+  rig.corrupt(ea, 0.05);
+  rig.stream(200, std::chrono::microseconds(300));
+  rig.expect_everything_delivered(200);
+  std::map<routing::PortId, chip::RateFigures> sum;
+  int intervals = 0;
+  bool alarm = false;
+  for (const auto& r : sim.control_log()) {
+    if (r.kind != ControlRecord::Kind::kStatus) continue;
+    const chip::StatusEntry& e = r.entry;
+    if (e.kind == chip::StatusKind::kRouterRates) ++intervals;
+    if (e.kind == chip::StatusKind::kErrorRate && routing::PortId{r.chip, e.port} == eb &&
+        static_cast<chip::RateAlarm>(e.reason) == chip::RateAlarm::kCrcHigh) {
+      alarm = true;
+    }
+    if (e.kind != chip::StatusKind::kPortRates) continue;
+    auto& s = sum[{r.chip, e.port}];
+    s.frames_tx += e.rates.frames_tx;
+    s.bytes_tx += e.rates.bytes_tx;
+    s.frames_rx += e.rates.frames_rx;
+    s.crc_errors += e.rates.crc_errors;
+    s.retransmits += e.rates.retransmits;
+  }
+  EXPECT_GT(intervals, 2) << "the traffic lasted several intervals";
+  EXPECT_TRUE(alarm) << "the receiver of the corrupting wire raised a CRC alarm";
+  for (const auto end : {ea, eb}) {
+    const auto& c = sim.counters(end);
+    EXPECT_GT(c.frames_tx.load(), 200u);
+    EXPECT_EQ(sum[end].frames_tx, c.frames_tx.load()) << to_string(end);
+    EXPECT_EQ(sum[end].bytes_tx, c.bytes_tx.load()) << to_string(end);
+    EXPECT_EQ(sum[end].frames_rx, c.frames_rx.load()) << to_string(end);
+    EXPECT_EQ(sum[end].crc_errors, c.crc_errors.load()) << to_string(end);
+    EXPECT_EQ(sum[end].retransmits, c.retransmits.load()) << to_string(end);
+  }
+  EXPECT_GT(sum[eb].crc_errors, 0u);
+  const size_t logged = sim.control_log().size();
+  const link::Time idle_since = sim.now();
+  EXPECT_TRUE(sim.run(std::chrono::seconds(5)));
+  EXPECT_EQ(sim.control_log().size(), logged) << "idle: no more rate entries";
+  EXPECT_EQ(sim.now(), idle_since) << "idle: no timer is left to wake the chips";
+}
+
 TEST(FabricSim, AnUnreliableLinkMovesOntoTheFallbackChannelAtItsErrorRate) {
   SimConfig cfg;
   cfg.efc.interval = std::chrono::milliseconds(20);
@@ -735,9 +793,7 @@ TEST(FabricSim, AnUnreliableLinkMovesOntoTheFallbackChannelAtItsErrorRate) {
   EfcRig rig(cfg);
   FabricSim& sim = *rig.sim;
   const auto [ea, eb] = rig.ends;
-  link::DirectionFaults f;
-  f.corrupt = 0.2;
-  sim.set_faults(ea, f);
+  rig.corrupt(ea, 0.2);
   rig.stream(100, std::chrono::milliseconds(2));
   rig.expect_everything_delivered(100);
   // The receiver sees the CRC errors and judges; the sender follows it onto the channel.

@@ -638,7 +638,7 @@ TEST(Fabric, TrafficVerifiesEveryPatternWithCrcErrorsOnEveryLink) {
 // corrupts one frame in five, while all_to_all runs on both planes again and again. Every
 // byte must arrive and no write be NACKed; the event log must show plane 0's link moving onto
 // the fallback channel and back, and plane 1's moving for its error rate; `ttemu diagnose`
-// must name both links, the unreliable one first.
+// must name both links, the unreliable one first; its receivers must raise a CRC alarm.
 TEST(Fabric, TrafficRunsThroughACutAndAnUnreliableLinkOnTheFallbackChannel) {
   TempFile plan(
       "links:\n"
@@ -652,9 +652,16 @@ TEST(Fabric, TrafficRunsThroughACutAndAnUnreliableLinkOnTheFallbackChannel) {
       return e["kind"] == kind && e.value("port", "") == port && (!reason || e.value("reason", "") == reason);
     });
   };
+  // The receivers of the unreliable link raise a CRC alarm in their status queues.
+  auto crc_alarm = [&] {
+    return logged(log, [&](const json& e) {
+      return e["kind"] == "error_rate" && (e["port"] == "M0D0P5" || e["port"] == "M0D1P13") && e["rate"] == "crc_errors" &&
+             e["above"] == true;
+    });
+  };
   auto done = [&] {
     return (has("returned", "M0D0P4", nullptr) || has("returned", "M0D1P12", nullptr)) &&
-           (has("fallback", "M0D0P5", "error_rate") || has("fallback", "M0D1P13", "error_rate"));
+           (has("fallback", "M0D0P5", "error_rate") || has("fallback", "M0D1P13", "error_rate")) && crc_alarm();
   };
   int runs = 0;
   for (auto end = Clock::now() + std::chrono::seconds(90); Clock::now() < end && !(runs >= 2 && done());) {
@@ -844,8 +851,8 @@ TEST(Fabric, ARoutingLoopIsDroppedWhereTtlRunsOutAndTheSenderIsTold) {
   EXPECT_EQ(shown.status, 0) << shown.out;
   EXPECT_NE(shown.stdout_text.find("write packet 1 from M0D0 to M0D15 dropped: ttl_expired"), std::string::npos)
       << shown.out;
-  RunResult as_json = ttemu({"events", "--json", path});
-  EXPECT_EQ(as_json.stdout_text, slurp(path)) << "--json prints the log's lines as they are";
+  RunResult as_json = ttemu({"events", "--json", "--rates", path});
+  EXPECT_EQ(as_json.stdout_text, slurp(path)) << "--json --rates prints the log's lines as they are";
   RunResult missing = ttemu({"events", "no-such-job"});
   EXPECT_NE(missing.status, 0);
   EXPECT_NE(missing.out.find("'no-such-job' is neither an event log file nor a job"), std::string::npos) << missing.out;

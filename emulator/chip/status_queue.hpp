@@ -23,6 +23,15 @@ enum class StatusKind : uint16_t {
   kFallback = 4,  // the port's traffic moved onto port `via`'s wire: `reason` (link::EfcReason)
   kReturned = 5,  // the port's traffic is back on its own wire: `reason` (link::EfcReason)
   kPeerRestarted = 6,  // the far end came back as a new process: `figure` payloads abandoned
+  // While traffic flows, at a fixed interval (node/status_rates.hpp): what the port's link
+  // moved and suffered over `rates.interval_ns` ...
+  kPortRates = 7,
+  // ... and what the router moved (port 0xFF): packets from workers, delivered here, dropped.
+  kRouterRates = 8,
+  // The port's CRC errors or retransmissions per frame crossed their alarm threshold, up or
+  // back down: `reason` (RateAlarm), `figure` the threshold in parts per million, `rates` the
+  // interval that crossed it.
+  kErrorRate = 9,
 };
 inline const char* to_string(StatusKind k) {
   switch (k) {
@@ -32,9 +41,29 @@ inline const char* to_string(StatusKind k) {
     case StatusKind::kFallback: return "fallback";
     case StatusKind::kReturned: return "returned";
     case StatusKind::kPeerRestarted: return "peer_restarted";
+    case StatusKind::kPortRates: return "rates";
+    case StatusKind::kRouterRates: return "router_rates";
+    case StatusKind::kErrorRate: return "error_rate";
   }
   return "?";
 }
+
+// kErrorRate's `reason`: which rate crossed its threshold, and which way.
+enum class RateAlarm : uint8_t {
+  kCrcHigh = 1,         // CRC errors per frame received went above the threshold
+  kCrcNormal = 2,       // ... and came back to half of it or less
+  kRetransmitHigh = 3,  // retransmissions per data frame sent went above the threshold
+  kRetransmitNormal = 4,
+};
+
+// The figures of one interval (kPortRates, kRouterRates, kErrorRate): differences of the
+// port's link counters (link/link_counters.hpp), or for the router the sums over its ports.
+struct RateFigures {
+  uint64_t interval_ns = 0;
+  uint64_t frames_tx = 0, bytes_tx = 0, frames_rx = 0, bytes_rx = 0;
+  uint64_t crc_errors = 0, retransmits = 0;
+  uint64_t injected = 0, delivered = 0, dropped = 0;  // kRouterRates: the router's packets
+};
 
 struct StatusEntry {
   int64_t time_ns = 0;  // the chip's clock (steady, or the simulator's)
@@ -46,6 +75,7 @@ struct StatusEntry {
   uint16_t src_mesh = 0, src_device = 0, dst_mesh = 0, dst_device = 0;
   uint64_t packet_id = 0;
   uint64_t figure = 0;  // kPeerRestarted: the old session's payloads reported (NACKed if packets)
+  RateFigures rates{};  // kPortRates, kRouterRates, kErrorRate
 };
 
 class StatusQueue {

@@ -108,6 +108,7 @@ namespace {
 std::vector<uint8_t> wired_ports(const ChipNodeConfig& c) {
   std::vector<uint8_t> v;
   for (const auto& p : c.ports) v.push_back(p.number);
+  std::sort(v.begin(), v.end());  // as ports_ (the rates are reported in this order)
   return v;
 }
 
@@ -121,6 +122,7 @@ ChipNode::ChipNode(ChipNodeConfig config, session::Center::Memory memory, chip::
       observer_(observer),
       fabric_(cfg_.self, cfg_.router, cfg_.tables, wired_ports(cfg_), memory, buffers_),
       intake_(cfg_.self, control, memory),
+      rates_(cfg_.rates, wired_ports(cfg_)),
       by_number_(routing::kMaxPorts, nullptr) {
   std::sort(cfg_.ports.begin(), cfg_.ports.end(), [](const auto& a, const auto& b) { return a.number < b.number; });
   for (const auto& pc : cfg_.ports) {
@@ -172,6 +174,7 @@ void ChipNode::on_datagram(uint8_t number, std::span<const uint8_t> datagram, Ti
   now_ = now;
   Port& arrived = port(number);
   if (arrived.admin_down) return;  // out of service: the wire carries nothing
+  rates_.arm(now);
   Port* target = &arrived;
   if (const auto h = link::decode_fallback(datagram)) {
     target = fallback_target(arrived, *h);
@@ -228,6 +231,7 @@ void ChipNode::on_timer(Time now) {
     service(*p, now);
   }
   pump(now);
+  report_rates(now);
 }
 
 void ChipNode::pump(Time now) {
@@ -239,6 +243,7 @@ void ChipNode::pump(Time now) {
     // round only if commands were taken, or some wait and the router moved.
     for (int round = 0; round < 64; ++round) {
       const bool took = intake_.drain(fabric_, now);
+      if (took) rates_.arm(now);
       const bool moved = fabric_.poll(now, out_);
       if (!took && !(moved && intake_.waiting())) break;
     }
@@ -285,7 +290,7 @@ void ChipNode::settle(Time now) {
 }
 
 std::optional<Time> ChipNode::next_deadline() const {
-  std::optional<Time> next = fabric_.next_deadline();
+  std::optional<Time> next = earlier(fabric_.next_deadline(), rates_.next_deadline());
   for (const auto& p : ports_) {
     next = earlier(next, p->link->next_deadline());
     next = earlier(next, p->efc.next_deadline());
@@ -354,11 +359,13 @@ void ChipNode::pause_injection(bool paused, Time now) {
 
 bool ChipNode::inject(routing::Packet packet, Time now) {
   now_ = now;
+  rates_.arm(now);
   return fabric_.inject(std::move(packet), now);
 }
 
 void ChipNode::start_stream(uint8_t number, uint64_t id, uint64_t frames, uint32_t size, Time now) {
   now_ = now;
+  rates_.arm(now);
   Port& p = port(number);
   p.tx.active = true;
   p.tx.id = id;
@@ -372,6 +379,7 @@ void ChipNode::start_stream(uint8_t number, uint64_t id, uint64_t frames, uint32
 
 void ChipNode::start_ping(uint8_t number, uint64_t id, int count, uint32_t size, Time now) {
   now_ = now;
+  rates_.arm(now);
   Port& p = port(number);
   p.ping.active = true;
   p.ping.waiting = false;
@@ -671,6 +679,17 @@ void ChipNode::push_status(chip::StatusEntry e) {
   e.time_ns = now_.count();
   ctl_.status.push(e);
   if (ctl_.status.drained_before()) observer_.status_pushed(ctl_.status.pushed());
+}
+
+void ChipNode::report_rates(Time now, bool early) {
+  if (!rates_.due(now) && !(early && rates_.next_deadline())) return;
+  std::vector<PortCounts> counts;
+  counts.reserve(ports_.size());
+  for (const auto& p : ports_) counts.push_back(PortCounts::of(p->status->counters));
+  const RouterCounts router{ctl_.packets_injected.load(std::memory_order_relaxed),
+                            ctl_.packets_delivered.load(std::memory_order_relaxed),
+                            ctl_.router_events.load(std::memory_order_relaxed)};
+  for (const auto& e : rates_.tick(now, counts, router, early)) push_status(e);
 }
 
 void ChipNode::report(Port& p) {

@@ -28,6 +28,7 @@
 #include "emulator/link/fault_injector.hpp"
 #include "emulator/link/tt_link.hpp"
 #include "emulator/node/command_intake.hpp"
+#include "emulator/node/status_rates.hpp"
 #include "emulator/routing/fabric_router.hpp"
 #include "emulator/session/fabric_node.hpp"
 #include "emulator/wire/transport.hpp"
@@ -50,6 +51,7 @@ struct ChipNodeConfig {
   uint64_t job = 0;  // the job identity the links' hellos carry
   link::LinkConfig link;
   link::EfcConfig efc;
+  RatesConfig rates;  // the status queue's rate entries and error-rate alarms
   routing::RouterConfig router;
   std::vector<PortConfig> ports;
   std::vector<routing::RouterTable> tables;  // this chip's table on each plane
@@ -119,6 +121,11 @@ class ChipNode {
   // Holds (or lets go) the workers' commands: while paused the router takes none, and what is
   // already in the fabric moves on (ttemu injection pause|resume).
   void pause_injection(bool paused, Time now);
+  // The chip stops: the rates of the interval under way go into the status queue now.
+  void final_rates(Time now) {
+    now_ = now;
+    report_rates(now, true);
+  }
   void start_stream(uint8_t port, uint64_t id, uint64_t frames, uint32_t size, Time now);
   void start_ping(uint8_t port, uint64_t id, int count, uint32_t size, Time now);
   // A packet as if from a local worker, past the command buffer (the simulator's directed
@@ -159,6 +166,8 @@ class ChipNode {
   void verify_wire(Port& c, Time now);
   // Into the chip's status queue (spec 1.1.2.1), stamped with the node's time.
   void push_status(chip::StatusEntry e);
+  // The interval's rate entries and alarms, if one is due (status_rates.hpp).
+  void report_rates(Time now, bool early = false);
   // A link went down or came back during the call: the router drops what waited for it now.
   void settle(Time now);
 
@@ -169,6 +178,7 @@ class ChipNode {
   BufferPool buffers_;  // packet buffers: the router's, the links' windows (before both)
   session::FabricNode fabric_;
   CommandIntake intake_;
+  StatusRates rates_;
   std::vector<std::unique_ptr<Port>> ports_;  // ascending port numbers
   std::vector<Port*> by_number_;              // port number -> its Port, nullptr if not wired
   std::vector<Port*> touched_;                // received on in the current batch

@@ -47,6 +47,9 @@ struct Config {
   int efc_timeouts = link::EfcConfig{}.timeouts;
   int efc_interval_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(link::EfcConfig{}.interval).count());
   double efc_error_rate = link::EfcConfig{}.error_rate;
+  // The status queue's rate entries and alarms (node::RatesConfig).
+  int status_interval_ms = 1000;
+  double crc_alarm = 0.01, retransmit_alarm = 0.1;
 };
 
 struct PeerAddress {

@@ -183,7 +183,10 @@ class Chip final : public node::NodeObserver {
                    [&](const msg::Tables& t) { node().load_tables(read_tables(), t.version, now()); },
                    [&](const msg::Injection& i) { node().pause_injection(i.paused, now()); },
                    [&](const msg::AdminDown& a) { node().admin_down(a.port, a.down, now()); },
-                   [&](const msg::Stop&) { stop(); },
+                   [&](const msg::Stop&) {
+                     if (node_) node_->final_rates(now());  // the last interval's figures
+                     stop();
+                   },
                },
                m);
   }
@@ -206,6 +209,9 @@ class Chip final : public node::NodeObserver {
     nc.efc.timeouts = m.efc_timeouts;
     nc.efc.error_rate = m.efc_error_rate;
     nc.efc.interval = std::chrono::milliseconds(m.efc_interval_ms);
+    nc.rates.interval = std::chrono::milliseconds(m.status_interval_ms);
+    nc.rates.crc_alarm = m.crc_alarm;
+    nc.rates.retransmit_alarm = m.retransmit_alarm;
     nc.router.data_fvcs = m.data_fvcs;
     nc.router.rb_packets = m.rb_packets;
     nc.router.timeout = std::chrono::milliseconds(m.timeout_ms);

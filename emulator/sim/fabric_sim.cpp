@@ -124,6 +124,7 @@ void FabricSim::build(Node& n, int v) {
   nc.job = cfg_.seed;
   nc.link = cfg_.link;
   nc.efc = cfg_.efc;
+  nc.rates = cfg_.rates;
   nc.router = cfg_.router;
   nc.tables = tables().of_node(v);
   for (uint8_t port : sys_.wired_ports(v)) {
@@ -214,6 +215,14 @@ chip::CommandBufferClient& FabricSim::worker(ChipId chip, uint16_t core) {
     });
   }
   return *w;
+}
+
+void FabricSim::final_rates() {
+  for (auto& n : nodes_) {
+    if (n->dead) continue;
+    n->chip->final_rates(now_);
+    if (live_) drain_status(*n);
+  }
 }
 
 void FabricSim::kill(ChipId chip) {

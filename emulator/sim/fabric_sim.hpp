@@ -36,6 +36,9 @@ struct SimConfig {
   routing::RouterConfig router;
   link::LinkConfig link;
   link::EfcConfig efc;  // the Ethernet Fallback Channel's thresholds (enabled by default)
+  // The status queues' rate entries and alarms; off by default (ttemu sim turns them on with
+  // the control plane, which drains them).
+  node::RatesConfig rates{.interval = std::chrono::nanoseconds(0)};
   size_t l1_bytes = 1 << 20;   // simulated memory per chip
   size_t dram_bytes = 1 << 20;
   bool trace = true;  // keep the trace (a line per delivery, event, ring...); off, nothing is formatted
@@ -108,6 +111,9 @@ class FabricSim {
   // force; its links handshake again (and the control plane, if on, routes through it again).
   void restart(routing::ChipId chip);
   bool alive(routing::ChipId chip) const;
+  // The end of the run: every live chip reports the rates of the interval under way (as a
+  // chip process does when it stops), and the control plane drains them.
+  void final_rates();
   // Times the chip was restarted: a chip whose count changed lost its memory meanwhile.
   uint32_t incarnation(routing::ChipId chip) const;
   // Runs `action` when the simulated clock reaches `at` (during run()); actions at the same

@@ -1,6 +1,7 @@
 #include "tools/traffic/sim_command.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -46,6 +47,7 @@ struct SimOptions {
   std::string trace;
   std::string events;
   int retry = 0;
+  int status_interval_ms = 1000;
   std::vector<int> planes{0};
   int samples = 16;
   double limit_s = 60;
@@ -339,9 +341,13 @@ void write_output(const std::string& path, const char* option, std::ofstream& fi
 
 // The simulated control plane's record as the launcher's event log: the same lines, with
 // simulated times (launcher/event_log.hpp), so ttemu events and ttemu diagnose read both.
-std::vector<std::string> event_lines(const control::System& sys, const std::vector<sim::ControlRecord>& log) {
+std::vector<std::string> event_lines(const control::System& sys, const std::string& file, uint64_t seed,
+                                     const std::vector<sim::ControlRecord>& log) {
   using Kind = sim::ControlRecord::Kind;
   std::vector<std::string> lines;
+  json begun = job_started_event(sys, std::filesystem::absolute(file).string());
+  begun["seed"] = seed;
+  lines.push_back(event_line(stamp_simulated(begun, link::Time{0})));
   for (const auto& r : log) {
     json e;
     switch (r.kind) {
@@ -378,6 +384,7 @@ void run_sim(const SimOptions& o, int& exit_status) {
   cfg.link_faults = plan.tx;
   cfg.trace = !o.trace.empty();  // nobody reads it otherwise
   cfg.control_plane = true;
+  cfg.rates.interval = std::chrono::milliseconds(o.status_interval_ms);
   cfg.link.ack_delay = std::chrono::microseconds(0);
   // Sources keep their data in the upper half of L1, destinations take each source's writes
   // in the lower half: room for every chip's block in each.
@@ -451,8 +458,9 @@ void run_sim(const SimOptions& o, int& exit_status) {
     for (const auto& w : f.down) last = std::max(last, link::Time(w.to));
   }
   if (last + std::chrono::seconds(1) > sim.now()) sim.run(last + std::chrono::seconds(1) - sim.now());
+  sim.final_rates();
   write_output(o.trace, "--trace", trace_file, sim.trace());
-  if (!o.events.empty()) write_output(o.events, "--events", events_file, event_lines(sys, sim.control_log()));
+  if (!o.events.empty()) write_output(o.events, "--events", events_file, event_lines(sys, file, cfg.seed, sim.control_log()));
   if (bad) exit_status = 1;
 }
 
@@ -483,6 +491,9 @@ void add_sim_command(CLI::App& app, int& exit_status) {
       ->check(whole_number<int>(0, 15));
   c->add_option("--retry", o->retry, "Write again what was NACKed or lost, after the control plane's reroute, up to this many rounds (0: off)")
       ->check(whole_number<int>(0, chip::kTxnIds - 2));
+  c->add_option("--status-interval-ms", o->status_interval_ms,
+                "Chips report data rates per router and port (and error-rate alarms) this often, in simulated time, while traffic flows; 0: never")
+      ->check(whole_number(0, 3600000));
   c->add_option("--latency-samples", o->samples, "Single writes timed per pattern")->check(whole_number<int>(1, 100000));
   c->add_option("--limit", o->limit_s, "Simulated seconds a pattern may take")->check(number_in(0.001, 3600));
   c->add_flag("--json", o->json, "One JSON object per pattern");

@@ -1,6 +1,7 @@
 #include "tools/viz/topology_svg.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <set>
@@ -151,7 +152,9 @@ std::string draw_svg(const System& sys, const DrawOptions& o) {
       "{} mesh(es), {} chips, {} links ({} between meshes), {} routing plane(s){}", sys.meshes.size(),
       sys.chips.size(), sys.links.size(), inter, sys.planes,
       o.title_note.empty() ? "" : "; " + o.title_note);
-  int width = std::max({layout.width(), 760, 2 * kMargin + 7 * static_cast<int>(subtitle.size())});
+  int legend_w = 2 * kMargin;
+  for (const auto& e : o.legend) legend_w += 46 + 7 * static_cast<int>(e.text.size());
+  int width = std::max({layout.width(), 760, 2 * kMargin + 7 * static_cast<int>(subtitle.size()), legend_w});
   int height = layout.height() + legend_h;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
@@ -190,7 +193,42 @@ std::string draw_svg(const System& sys, const DrawOptions& o) {
     ++count;
     failed += !o.failures.link_ok(sys, static_cast<int>(i));
   }
+  std::string labels;  // drawn last, over the chips
+  if (!o.links.empty()) {
+    // Each link on its own, parallel ones side by side across the line between the chips.
+    std::map<std::pair<int, int>, int> drawn;
+    std::map<std::pair<int, int>, std::pair<int, int>> labelled;  // labels so far on each side of a pair
+    for (size_t i = 0; i < sys.links.size(); ++i) {
+      const Link& l = sys.links[i];
+      const int a = *sys.node(l.a.chip), b = *sys.node(l.b.chip);
+      const int count = pairs[{a, b}].first, k = drawn[{a, b}]++;
+      const Point p = layout.centre(a), q = layout.centre(b);
+      const double dx = q.x - p.x, dy = q.y - p.y, len = std::max(1.0, std::hypot(dx, dy));
+      const double off = (k - (count - 1) / 2.0) * 7.0;  // pixels across the line
+      const double ox = -dy / len * off, oy = dx / len * off;
+      const auto it = o.links.find(static_cast<int>(i));
+      const LinkPaint paint = it == o.links.end() ? LinkPaint{} : it->second;
+      const std::string tip = paint.tooltip.empty() ? routing::to_string(l.a) + " - " + routing::to_string(l.b) : paint.tooltip;
+      svg += fmt::format(
+          "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"{}\"{}><title>{}</title></line>\n",
+          p.x + ox, p.y + oy, q.x + ox, q.y + oy, paint.colour, paint.width, paint.dashed ? " stroke-dasharray=\"6,4\"" : "",
+          escape(tip));
+      if (!paint.label.empty()) {
+        // Beside the middle of the bundle, on the link's own side, stacked outwards.
+        const double side = off >= 0 ? 1 : -1;
+        auto& [before, after] = labelled[{a, b}];
+        const int nth = side > 0 ? after++ : before++;
+        const double out = (count - 1) / 2.0 * 7.0 + 12 + 13 * nth;
+        labels += fmt::format(
+            "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"12\" font-weight=\"bold\" fill=\"{}\" stroke=\"white\" "
+            "stroke-width=\"3\" paint-order=\"stroke\" text-anchor=\"middle\">{}</text>\n",
+            (p.x + q.x) / 2.0 + side * -dy / len * out, (p.y + q.y) / 2.0 + side * dx / len * out + 4, paint.colour,
+            escape(paint.label));
+      }
+    }
+  }
   for (const auto& [ab, cf] : pairs) {
+    if (!o.links.empty()) break;
     Point p = layout.centre(ab.first), q = layout.centre(ab.second);
     bool inter_mesh = sys.chips[static_cast<size_t>(ab.first)].id.mesh !=
                       sys.chips[static_cast<size_t>(ab.second)].id.mesh;
@@ -221,6 +259,8 @@ std::string draw_svg(const System& sys, const DrawOptions& o) {
     }
   }
 
+  svg += labels;
+
   // The highlighted route, hop by hop with sender and receiver ports.
   for (size_t i = 0; i < o.route.size(); ++i) {
     const Hop& h = o.route[i];
@@ -240,6 +280,19 @@ std::string draw_svg(const System& sys, const DrawOptions& o) {
 
   // Legend.
   int ly = height - legend_h + 10;
+  if (!o.legend.empty()) {
+    int x = kMargin;
+    svg += "<g font-size=\"12\">";
+    for (const auto& e : o.legend) {
+      svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"4\"{}/>"
+                         "<text x=\"{}\" y=\"{}\">{}</text>",
+                         x, ly + 7, x + 28, ly + 7, e.colour, e.dashed ? " stroke-dasharray=\"6,4\"" : "", x + 34, ly + 12,
+                         escape(e.text));
+      x += 46 + 7 * static_cast<int>(e.text.size());
+    }
+    svg += "</g>\n</svg>\n";
+    return svg;
+  }
   svg += fmt::format(
       "<g font-size=\"12\"><rect x=\"{0}\" y=\"{1}\" width=\"14\" height=\"14\" fill=\"white\" "
       "stroke=\"#ff7f0e\" stroke-width=\"3\"/><text x=\"{2}\" y=\"{3}\">exit node</text>"

@@ -4,6 +4,7 @@
 // meets another's north edge is drawn above it).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,10 +14,29 @@
 
 namespace ttemu::viz {
 
+// One link drawn on its own (ttemu diagnose: links coloured by error rate).
+struct LinkPaint {
+  std::string colour = "#9aa5b1";
+  int width = 2;
+  bool dashed = false;
+  std::string label;    // beside the link (a rank)
+  std::string tooltip;  // what it carried and suffered
+};
+
+struct LegendEntry {
+  std::string colour;
+  std::string text;
+  bool dashed = false;
+};
+
 struct DrawOptions {
   control::Failures failures;
   std::vector<control::Hop> route;  // highlighted, in order
   std::string title_note;
+  // Links by index into System::links. Not empty: every link is drawn on its own, parallel
+  // links side by side (the ones not here in the default grey), instead of one line per pair.
+  std::map<int, LinkPaint> links;
+  std::vector<LegendEntry> legend;  // not empty: replaces the default legend
 };
 
 std::string draw_svg(const control::System& sys, const DrawOptions& options);
