@@ -291,6 +291,66 @@ TEST(Sim, BadSchedulesAndNamesAreOneLineErrors) {
 }
 
 
+// The quick campaign (tools/campaigns/quick.yaml): every run keeps every invariant, and the
+// record has one passing line per run of the matrix.
+TEST(Campaign, TheQuickCampaignPasses) {
+  TempDir dir;
+  RunResult r = ttemu({"campaign", std::string(TTEMU_TOPOLOGIES) + "/../tools/campaigns/quick.yaml", "--out", dir.path().string()});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.stdout_text.find("verdict: PASS"), std::string::npos) << r.out;
+  std::set<int> ids;
+  std::set<std::string> scenarios;
+  for (const auto& run : read_event_log((dir / "runs.jsonl").string())) {
+    EXPECT_TRUE(run["pass"].get<bool>()) << run.dump();
+    ids.insert(run["id"].get<int>());
+    scenarios.insert(run["scenario"].get<std::string>());
+  }
+  EXPECT_EQ(ids.size(), 68u) << "3 topologies x 2 workloads x 8 scenarios (some on one or two topologies) x 2 seeds";
+  EXPECT_EQ(scenarios.size(), 8u);
+  EXPECT_FALSE(std::filesystem::exists(dir / "runs" / "0")) << "a passing run leaves nothing behind";
+}
+
+// A campaign whose expectation the fabric does not meet (a reload where nothing fails) fails
+// run by run, each with a line that reproduces it: the line fails the same way, keeps the
+// run's files, and two reproductions give the same trace.
+TEST(Campaign, AFailingRunPrintsALineThatReproducesIt) {
+  TempDir dir;
+  write_file(dir / "c.yaml",
+             "name: planted\ntopologies: [n300]\nseeds: [5, 6]\nworkloads: [{pattern: all_to_all, count: 2}]\n"
+             "scenarios:\n  - {name: clean}\n  - {name: reload_expected, expect_reload: true}\n");
+  const std::string out = (dir / "out").string();
+  RunResult r = ttemu({"campaign", (dir / "c.yaml").string(), "--out", out, "--jobs", "2"});
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.stdout_text.find("verdict: FAIL (4 run(s), 2 failed)"), std::string::npos) << r.out;
+  const std::string fail = "FAIL run 2 (n300 x all_to_all x reload_expected x seed 5): tables_reloaded:";
+  ASSERT_NE(r.stdout_text.find(fail), std::string::npos) << r.out;
+  const std::string line = "reproduce: ttemu campaign " + (dir / "c.yaml").string() + " --run 2";
+  ASSERT_NE(r.stdout_text.find(line), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(dir / "out" / "runs" / "2" / "events.jsonl")) << "the failing run's files are kept";
+  RunResult again = ttemu({"campaign", (dir / "c.yaml").string(), "--out", out, "--run", "2"});
+  EXPECT_EQ(again.status, 1) << again.out;
+  EXPECT_NE(again.stdout_text.find(fail), std::string::npos) << again.out;
+  const std::string trace = slurp(dir / "out" / "runs" / "2" / "trace.txt");
+  EXPECT_FALSE(trace.empty());
+  ttemu({"campaign", (dir / "c.yaml").string(), "--out", out, "--run", "2"});
+  EXPECT_EQ(slurp(dir / "out" / "runs" / "2" / "trace.txt"), trace) << "one seed, one trace";
+  expect_one_line_error(cli("campaign " + (dir / "c.yaml").string() + " --out " + out + " --run 9"), "--run 9: the campaign has runs 0 to 3");
+}
+
+TEST(Campaign, BadCampaignFilesAreOneLineErrors) {
+  TempDir dir;
+  auto bad = [&](const std::string& text, const std::string& fragment) {
+    write_file(dir / "bad.yaml", text);
+    expect_one_line_error(cli("campaign " + (dir / "bad.yaml").string() + " --out " + (dir / "out").string()), fragment);
+  };
+  bad("topologies: [n300]\n", "'workloads' must be a list of one or more");
+  bad("topologies: [nowhere]\nworkloads: [{pattern: all_to_all}]\n", "topology 'nowhere' is neither a file");
+  bad("topologies: [n300]\nworkloads: [{pattern: sideways}]\n", "unknown pattern 'sideways'");
+  bad("topologies: [n300]\nworkloads: [{pattern: all_to_all, size: 0}]\n", "'size' must be from 1 to");
+  bad("topologies: [n300]\nworkloads: [{pattern: all_to_all}]\nscenarios: [{name: x, colour: red}]\n", "unknown key 'colour' in a scenario");
+  bad("topologies: [n300]\nworkloads: [{pattern: all_to_all}]\nseeds: [a]\n", "'seed' must be a number");
+}
+
 // The scenarios of the live control plane (issue 11's processes tests), replayed in ttemu sim
 // from a seed: each runs twice, and the two event logs are the same, byte for byte.
 struct SimScenario {

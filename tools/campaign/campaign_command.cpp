@@ -1,0 +1,177 @@
+#include "tools/campaign/campaign_command.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "emulator/common/error.hpp"
+#include "launcher/cli_checks.hpp"
+#include "tools/campaign/campaign_file.hpp"
+#include "tools/campaign/child.hpp"
+#include "tools/campaign/verdict.hpp"
+
+namespace ttemu::tools {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct CampaignOptions {
+  std::string file, out, engine = "sim";
+  int jobs = 0;
+  int run = -1;
+  double budget_s = 0;
+};
+
+std::vector<json> json_lines(const fs::path& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_object()) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string self_exe() { return fs::read_symlink("/proc/self/exe").string(); }
+
+// One run, start to verdict. A passing run leaves nothing behind unless `keep`; a failing
+// one keeps its directory (the plan, the sim's output, the event log, the trace when asked).
+json run_one(const Campaign& c, const Run& r, const fs::path& out, bool keep, bool trace) {
+  const fs::path dir = out / "runs" / std::to_string(r.id);
+  fs::create_directories(dir);
+  if (const std::string plan = plan_text(c, r); !plan.empty()) std::ofstream(dir / "plan.yaml") << plan << "\n";
+  std::vector<std::string> args = sim_args(c, r, dir.string());
+  if (trace) args.insert(args.end(), {"--trace", (dir / "trace.txt").string()});
+  const ChildResult child = run_child(self_exe(), args, (dir / "stdout.jsonl").string(), (dir / "stderr.txt").string(), c.limit_s);
+  const Verdict v = judge(c.scenarios[r.scenario], c.retry, child.exit_status, child.timed_out, json_lines(dir / "stdout.jsonl"),
+                          json_lines(dir / "events.jsonl"), slurp(dir / "stderr.txt"));
+  std::vector<std::string> sim_line{"ttemu"};
+  sim_line.insert(sim_line.end(), args.begin(), args.end());
+  json j{{"id", r.id}, {"topology", c.topologies[r.topology].first}, {"workload", r.workload},
+         {"pattern", c.workloads[r.workload].pattern}, {"scenario", c.scenarios[r.scenario].name}, {"seed", r.seed},
+         {"pass", v.pass}, {"invariant", v.invariant}, {"reason", v.reason}, {"seconds", child.seconds},
+         {"reproduce", shell_line({"ttemu", "campaign", c.file, "--run", std::to_string(r.id)})}, {"sim", shell_line(sim_line)}};
+  if (!v.pass || keep) j["kept"] = dir.string();
+  else fs::remove_all(dir);
+  return j;
+}
+
+void print_table(const Campaign& c, const std::vector<json>& records) {
+  // Runs, passed and failed per scenario and topology.
+  std::map<std::pair<std::string, std::string>, std::pair<int, int>> cells;
+  for (const auto& r : records) {
+    auto& [runs, failed] = cells[{r["scenario"].get<std::string>(), r["topology"].get<std::string>()}];
+    ++runs;
+    failed += !r["pass"].get<bool>();
+  }
+  fmt::print("{:<20} {:<16} {:>6} {:>6} {:>6}\n", "scenario", "topology", "runs", "passed", "failed");
+  for (const auto& s : c.scenarios) {
+    for (const auto& t : c.topologies) {
+      const auto it = cells.find({s.name, t.first});
+      if (it == cells.end()) continue;
+      fmt::print("{:<20} {:<16} {:>6} {:>6} {:>6}\n", s.name, t.first, it->second.first, it->second.first - it->second.second,
+                 it->second.second);
+    }
+  }
+}
+
+int run_campaign(const CampaignOptions& o) {
+  if (o.engine != "sim") throw Error(fmt::format("--engine {}: only the simulator engine exists yet", o.engine));
+  const Campaign c = load_campaign(o.file);
+  std::vector<Run> runs = expand(c);
+  if (o.run >= 0) {
+    if (o.run >= static_cast<int>(runs.size())) throw Error(fmt::format("--run {}: the campaign has runs 0 to {}", o.run, runs.size() - 1));
+    runs = {runs[static_cast<size_t>(o.run)]};
+  }
+  const fs::path out = o.out.empty() ? fs::path("campaign-" + c.name) : fs::path(o.out);
+  fs::create_directories(out);
+  const int jobs = o.jobs > 0 ? o.jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  fmt::print(stderr, "ttemu campaign: {}: {} run(s) ({} topologies x {} workloads x {} scenarios x {} seeds), {} at once, into {}\n",
+             c.name, runs.size(), c.topologies.size(), c.workloads.size(), c.scenarios.size(), c.seeds.size(), jobs, out.string());
+  std::vector<json> records(runs.size());
+  std::atomic<size_t> next{0};
+  std::atomic<int> done{0}, failed{0};
+  std::mutex progress;
+  const auto start = std::chrono::steady_clock::now();
+  const bool tty = ::isatty(2);
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < runs.size();) {
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (o.budget_s > 0 && elapsed > o.budget_s) {
+        records[i] = {{"id", runs[i].id}, {"skipped", "over the budget"}};
+        continue;
+      }
+      records[i] = run_one(c, runs[i], out, o.run >= 0, o.run >= 0);
+      const int d = ++done, f = failed += !records[i]["pass"].get<bool>();
+      std::lock_guard lock(progress);
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double left = t / d * static_cast<double>(runs.size() - static_cast<size_t>(d));
+      if (tty) fmt::print(stderr, "\r{}/{} runs, {} failed, about {:.0f} s left   ", d, runs.size(), f, left);
+      else if (static_cast<size_t>(d) % std::max<size_t>(1, runs.size() / 10) == 0 || static_cast<size_t>(d) == runs.size()) {
+        fmt::print(stderr, "ttemu campaign: {}/{} runs, {} failed, about {:.0f} s left\n", d, runs.size(), f, left);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int j = 0; j < jobs; ++j) pool.emplace_back(work);
+  for (auto& t : pool) t.join();
+  if (tty) fmt::print(stderr, "\n");
+  std::vector<json> ran;
+  // One run alone (a reproduction) keeps its record with its files, not over the campaign's.
+  const fs::path record = o.run >= 0 ? out / "runs" / std::to_string(o.run) / "run.jsonl" : out / "runs.jsonl";
+  std::ofstream lines(record);
+  for (const auto& r : records) {
+    lines << r.dump() << "\n";
+    if (!r.contains("skipped")) ran.push_back(r);
+  }
+  print_table(c, ran);
+  int failures = 0;
+  for (const auto& r : ran) {
+    if (r["pass"].get<bool>()) continue;
+    ++failures;
+    fmt::print("FAIL run {} ({} x {} x {} x seed {}): {}: {}\n  reproduce: {}\n  or: {}\n", r["id"].get<int>(),
+               r["topology"].get<std::string>(), r["pattern"].get<std::string>(), r["scenario"].get<std::string>(),
+               r["seed"].get<uint64_t>(), r["invariant"].get<std::string>(), r["reason"].get<std::string>(),
+               r["reproduce"].get<std::string>(), r["sim"].get<std::string>());
+  }
+  const size_t skipped = records.size() - ran.size();
+  fmt::print("verdict: {} ({} run(s), {} failed{}); every run in {}\n", failures ? "FAIL" : "PASS", ran.size(), failures,
+             skipped ? fmt::format(", {} not run: over the budget", skipped) : "", record.string());
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+
+void add_campaign_command(CLI::App& app, int& exit_status) {
+  auto o = std::make_shared<CampaignOptions>();
+  auto* c = app.add_subcommand("campaign", "Run a fault-injection campaign: topologies x workloads x faults x seeds, each run judged");
+  c->add_option("FILE", o->file, "The campaign (docs/campaigns.md)")->required();
+  c->add_option("--engine", o->engine, "sim (the simulator; the processes engine is not built yet)")->check(CLI::IsMember({"sim"}));
+  c->add_option("--jobs,-j", o->jobs, "Runs at once (default: one per CPU)")->check(launcher::whole_number(1, 1024));
+  c->add_option("--budget", o->budget_s, "Seconds after which no new run starts (0: no budget)")->check(launcher::number_in(0, 1e7));
+  c->add_option("--out", o->out, "Where the runs' record and the failing runs' files go (default: ./campaign-NAME)");
+  c->add_option("--run", o->run, "Run only this run (its id), keeping its files and trace: the reproduction")->check(launcher::whole_number(0, 1 << 30));
+  c->callback([o, &exit_status] { exit_status = run_campaign(*o); });
+}
+
+}  // namespace ttemu::tools

@@ -1,0 +1,190 @@
+#include "tools/campaign/campaign_file.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "emulator/common/error.hpp"
+#include "emulator/common/yaml_input.hpp"
+#include "emulator/control/traffic_patterns.hpp"
+
+namespace ttemu::tools {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Reader {
+  std::string source;
+  [[noreturn]] void fail(const YAML::Node& n, const std::string& what) const {
+    throw Error(fmt::format("{}:{}: {}", source, n.Mark().line + 1, what));
+  }
+  void keys(const YAML::Node& n, std::initializer_list<const char*> allowed, const char* what) const {
+    if (!n.IsMap()) fail(n, fmt::format("{} must be a mapping, not {}", what, yaml_kind(n)));
+    for (const auto& kv : n) {
+      const std::string k = kv.first.Scalar();
+      if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return k == a; }) == allowed.end()) {
+        fail(kv.first, fmt::format("unknown key '{}' in {}", k, what));
+      }
+    }
+  }
+  template <class T>
+  T get(const YAML::Node& n, const char* key, T fallback, T lo, T hi) const {
+    const YAML::Node v = n[key];
+    if (!v) return fallback;
+    T x{};
+    try {
+      x = v.as<T>();
+    } catch (const YAML::Exception&) {
+      fail(v, fmt::format("'{}' must be a number, not {}", key, yaml_kind(v)));
+    }
+    if (x < lo || x > hi) fail(v, fmt::format("'{}' must be from {} to {}", key, lo, hi));
+    return x;
+  }
+  std::vector<std::string> strings(const YAML::Node& n, const char* key) const {
+    std::vector<std::string> out;
+    const YAML::Node v = n[key];
+    if (!v) return out;
+    if (!v.IsSequence()) fail(v, fmt::format("'{}' must be a list, not {}", key, yaml_kind(v)));
+    for (const auto& s : v) {
+      if (!s.IsScalar()) fail(s, fmt::format("'{}' takes names, not {}", key, yaml_kind(s)));
+      out.push_back(s.Scalar());
+    }
+    return out;
+  }
+  bool flag(const YAML::Node& n, const char* key) const {
+    const YAML::Node v = n[key];
+    if (!v) return false;
+    try {
+      return v.as<bool>();
+    } catch (const YAML::Exception&) {
+      fail(v, fmt::format("'{}' must be true or false, not {}", key, yaml_kind(v)));
+    }
+  }
+};
+
+// A topology: a name in the project's topologies/ (without .yaml), or a path relative to the
+// campaign file.
+std::string find_topology(const Reader& rd, const YAML::Node& n, const fs::path& base) {
+  const std::string t = n.Scalar();
+  for (const fs::path& p : {base / t, fs::path(TTEMU_SOURCE_DIR) / "topologies" / (t + ".yaml"), fs::path("topologies") / (t + ".yaml")}) {
+    if (fs::is_regular_file(p)) return fs::absolute(p).lexically_normal().string();
+  }
+  rd.fail(n, fmt::format("topology '{}' is neither a file next to the campaign nor a name in topologies/", t));
+}
+
+}  // namespace
+
+Campaign load_campaign(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("{}: cannot open the file", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  const YAML::Node root = load_yaml(text.str(), path);
+  Reader rd{path};
+  rd.keys(root, {"name", "topologies", "workloads", "scenarios", "seeds", "retry", "limit_s"}, "a campaign");
+  Campaign c;
+  c.file = fs::absolute(path).string();
+  c.name = root["name"] ? root["name"].Scalar() : fs::path(path).stem().string();
+  const fs::path base = fs::path(path).parent_path();
+  const YAML::Node topologies = root["topologies"];
+  if (!topologies || !topologies.IsSequence() || topologies.size() == 0) rd.fail(root, "'topologies' must be a list of one or more");
+  for (const auto& t : topologies) c.topologies.emplace_back(fs::path(t.Scalar()).stem().string(), find_topology(rd, t, base));
+  const YAML::Node workloads = root["workloads"];
+  if (!workloads || !workloads.IsSequence() || workloads.size() == 0) rd.fail(root, "'workloads' must be a list of one or more");
+  for (const auto& w : workloads) {
+    rd.keys(w, {"pattern", "size", "count", "fvc"}, "a workload");
+    Workload x;
+    if (w["pattern"]) x.pattern = w["pattern"].Scalar();
+    try {
+      control::expand_patterns({x.pattern});
+    } catch (const Error& e) {
+      rd.fail(w, e.what());
+    }
+    x.size = rd.get<uint32_t>(w, "size", x.size, 1, 1 << 20);
+    x.count = rd.get<uint32_t>(w, "count", x.count, 1, 100000);
+    x.fvc = rd.get<int>(w, "fvc", x.fvc, -1, 7);
+    c.workloads.push_back(x);
+  }
+  const YAML::Node scenarios = root["scenarios"];
+  if (!scenarios) {
+    Scenario clean;
+    clean.name = "clean";
+    c.scenarios.push_back(clean);
+  } else if (!scenarios.IsSequence()) rd.fail(scenarios, "'scenarios' must be a list");
+  for (const auto& s : scenarios ? scenarios : YAML::Node(YAML::NodeType::Sequence)) {
+    rd.keys(s, {"name", "faults", "cut", "kill", "restart", "only", "nacks_allowed", "expect_fallback", "expect_reload"}, "a scenario");
+    Scenario x;
+    if (!s["name"]) rd.fail(s, "a scenario needs a name");
+    x.name = s["name"].Scalar();
+    if (s["faults"]) {
+      YAML::Emitter out;
+      out << s["faults"];
+      x.faults_yaml = out.c_str();
+    }
+    x.cuts = rd.strings(s, "cut");
+    x.kills = rd.strings(s, "kill");
+    x.restarts = rd.strings(s, "restart");
+    x.only = rd.strings(s, "only");
+    x.nacks_allowed = rd.flag(s, "nacks_allowed");
+    x.expect_fallback = rd.flag(s, "expect_fallback");
+    x.expect_reload = rd.flag(s, "expect_reload");
+    c.scenarios.push_back(x);
+  }
+  const YAML::Node seeds = root["seeds"];
+  if (!seeds) c.seeds = {1};
+  else if (seeds.IsSequence()) {
+    for (const auto& s : seeds) {
+      YAML::Node one;
+      one["seed"] = YAML::Node(s);
+      c.seeds.push_back(rd.get<uint64_t>(one, "seed", 1, 0, 9'000'000'000'000'000));
+    }
+    if (c.seeds.empty()) rd.fail(seeds, "'seeds' must name one or more");
+  } else {
+    const auto n = rd.get<uint64_t>(root, "seeds", 1, 1, 1000000);
+    for (uint64_t i = 1; i <= n; ++i) c.seeds.push_back(i);
+  }
+  c.retry = rd.get<int>(root, "retry", c.retry, 0, 100);
+  c.limit_s = rd.get<double>(root, "limit_s", c.limit_s, 1, 86400);
+  return c;
+}
+
+std::vector<Run> expand(const Campaign& c) {
+  std::vector<Run> runs;
+  for (size_t t = 0; t < c.topologies.size(); ++t) {
+    for (size_t w = 0; w < c.workloads.size(); ++w) {
+      for (size_t s = 0; s < c.scenarios.size(); ++s) {
+        const auto& only = c.scenarios[s].only;
+        if (!only.empty() && std::find(only.begin(), only.end(), c.topologies[t].first) == only.end()) continue;
+        for (uint64_t seed : c.seeds) runs.push_back({static_cast<int>(runs.size()), t, w, s, seed});
+      }
+    }
+  }
+  return runs;
+}
+
+std::string plan_text(const Campaign& c, const Run& r) { return c.scenarios[r.scenario].faults_yaml; }
+
+std::vector<std::string> sim_args(const Campaign& c, const Run& r, const std::string& dir) {
+  const Workload& w = c.workloads[r.workload];
+  const Scenario& s = c.scenarios[r.scenario];
+  std::vector<std::string> a{"sim", c.topologies[r.topology].second, "--pattern", w.pattern, "--size", std::to_string(w.size),
+                             "--count", std::to_string(w.count), "--fvc", std::to_string(w.fvc), "--seed", std::to_string(r.seed),
+                             "--retry", std::to_string(c.retry), "--json", "--events", (fs::path(dir) / "events.jsonl").string()};
+  if (!s.faults_yaml.empty()) a.insert(a.end(), {"--faults", (fs::path(dir) / "plan.yaml").string()});
+  for (const auto& x : s.cuts) a.insert(a.end(), {"--cut", x});
+  for (const auto& x : s.kills) a.insert(a.end(), {"--kill", x});
+  for (const auto& x : s.restarts) a.insert(a.end(), {"--restart", x});
+  return a;
+}
+
+std::string describe(const Campaign& c, const Run& r) {
+  const Workload& w = c.workloads[r.workload];
+  return fmt::format("{} x {}/{}x{} x {} x seed {}", c.topologies[r.topology].first, w.pattern, w.size, w.count,
+                     c.scenarios[r.scenario].name, r.seed);
+}
+
+}  // namespace ttemu::tools

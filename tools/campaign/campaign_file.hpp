@@ -1,0 +1,59 @@
+// A fault-injection campaign (docs/campaigns.md): a matrix of topologies x workloads x fault
+// scenarios x seeds, read from YAML. Each cell is one run, numbered in a fixed order (so that
+// `ttemu campaign FILE --run ID` names the same run every time), and a run is one `ttemu sim`
+// command line: its own permanent reproduction.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ttemu::tools {
+
+struct Workload {
+  std::string pattern = "all_to_all";
+  uint32_t size = 4096, count = 4;
+  int fvc = -1;
+};
+
+struct Scenario {
+  std::string name;
+  std::string faults_yaml;  // an inline fault plan (docs/fault-plan.md), as YAML text; empty: none
+  std::vector<std::string> cuts, kills, restarts;  // as ttemu sim takes them
+  std::vector<std::string> only;  // the topologies it applies to (names); empty: all
+  // What the run must show besides the invariants every run checks (verdict.hpp).
+  bool nacks_allowed = false;
+  bool expect_fallback = false;  // traffic moved onto the fallback channel (spec 2.2.5)
+  bool expect_reload = false;    // the control plane reloaded the tables (spec 1.1.2)
+};
+
+struct Campaign {
+  std::string name, file;
+  std::vector<std::pair<std::string, std::string>> topologies;  // name, path
+  std::vector<Workload> workloads;
+  std::vector<Scenario> scenarios;
+  std::vector<uint64_t> seeds;
+  int retry = 3;         // ttemu sim --retry
+  double limit_s = 120;  // wall-clock seconds a run may take: longer is a hang
+};
+
+// Throws Error naming the file, the line and what is wrong.
+Campaign load_campaign(const std::string& path);
+
+struct Run {
+  int id = 0;
+  size_t topology = 0, workload = 0, scenario = 0;
+  uint64_t seed = 1;
+};
+// Every run of the matrix, in id order: topology, then workload, then scenario, then seed.
+std::vector<Run> expand(const Campaign& c);
+
+// The run's `ttemu sim` arguments (after the program name); files go into `dir`. The plan
+// file, if any, is written there by the caller (plan_text).
+std::vector<std::string> sim_args(const Campaign& c, const Run& r, const std::string& dir);
+std::string plan_text(const Campaign& c, const Run& r);  // empty: no fault plan
+// "galaxy x all_to_all/4096x4 x cut x seed 2"
+std::string describe(const Campaign& c, const Run& r);
+
+}  // namespace ttemu::tools
