@@ -37,33 +37,35 @@ struct LinkFindings {
   int returns = 0, downs = 0;
   bool off_at_end = false;                 // an end was still on the fallback channel
   // The ends' rate lines, summed: what the link carried and suffered (both directions).
-  uint64_t frames_rx = 0, crc_errors = 0, frames_tx = 0, retransmits = 0;
+  uint64_t frames_rx = 0, frames_in = 0, crc_errors = 0, frames_tx = 0, retransmits = 0;
   std::map<std::string, int> alarms;       // error_rate alarms raised, by rate
-  // CRC errors per frame received (good or bad), retransmissions per data frame sent.
-  double crc_per_frame() const { return crc_errors ? static_cast<double>(crc_errors) / static_cast<double>(frames_rx + crc_errors) : 0.0; }
+  // CRC errors per frame that arrived (any type, good or bad), retransmissions per data frame sent.
+  double crc_per_frame() const {
+    return crc_errors ? static_cast<double>(crc_errors) / static_cast<double>(std::max(frames_in, crc_errors)) : 0.0;
+  }
   double retransmits_per_frame() const {
     return retransmits ? static_cast<double>(retransmits) / static_cast<double>(frames_tx + retransmits) : 0.0;
   }
-  // The receivers' own count of bad frames (TNet: the faulty hop is the one whose receiver
-  // counts errors).
-  bool receiver_evidence() const { return judged.count("error_rate") || crc_errors > 0; }
+  // The receivers' own judgement of their wire (TNet: the faulty hop is the one whose receiver
+  // counts errors): an error rate over the EFC's threshold, or a CRC alarm. A stray CRC error
+  // is not one (and a link on the fallback channel counts its carrier's).
+  bool receiver_evidence() const { return judged.count("error_rate") || alarm("crc_errors") > 0; }
   // How strongly the log points at this link's wire: an error rate is the receiver's own
   // count of bad frames; timeouts and downs say the wire stopped carrying anything.
   int score() const {
     auto n = [&](const char* r) { auto it = judged.find(r); return it == judged.end() ? 0 : it->second; };
-    return 10 * n("error_rate") + 5 * (n("timeouts") + n("link_down")) + 3 * downs + 10 * alarm("crc_errors") +
-           (crc_errors > 0);
+    return 10 * n("error_rate") + 5 * (n("timeouts") + n("link_down")) + 3 * downs + 10 * alarm("crc_errors");
   }
   int alarm(const char* rate) const {
     auto it = alarms.find(rate);
     return it == alarms.end() ? 0 : it->second;
   }
   std::string verdict() const {
-    if (crc_errors > 0) {
+    if (receiver_evidence() && crc_errors > 0) {
       return fmt::format("unreliable: its receivers counted {} CRC error(s) in {} frame(s) ({:.3g}%)", crc_errors,
-                         frames_rx + crc_errors, 100 * crc_per_frame());
+                         std::max(frames_in, crc_errors), 100 * crc_per_frame());
     }
-    if (judged.count("error_rate")) return "unreliable: its receiver counted errors over the threshold";
+    if (receiver_evidence()) return "unreliable: its receiver counted errors over the threshold";
     if (!judged.empty()) return "broken: it stopped carrying frames";
     return "down";
   }
@@ -76,11 +78,14 @@ json diagnose(const std::vector<json>& log, std::map<LinkKey, LinkFindings>& lin
   std::set<std::string> dead;  // chips that died: their links' downs are theirs, not the wires'
   std::map<std::string, int> drops;  // "chip reason" -> count
   json died = json::array();
+  std::set<std::string> dead_at_end;  // died, and not restarted since
   for (const auto& e : log) {
     if (e.value("kind", "") == "chip_died") {
       dead.insert(e.value("chip", "?"));
+      dead_at_end.insert(e.value("chip", "?"));
       died.push_back({{"chip", e.value("chip", "?")}, {"how", e.value("how", "?")}, {"uptime_s", e.value("uptime_s", 0.0)}});
     }
+    if (e.value("kind", "") == "chip_restarted") dead_at_end.erase(e.value("chip", "?"));
   }
   std::map<std::string, std::string> on_fallback;  // by port: why it left its own wire ("": it did not)
   std::set<std::pair<std::string, std::string>> out_of_service;  // links the operator took down
@@ -98,6 +103,7 @@ json diagnose(const std::vector<json>& log, std::map<LinkKey, LinkFindings>& lin
     l.b = key.second;
     if (kind == "rates") {
       l.frames_rx += e.value("frames_rx", uint64_t{0});
+      l.frames_in += e.value("frames_in", uint64_t{0});
       l.crc_errors += e.value("crc_errors", uint64_t{0});
       l.frames_tx += e.value("frames_tx", uint64_t{0});
       l.retransmits += e.value("retransmits", uint64_t{0});
@@ -152,13 +158,13 @@ json diagnose(const std::vector<json>& log, std::map<LinkKey, LinkFindings>& lin
     if (x.score() != y.score()) return x.score() > y.score();
     return x.retransmits_per_frame() > y.retransmits_per_frame();
   });
-  json out{{"events", log.size()}, {"links", json::array()}, {"chips_died", died}, {"drops", json::array()},
+  json out{{"events", log.size()}, {"links", json::array()}, {"chips_died", died}, {"dead_at_end", dead_at_end}, {"drops", json::array()},
            {"retransmitting", retransmitting}};
   for (const auto& l : ranked) {
     out["links"].push_back({{"ends", {l.a, l.b}}, {"verdict", l.verdict()}, {"fallbacks", l.judged},
                             {"followed", l.followed}, {"returns", l.returns}, {"downs", l.downs},
                             {"on_fallback_at_end", l.off_at_end}, {"score", l.score()},
-                            {"frames_rx", l.frames_rx}, {"crc_errors", l.crc_errors}, {"crc_per_frame", l.crc_per_frame()},
+                            {"frames_rx", l.frames_rx}, {"frames_in", l.frames_in}, {"crc_errors", l.crc_errors}, {"crc_per_frame", l.crc_per_frame()},
                             {"frames_tx", l.frames_tx}, {"retransmits", l.retransmits},
                             {"retransmits_per_frame", l.retransmits_per_frame()}, {"alarms", l.alarms}});
   }
@@ -183,7 +189,7 @@ void print(const json& d, const std::string& path) {
                l["on_fallback_at_end"].get<bool>() ? "; still on the fallback channel at the end" : "");
     if (l["frames_tx"].get<uint64_t>() + l["frames_rx"].get<uint64_t>() > 0) {
       fmt::print("     carried {} frame(s); {} retransmission(s) ({:.3g}% of data frames sent)\n",
-                 l["frames_rx"].get<uint64_t>() + l["crc_errors"].get<uint64_t>(), l["retransmits"].get<uint64_t>(),
+                 std::max(l["frames_in"].get<uint64_t>(), l["crc_errors"].get<uint64_t>()), l["retransmits"].get<uint64_t>(),
                  100 * l["retransmits_per_frame"].get<double>());
     }
   }
@@ -213,7 +219,7 @@ control::System system_of(const std::vector<json>& log, const std::string& given
 
 // CRC errors per frame received, as a colour: the scale of the picture's legend.
 const char* error_colour(const LinkFindings& l) {
-  if (l.frames_rx + l.frames_tx + l.crc_errors == 0) return "#c7c7c7";  // the log says nothing it carried
+  if (l.frames_in + l.frames_tx + l.crc_errors == 0) return "#c7c7c7";  // the log says nothing it carried
   const double r = l.crc_per_frame();
   return r == 0 ? "#2ca02c" : r < 1e-4 ? "#bcbd22" : r < 1e-2 ? "#ff7f0e" : "#d62728";
 }
@@ -228,8 +234,8 @@ std::string picture(const control::System& sys, const json& d, const std::map<Li
     rank[{d["links"][i]["ends"][0].get<std::string>(), d["links"][i]["ends"][1].get<std::string>()}] = static_cast<int>(i) + 1;
   }
   for (size_t i = 0; i < sys.links.size(); ++i) {
-    const auto ends = std::minmax(routing::to_string(sys.links[i].a), routing::to_string(sys.links[i].b));
-    const LinkKey key{ends.first, ends.second};
+    const std::string x = routing::to_string(sys.links[i].a), y = routing::to_string(sys.links[i].b);
+    const LinkKey key = x < y ? LinkKey{x, y} : LinkKey{y, x};
     const auto it = links.find(key);
     if (it == links.end()) {
       viz::LinkPaint none;
@@ -243,7 +249,7 @@ std::string picture(const control::System& sys, const json& d, const std::map<Li
     paint.colour = error_colour(l);
     paint.dashed = l.downs > 0 || l.judged.count("timeouts") || l.judged.count("link_down");
     paint.tooltip = fmt::format("{} - {}: {} frame(s) received, {} CRC error(s) ({:.3g}%); {} retransmission(s) ({:.3g}%)",
-                                key.first, key.second, l.frames_rx + l.crc_errors, l.crc_errors, 100 * l.crc_per_frame(),
+                                key.first, key.second, std::max(l.frames_in, l.crc_errors), l.crc_errors, 100 * l.crc_per_frame(),
                                 l.retransmits, 100 * l.retransmits_per_frame());
     if (const auto r = rank.find(key); r != rank.end()) {
       paint.width = 5;
@@ -252,8 +258,8 @@ std::string picture(const control::System& sys, const json& d, const std::map<Li
     }
     draw.links[static_cast<int>(i)] = paint;
   }
-  for (const auto& c : d["chips_died"]) {
-    if (const auto id = routing::parse_chip(c["chip"].get<std::string>())) {
+  for (const auto& c : d["dead_at_end"]) {  // a restarted chip is not crossed out
+    if (const auto id = routing::parse_chip(c.get<std::string>())) {
       if (const auto v = sys.node(*id)) draw.failures.nodes.insert(*v);
     }
   }

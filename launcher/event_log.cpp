@@ -134,6 +134,7 @@ void add_rates(json& j, const chip::RateFigures& f, bool router) {
   j["bytes_tx"] = f.bytes_tx;
   j["frames_rx"] = f.frames_rx;
   j["bytes_rx"] = f.bytes_rx;
+  j["frames_in"] = f.frames_in;
   j["crc_errors"] = f.crc_errors;
   j["retransmits"] = f.retransmits;
 }
@@ -144,9 +145,9 @@ void add_alarm(json& j, const chip::StatusEntry& e) {
   j["rate"] = crc ? "crc_errors" : "retransmits";
   j["above"] = a == chip::RateAlarm::kCrcHigh || a == chip::RateAlarm::kRetransmitHigh;
   j["threshold"] = static_cast<double>(e.figure) / 1e6;
-  // Per frame received (good or bad), or per data frame sent (first or again).
+  // Per frame that arrived (any type, good or bad), or per data frame sent (first or again).
   const uint64_t count = crc ? e.rates.crc_errors : e.rates.retransmits;
-  const uint64_t frames = crc ? e.rates.frames_rx + e.rates.crc_errors : e.rates.frames_tx + e.rates.retransmits;
+  const uint64_t frames = crc ? e.rates.frames_in : e.rates.frames_tx + e.rates.retransmits;
   j["count"] = count;
   j["frames"] = frames;
   j["interval_s"] = static_cast<double>(e.rates.interval_ns) / 1e9;

@@ -11,7 +11,7 @@
 // "link_up", "link_down"; "fallback" ("via", "reason") and "returned" ("reason");
 // "peer_restarted" ("abandoned"); "dropped" ("reason", "command", "packet_id", "src",
 // "dst", "fvc", "ttl"); while traffic flows, at a fixed interval, "rates" ("interval_s",
-// "frames_tx", "bytes_tx", "frames_rx", "bytes_rx", "crc_errors", "retransmits") and, about
+// "frames_tx", "bytes_tx", "frames_rx", "bytes_rx", "frames_in", "crc_errors", "retransmits") and, about
 // the chip's router, "router_rates" (the same summed over its ports, and "injected",
 // "delivered", "dropped" packets); and "error_rate" ("rate": crc_errors or retransmits,
 // "above", "threshold", "count", "frames", "interval_s") when a rate crosses its alarm

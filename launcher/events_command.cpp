@@ -202,7 +202,7 @@ void add_events_command(CLI::App& app) {
   events->add_option("JOB|FILE", o->what,
                      "A job id or an event log file (default: the running system's, else the newest log)");
   events->add_option("--dir", o->dir, "Where the logs are (default: $TTEMU_EVENTS_DIR, else $XDG_STATE_HOME/ttemu/events, else ~/.local/state/ttemu/events)");
-  events->add_flag("--json", o->json, "Print the log's JSON lines as they are");
+  events->add_flag("--json", o->json, "Print the log's JSON lines as they are (the rate lines only with --rates)");
   events->add_flag("--follow,-f", o->follow, "Keep printing as the log grows (Ctrl-C ends)");
   events->add_flag("--rates", o->rates, "Show the chips' periodic rate lines too (rates per port and router)");
   events->callback([o] { show(*o); });

@@ -506,6 +506,29 @@ TEST(Cli, DiagnoseSvgNamesTheSystemItNeeds) {
   EXPECT_NE(slurp(svg).find("M0D0P2 - M0D1P6"), std::string::npos);
 }
 
+// The receivers' rate lines rank links: one whose receiver raised a CRC alarm comes first, a
+// cut one (timeouts) next, and one with a stray CRC error and no alarm is not blamed at all.
+TEST(Cli, DiagnoseRanksByTheReceiversCrcAlarmsAndIgnoresAStrayError) {
+  auto rates = [](const char* port, const char* peer, int crc, int frames) {
+    return nlohmann::json{{"uptime_s", 1.0}, {"chip", std::string(port).substr(0, 4)}, {"kind", "rates"}, {"port", port},
+                          {"peer", peer}, {"interval_s", 1.0}, {"frames_in", frames}, {"frames_rx", frames - crc},
+                          {"crc_errors", crc}, {"frames_tx", frames}, {"retransmits", 0}}.dump() + "\n";
+  };
+  const std::string alarm = nlohmann::json{{"uptime_s", 1.0}, {"chip", "M0D0"}, {"kind", "error_rate"}, {"port", "M0D0P5"},
+                                           {"peer", "M0D1P13"}, {"rate", "crc_errors"}, {"above", true}}.dump() + "\n";
+  const std::string cut = nlohmann::json{{"uptime_s", 1.0}, {"chip", "M0D0"}, {"kind", "fallback"}, {"port", "M0D0P4"},
+                                         {"peer", "M0D1P12"}, {"via", "M0D0P6"}, {"reason", "timeouts"}}.dump() + "\n";
+  TempFile log(rates("M0D0P6", "M0D1P14", 1, 100000) + rates("M0D0P5", "M0D1P13", 300, 10000) + alarm + cut);
+  RunResult r = cli("diagnose " + log.path() + " --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto d = nlohmann::json::parse(r.stdout_text);
+  ASSERT_EQ(d["links"].size(), 2u) << d.dump();
+  EXPECT_EQ(d["links"][0]["ends"], nlohmann::json({"M0D0P5", "M0D1P13"})) << d.dump();
+  EXPECT_EQ(d["links"][0]["crc_errors"], 300);
+  EXPECT_NEAR(d["links"][0]["crc_per_frame"].get<double>(), 0.03, 1e-9);
+  EXPECT_EQ(d["links"][1]["ends"], nlohmann::json({"M0D0P4", "M0D1P12"})) << d.dump();
+}
+
 TEST(Cli, DiagnoseCountsAJudgementMadeAfterFollowingTheFarEnd) {
   auto line = [](const char* chip, const char* kind, const char* port, const char* peer, const char* reason) {
     return nlohmann::json{{"time", "2026-11-23T00:00:00.000Z"}, {"uptime_s", 1.0}, {"chip", chip}, {"kind", kind},

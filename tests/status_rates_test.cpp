@@ -62,6 +62,7 @@ TEST(StatusRates, AnAlarmGoesUpAboveItsThresholdAndDownAtHalfOfIt) {
   // One interval: `frames` good frames received and `crc` bad ones; the alarms it raised.
   auto interval = [&](uint64_t frames, uint64_t crc) {
     c[0].frames_rx += frames;
+    c[0].frames_in += frames + crc;  // every frame arrived; `crc` of them failed their CRC
     c[0].crc_errors += crc;
     r.arm(t);
     t += milliseconds(10);

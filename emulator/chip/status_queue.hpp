@@ -50,7 +50,7 @@ inline const char* to_string(StatusKind k) {
 
 // kErrorRate's `reason`: which rate crossed its threshold, and which way.
 enum class RateAlarm : uint8_t {
-  kCrcHigh = 1,         // CRC errors per frame received went above the threshold
+  kCrcHigh = 1,         // CRC errors per frame that arrived (any type) went above the threshold
   kCrcNormal = 2,       // ... and came back to half of it or less
   kRetransmitHigh = 3,  // retransmissions per data frame sent went above the threshold
   kRetransmitNormal = 4,
@@ -61,6 +61,7 @@ enum class RateAlarm : uint8_t {
 struct RateFigures {
   uint64_t interval_ns = 0;
   uint64_t frames_tx = 0, bytes_tx = 0, frames_rx = 0, bytes_rx = 0;
+  uint64_t frames_in = 0;  // frames that arrived, of every type, good or bad: what CRC errors are a share of
   uint64_t crc_errors = 0, retransmits = 0;
   uint64_t injected = 0, delivered = 0, dropped = 0;  // kRouterRates: the router's packets
 };

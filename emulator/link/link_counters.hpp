@@ -15,6 +15,7 @@ namespace ttemu::link {
   X(bytes_rx, "payload bytes delivered")                                               \
   X(datagrams_tx, "datagrams sent")                                                    \
   X(datagrams_rx, "datagrams received")                                                \
+  X(frames_in, "frames that arrived, of every type, good or bad (what CRC errors are a share of)") \
   X(crc_errors, "frames that failed their CRC (dropped)")                              \
   X(malformed, "datagrams or frames that could not be parsed (dropped)")               \
   X(foreign, "frames from another job, chip, port or session (dropped)")               \

@@ -117,6 +117,7 @@ void TtLink::on_datagram(std::span<const uint8_t> datagram, Time now) {
 }
 
 void TtLink::on_frame(const ParsedFrame& f, Time now) {
+  add(c_.frames_in);
   if (f.header.type == FrameType::kHello) {
     if (!crc_ok(f, {})) {
       add(c_.crc_errors);

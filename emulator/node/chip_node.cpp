@@ -174,7 +174,6 @@ void ChipNode::on_datagram(uint8_t number, std::span<const uint8_t> datagram, Ti
   now_ = now;
   Port& arrived = port(number);
   if (arrived.admin_down) return;  // out of service: the wire carries nothing
-  rates_.arm(now);
   Port* target = &arrived;
   if (const auto h = link::decode_fallback(datagram)) {
     target = fallback_target(arrived, *h);
@@ -199,6 +198,7 @@ void ChipNode::on_datagram(uint8_t number, std::span<const uint8_t> datagram, Ti
     }
   }
   Port& p = *target;
+  rates_.arm(now);  // frames (not the EFC's probes: a port on the channel probes for good)
   if (!p.touched) touched_.push_back(&p), p.touched = true;
   p.link->on_datagram(datagram, now);
   if (p.link->nack_pending()) service(p, now);  // a gap: send its NACK now
@@ -682,7 +682,7 @@ void ChipNode::push_status(chip::StatusEntry e) {
 }
 
 void ChipNode::report_rates(Time now, bool early) {
-  if (!rates_.due(now) && !(early && rates_.next_deadline())) return;
+  if (!rates_.due(now) && !early) return;
   std::vector<PortCounts> counts;
   counts.reserve(ports_.size());
   for (const auto& p : ports_) counts.push_back(PortCounts::of(p->status->counters));

@@ -4,7 +4,7 @@ namespace ttemu::node {
 
 PortCounts PortCounts::of(const link::LinkCounters& c) {
   auto v = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  return {v(c.frames_tx), v(c.bytes_tx), v(c.frames_rx), v(c.bytes_rx), v(c.crc_errors), v(c.retransmits)};
+  return {v(c.frames_tx), v(c.bytes_tx), v(c.frames_rx), v(c.bytes_rx), v(c.frames_in), v(c.crc_errors), v(c.retransmits)};
 }
 
 StatusRates::StatusRates(const RatesConfig& config, std::span<const uint8_t> ports)
@@ -15,7 +15,7 @@ StatusRates::StatusRates(const RatesConfig& config, std::span<const uint8_t> por
 std::vector<chip::StatusEntry> StatusRates::tick(std::chrono::nanoseconds now, std::span<const PortCounts> ports,
                                                  const RouterCounts& router, bool early) {
   std::vector<chip::StatusEntry> out;
-  if (!due(now) && !(early && due_)) return out;
+  if (!due(now) && !early) return out;
   const uint64_t interval = static_cast<uint64_t>((now - start_).count());
   chip::RateFigures sum{.interval_ns = interval};
   for (size_t i = 0; i < ports_.size() && i < ports.size(); ++i) {
@@ -27,6 +27,7 @@ std::vector<chip::StatusEntry> StatusRates::tick(std::chrono::nanoseconds now, s
                               .bytes_tx = c.bytes_tx - b.bytes_tx,
                               .frames_rx = c.frames_rx - b.frames_rx,
                               .bytes_rx = c.bytes_rx - b.bytes_rx,
+                              .frames_in = c.frames_in - b.frames_in,
                               .crc_errors = c.crc_errors - b.crc_errors,
                               .retransmits = c.retransmits - b.retransmits};
     st.base = c;
@@ -36,10 +37,12 @@ std::vector<chip::StatusEntry> StatusRates::tick(std::chrono::nanoseconds now, s
     sum.bytes_tx += f.bytes_tx;
     sum.frames_rx += f.frames_rx;
     sum.bytes_rx += f.bytes_rx;
+    sum.frames_in += f.frames_in;
     sum.crc_errors += f.crc_errors;
     sum.retransmits += f.retransmits;
-    // A frame that failed its CRC was received too; a retransmission was sent too.
-    alarm(out, i, st.crc_high, f.crc_errors, f.frames_rx + f.crc_errors, cfg_.crc_alarm, chip::RateAlarm::kCrcHigh,
+    // CRC errors are a share of every frame that arrived (acks and hellos fail theirs too); a
+    // retransmission was sent too.
+    alarm(out, i, st.crc_high, f.crc_errors, f.frames_in, cfg_.crc_alarm, chip::RateAlarm::kCrcHigh,
           chip::RateAlarm::kCrcNormal, f);
     alarm(out, i, st.retransmit_high, f.retransmits, f.frames_tx + f.retransmits, cfg_.retransmit_alarm,
           chip::RateAlarm::kRetransmitHigh, chip::RateAlarm::kRetransmitNormal, f);

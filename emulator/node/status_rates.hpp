@@ -28,14 +28,14 @@ namespace ttemu::node {
 
 struct RatesConfig {
   std::chrono::nanoseconds interval = std::chrono::seconds(1);  // 0: no rates, no alarms
-  double crc_alarm = 0.01;        // CRC errors per frame received (good or bad); 0: no alarm
+  double crc_alarm = 0.01;        // CRC errors per frame that arrived (any type, good or bad); 0: no alarm
   double retransmit_alarm = 0.1;  // retransmissions per data frame sent (first or again); 0: no alarm
   uint64_t min_frames = 32;       // fewer frames in an interval say nothing about a rate
 };
 
 // A port's counters, as the interval starts or ends.
 struct PortCounts {
-  uint64_t frames_tx = 0, bytes_tx = 0, frames_rx = 0, bytes_rx = 0, crc_errors = 0, retransmits = 0;
+  uint64_t frames_tx = 0, bytes_tx = 0, frames_rx = 0, bytes_rx = 0, frames_in = 0, crc_errors = 0, retransmits = 0;
   static PortCounts of(const link::LinkCounters& c);
 };
 // The router's: packets from workers, delivered here, dropped (router events).

@@ -95,7 +95,10 @@ class Chip final : public node::NodeObserver {
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
     signal_fd_ = signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
     if (signal_fd_ < 0) throw Error("signalfd failed");
-    loop_.watch(signal_fd_, EPOLLIN, [this](uint32_t) { stop(); });
+    loop_.watch(signal_fd_, EPOLLIN, [this](uint32_t) {
+      if (node_) node_->final_rates(now());  // the last interval's figures, as for Stop
+      stop();
+    });
     loop_.watch(o_.control_fd, EPOLLIN, [this](uint32_t) { read_control(); });
     loop_.on_deadline([this](Time t) {
       if (node_) node_->on_timer(t);

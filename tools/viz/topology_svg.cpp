@@ -196,12 +196,18 @@ std::string draw_svg(const System& sys, const DrawOptions& o) {
   std::string labels;  // drawn last, over the chips
   if (!o.links.empty()) {
     // Each link on its own, parallel ones side by side across the line between the chips.
-    std::map<std::pair<int, int>, int> drawn;
+    // Pairs in one orientation (lower node first), whichever end a link names first.
+    std::map<std::pair<int, int>, int> drawn, links_of;
     std::map<std::pair<int, int>, std::pair<int, int>> labelled;  // labels so far on each side of a pair
+    auto pair_of = [&](const Link& l) {
+      const int x = *sys.node(l.a.chip), y = *sys.node(l.b.chip);
+      return std::pair<int, int>{std::min(x, y), std::max(x, y)};
+    };
+    for (const Link& l : sys.links) ++links_of[pair_of(l)];
     for (size_t i = 0; i < sys.links.size(); ++i) {
+      const auto [a, b] = pair_of(sys.links[i]);
       const Link& l = sys.links[i];
-      const int a = *sys.node(l.a.chip), b = *sys.node(l.b.chip);
-      const int count = pairs[{a, b}].first, k = drawn[{a, b}]++;
+      const int count = links_of[{a, b}], k = drawn[{a, b}]++;
       const Point p = layout.centre(a), q = layout.centre(b);
       const double dx = q.x - p.x, dy = q.y - p.y, len = std::max(1.0, std::hypot(dx, dy));
       const double off = (k - (count - 1) / 2.0) * 7.0;  // pixels across the line
