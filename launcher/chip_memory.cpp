@@ -70,9 +70,7 @@ void ChipMemory::renew(int v, const control::TableSet& tables, uint32_t version)
   const auto& chip = sys_.chips[static_cast<size_t>(v)];
   controls_[static_cast<size_t>(v)] = chip::Segment();
   l1s_[static_cast<size_t>(v)] = chip::Segment();
-  for (auto kind : {chip::SegmentKind::kControl, chip::SegmentKind::kDram, chip::SegmentKind::kL1}) {
-    chip::unlink_segment(chip::segment_name(job_, chip.id, kind));
-  }
+  chip::unlink_chip_segments(job_, chip.id);
   create(v, tables, version, /*first=*/false);
 }
 

@@ -73,7 +73,7 @@ struct LinkFindings {
 
 using LinkKey = std::pair<std::string, std::string>;  // a link's ends, in name order
 
-// The diagnosis as JSON; `all` gets what the log says about every link it mentions.
+// The diagnosis as JSON; `links` gets what the log says about every link it mentions.
 json diagnose(const std::vector<json>& log, std::map<LinkKey, LinkFindings>& links) {
   std::set<std::string> dead;  // chips that died: their links' downs are theirs, not the wires'
   std::map<std::string, int> drops;  // "chip reason" -> count

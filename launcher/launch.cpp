@@ -370,11 +370,8 @@ class Launcher : public ControlTarget {
     // A new process: empty memory, the tables in force, new sockets; its links handshake
     // anew, and the tables are computed again to include it once they are up.
     memory_->renew(v, live().tables(), static_cast<uint32_t>(live().version()));
-    live().chip_alive(v, true);
-    for (uint8_t port : sys_.wired_ports(v)) {
-      live().link_up({id, port}, false);
-      link_state_[{v, port}] = "handshake";
-    }
+    live().chip_restarted(v);
+    for (uint8_t port : sys_.wired_ports(v)) link_state_[{v, port}] = "handshake";
     chips_->start(v, config_for(v));
     if (injection_paused_) send(v, msg::Injection{true});
     json e = launcher_event(id, "chip_restarted", uptime());

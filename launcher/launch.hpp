@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "emulator/process/chip_messages.hpp"
 #include "emulator/wire/transport.hpp"
 
 namespace ttemu::launcher {
@@ -36,14 +37,15 @@ struct LaunchOptions {
   int spin_us = 0;                    // chips poll this long after traffic before sleeping
   std::string transport;              // udp | uring | shm; empty: $TTEMU_TRANSPORT, else udp
   std::string events_dir;             // the event log's directory; empty: default_events_dir()
-  // The Ethernet Fallback Channel (docs/fabric.md#the-ethernet-fallback-channel).
-  bool efc = true;
-  int efc_timeouts = 4;               // retransmission timeouts in a row that break a port
-  double efc_error_rate = 0.05;       // receive errors per frame over an interval that break it; 0: off
-  int efc_interval_ms = 100;
-  int status_interval_ms = 1000;  // rate entries in the status queues while traffic flows; 0: none
-  double crc_alarm = 0.01;        // CRC errors per frame received that raise an alarm; 0: never
-  double retransmit_alarm = 0.1;  // retransmissions per data frame sent that raise one; 0: never
+  // The Ethernet Fallback Channel (docs/efc.md); defaults as the chips' (process::msg::Config).
+  bool efc = process::msg::Config{}.efc;
+  int efc_timeouts = process::msg::Config{}.efc_timeouts;          // retransmission timeouts in a row that break a port
+  double efc_error_rate = process::msg::Config{}.efc_error_rate;   // receive errors per frame over an interval that break it; 0: off
+  int efc_interval_ms = process::msg::Config{}.efc_interval_ms;
+  // The status queues' rates and alarms (node/status_rates.hpp).
+  int status_interval_ms = process::msg::Config{}.status_interval_ms;  // while traffic flows; 0: none
+  double crc_alarm = process::msg::Config{}.crc_alarm;                 // CRC errors per frame that arrived; 0: never
+  double retransmit_alarm = process::msg::Config{}.retransmit_alarm;   // retransmissions per data frame sent; 0: never
 };
 
 using wire::kTransports;
@@ -57,6 +59,9 @@ int run_launch(const LaunchOptions& options);
 
 // The default system: the Galaxy 4x8 from the source tree's topologies/.
 std::string default_system_file();
+
+// The ttemu binary this process runs (for chip processes and campaign runs); throws Error.
+std::string self_exe();
 
 // This process's command line, for commands that relaunch themselves under `ttemu launch`.
 void set_command_line(int argc, char** argv);

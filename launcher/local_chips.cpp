@@ -18,14 +18,14 @@ namespace ttemu::launcher {
 namespace asio = boost::asio;
 namespace msg = process::msg;
 
-namespace {
-
 std::string self_exe() {
   std::error_code ec;
   auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) throw Error("cannot find the ttemu binary (/proc/self/exe)");
   return p.string();
 }
+
+namespace {
 
 // "exited with status N", "was killed by signal N (name)".
 std::string describe_exit(int status) {

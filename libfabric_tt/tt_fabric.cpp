@@ -26,7 +26,7 @@
 using namespace ttemu;
 
 namespace {
-// One call's arguments, checked by submit().
+// One call's arguments, checked by submit_checked().
 struct Request {
   routing::Command command;
   uint8_t plane;
@@ -63,6 +63,11 @@ struct tt_fabric {
     std::vector<Request> writes;
     uint32_t nacks_before = 0, tables_version = 0;
   };
+  // The transaction's journal starts counting from now: its NACKs so far, the tables in force.
+  void begin_journal(uint8_t txn) {
+    journal[txn].nacks_before = commands->nacked(txn);
+    journal[txn].tables_version = block->tables_version.load(std::memory_order_acquire);
+  }
   int retry_rounds = 0;
   std::chrono::milliseconds retry_wait{0};
   uint64_t retried = 0, lost = 0;
@@ -172,14 +177,17 @@ int submit_checked(tt_fabric* f, const Request& r, tt_fabric_status* status, boo
                                      .dst_mesh = r.dst.mesh, .dst_device = r.dst.device, .size = r.size, .arg = r.arg,
                                      .src_addr = r.src_addr, .dst_addr = r.dst_addr, .return_addr = r.return_addr,
                                      .status_addr = status_addr};
-  bool sent = f->commands->try_submit(request);
+  if (f->commands->try_submit(request)) return TT_FABRIC_OK;  // no clock, no syscall when a slot is free
+  bool alive = chip_alive(f), sent = false;
   // Blocking: waits for a slot in steps, looking between them whether the chip still runs.
-  for (auto deadline = std::chrono::steady_clock::now() + f->limit; block && !sent;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0 || !chip_alive(f)) break;
-    sent = f->commands->submit(request, std::min(left, std::chrono::milliseconds(100)));
+  if (block) {
+    for (const auto deadline = std::chrono::steady_clock::now() + f->limit; alive && !sent; alive = sent || chip_alive(f)) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      sent = f->commands->submit(request, std::min(left, std::chrono::milliseconds(100)));
+    }
   }
-  if (!sent) return fail(status, !chip_alive(f) ? TT_FABRIC_ECHIPDOWN : block ? TT_FABRIC_ETIMEDOUT : TT_FABRIC_EAGAIN);
+  if (!sent) return fail(status, !alive ? TT_FABRIC_ECHIPDOWN : block ? TT_FABRIC_ETIMEDOUT : TT_FABRIC_EAGAIN);
   return TT_FABRIC_OK;
 }
 
@@ -188,10 +196,7 @@ int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
   const int rc = submit_checked(f, r, status, f && !f->nonblocking);
   if (rc == TT_FABRIC_OK && f->retry_rounds > 0 && r.command == routing::Command::kWrite) {
     auto& j = f->journal[r.txn];
-    if (j.writes.empty()) {
-      j.nacks_before = f->block->commands.workers[f->core].txn_nacks[r.txn].load(std::memory_order_acquire);
-      j.tables_version = f->block->tables_version.load(std::memory_order_acquire);
-    }
+    if (j.writes.empty()) f->begin_journal(r.txn);
     j.writes.push_back(r);
   }
   return rc;
@@ -255,8 +260,7 @@ int barrier(tt_fabric* f, uint8_t txn) {
     }
     std::vector<Request> again = std::move(j.writes);
     j.writes.clear();
-    j.nacks_before = nacks.load(std::memory_order_acquire);
-    j.tables_version = version.load(std::memory_order_acquire);
+    f->begin_journal(txn);
     for (const Request& r : again) {
       tt_fabric_status st;
       // Blocking even for a non-blocking worker: a write the barrier drops would be lost unsaid.

@@ -486,9 +486,6 @@ TEST(Sim, AChipKilledMidTrafficAndRestartedFromASeed) {
   EXPECT_EQ(up_again, 12) << "every link of the restarted chip handshook again";
 }
 
-// The receiver's own error count names a faulty wire, even when its end first followed the far
-// end onto the fallback channel and judged the link itself only there: that judgement counts,
-// and ranks the link above one whose ends only timed out (a cut).
 // A picture needs the system: a log without its job_started line (or whose system is gone)
 // says so in one line, and --system supplies it.
 TEST(Cli, DiagnoseSvgNamesTheSystemItNeeds) {
@@ -529,6 +526,9 @@ TEST(Cli, DiagnoseRanksByTheReceiversCrcAlarmsAndIgnoresAStrayError) {
   EXPECT_EQ(d["links"][1]["ends"], nlohmann::json({"M0D0P4", "M0D1P12"})) << d.dump();
 }
 
+// The receiver's own error count names a faulty wire, even when its end first followed the far
+// end onto the fallback channel and judged the link itself only there: that judgement counts,
+// and ranks the link above one whose ends only timed out (a cut).
 TEST(Cli, DiagnoseCountsAJudgementMadeAfterFollowingTheFarEnd) {
   auto line = [](const char* chip, const char* kind, const char* port, const char* peer, const char* reason) {
     return nlohmann::json{{"time", "2026-11-23T00:00:00.000Z"}, {"uptime_s", 1.0}, {"chip", chip}, {"kind", kind},

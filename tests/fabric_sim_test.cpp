@@ -31,6 +31,21 @@ Packet write(ChipId dst, uint64_t addr, std::vector<uint8_t> data, uint8_t fvc =
   return p;
 }
 
+// What a worker was answered from `from` on in its inbox: `acked` sums the packets of each
+// write ack (an ack counts a batch, in header.arg), `nacked` counts NACKs, one per write.
+struct Answers {
+  int acked = 0, nacked = 0;
+};
+Answers answers(const std::vector<Packet>& inbox, size_t from = 0) {
+  Answers got;
+  for (size_t k = from; k < inbox.size(); ++k) {
+    const auto& p = inbox[k];
+    if (p.header.command == Command::kWriteAck) got.acked += static_cast<int>(p.header.arg);
+    if (p.header.command == Command::kNack) ++got.nacked;
+  }
+  return got;
+}
+
 std::vector<uint8_t> pattern(int src, int dst, size_t n) {
   std::vector<uint8_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(static_cast<size_t>(src * 31 + dst * 7) + i);
@@ -219,11 +234,7 @@ TEST(FabricSim, StalledConsumerTimesOutAndNacksWhileAnotherFvcFlows) {
   int timeouts = 0;
   for (const auto& ev : sim.events()) timeouts += ev.kind == routing::RouterEvent::kTimeout;
   EXPECT_EQ(timeouts, 6) << "every stalled packet is dropped in turn";
-  int nacks = 0, acks = 0;
-  for (const auto& p : sim.worker_inbox({0, 0})) {
-    nacks += p.header.command == Command::kNack;
-    if (p.header.command == Command::kWriteAck) acks += static_cast<int>(p.header.arg);  // packets acked
-  }
+  const auto [acks, nacks] = answers(sim.worker_inbox({0, 0}));
   EXPECT_EQ(nacks, 6);
   EXPECT_EQ(acks, 6);
 }
@@ -253,8 +264,7 @@ TEST(FabricSim, ADownLinkDropsAndNacksWhatWouldCrossItAndKeepsWhatItHadAccepted)
     EXPECT_EQ(ev.kind, routing::RouterEvent::kLinkDown);
     EXPECT_EQ(ev.at, (ChipId{0, 4}));
   }
-  int nacks = 0;
-  for (const auto& p : sim.worker_inbox({0, 4})) nacks += p.header.command == Command::kNack;
+  const int nacks = answers(sim.worker_inbox({0, 4})).nacked;
   EXPECT_EQ(nacks, 2);
   sim.cut(d4p1, false);
   EXPECT_TRUE(sim.run(std::chrono::seconds(5)));
@@ -424,9 +434,8 @@ TEST(FabricSim, AKilledChipACutWireAndPerLinkFaultsLeaveNoWriteUnanswered) {
     const ChipId src = sys.chips[static_cast<size_t>(s)].id;
     if (src == dead) continue;
     std::set<std::pair<int, int>> nacked_pairs;
-    int acks = 0;
+    const int acks = answers(sim.worker_inbox(src)).acked;
     for (const auto& p : sim.worker_inbox(src)) {
-      if (p.header.command == Command::kWriteAck) acks += static_cast<int>(p.header.arg);
       if (p.header.command == Command::kNack) nacked_pairs.insert(by_id.at(p.header.packet_id));
     }
     // An ack dropped on its way back (its route crossed the dead chip) is reported, not NACKed.
@@ -519,11 +528,8 @@ TEST(FabricSim, APeerThatRestartsMidStreamHasItsUnacknowledgedWritesNackedAndTra
   }
   ASSERT_TRUE(sim.run());
   ASSERT_EQ(sent, kWrites);
-  size_t acked = 0, nacked = 0;
-  for (const auto& p : sim.worker_inbox(a)) {
-    if (p.header.command == routing::Command::kWriteAck) acked += p.header.arg;  // acks count a batch
-    nacked += p.header.command == routing::Command::kNack;
-  }
+  const Answers replies = answers(sim.worker_inbox(a));
+  const auto acked = static_cast<size_t>(replies.acked), nacked = static_cast<size_t>(replies.nacked);
   // Every write is answered: acknowledged by the first or the second incarnation, or NACKed.
   // (Writes the first incarnation had taken into its buffers died with it: those alone are
   // neither, as spec 5.5's source timeout finds.)
@@ -600,10 +606,9 @@ struct EfcRig {
     }
     EXPECT_TRUE(sim->run(std::chrono::seconds(30)));
     for (auto [src, dst] : {std::pair{a, b}, std::pair{b, a}}) {
-      for (const auto& p : sim->worker_inbox(src)) {
-        if (p.header.command == Command::kWriteAck) acked += static_cast<int>(p.header.arg);
-        nacked += p.header.command == Command::kNack;
-      }
+      const Answers replies = answers(sim->worker_inbox(src));
+      acked += replies.acked;
+      nacked += replies.nacked;
       for (int i = 0; i < writes; ++i) {
         auto got = sim->memory(dst, kBase + 4096 * static_cast<uint64_t>(i), 4096);
         auto want = data(src, i);
@@ -868,12 +873,9 @@ TEST(FabricSim, AllFourLinksOfAPairCutGoDownAndTheControlPlaneRoutesAroundThem) 
     int acked = 0, nacked = 0;
     for (int i = 0; i < 100 && acked < 20; ++i) {
       sim.run(std::chrono::milliseconds(1));
-      acked = nacked = 0;
-      for (size_t k = before; k < sim.worker_inbox(src).size(); ++k) {
-        const auto& p = sim.worker_inbox(src)[k];
-        nacked += p.header.command == Command::kNack;
-        if (p.header.command == Command::kWriteAck) acked += static_cast<int>(p.header.arg);
-      }
+      const Answers replies = answers(sim.worker_inbox(src), before);
+      acked = replies.acked;
+      nacked = replies.nacked;
     }
     EXPECT_EQ(acked, 20) << to_string(src);
     EXPECT_EQ(nacked, 0) << to_string(src);

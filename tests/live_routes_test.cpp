@@ -38,6 +38,7 @@ TEST(LiveRoutes, ADirectionWithNoLiveLinkIsRoutedAroundAndBackWhenOneReturns) {
   EXPECT_EQ(r->version, 2);
   EXPECT_EQ(r->failures.links, std::set<int>(links.begin(), links.end()));
   EXPECT_EQ(r->summary(sys), "M0D0-M0D1 (4 links)");
+  ASSERT_EQ(r->planes.size(), static_cast<size_t>(sys.planes));
   for (const auto& p : r->planes) EXPECT_TRUE(p.ok()) << "plane " << p.plane;
   for (const auto& p : r->planes) EXPECT_EQ(p.reachable, p.pairs) << "the Galaxy is still connected";
   EXPECT_EQ(r->switch_risk, "");
@@ -72,6 +73,7 @@ TEST(LiveRoutes, ADeadChipIsRoutedAroundAndUnreachable) {
   auto r = live.reload();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->summary(sys), "chip M0D5");
+  ASSERT_EQ(r->planes.size(), static_cast<size_t>(sys.planes));
   for (const auto& p : r->planes) {
     EXPECT_TRUE(p.ok());
     EXPECT_EQ(p.reachable, p.pairs) << "every live pair still routed";

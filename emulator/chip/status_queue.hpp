@@ -56,8 +56,12 @@ enum class RateAlarm : uint8_t {
   kRetransmitNormal = 4,
 };
 
+// The link counters (link/link_counters.hpp) the rates report, named once for every place that
+// reads, subtracts or adds them (node/status_rates.cpp).
+#define TTEMU_RATE_LINK_FIELDS(X) X(frames_tx) X(bytes_tx) X(frames_rx) X(bytes_rx) X(frames_in) X(crc_errors) X(retransmits)
+
 // The figures of one interval (kPortRates, kRouterRates, kErrorRate): differences of the
-// port's link counters (link/link_counters.hpp), or for the router the sums over its ports.
+// port's link counters (TTEMU_RATE_LINK_FIELDS), or for the router the sums over its ports.
 struct RateFigures {
   uint64_t interval_ns = 0;
   uint64_t frames_tx = 0, bytes_tx = 0, frames_rx = 0, bytes_rx = 0;

@@ -61,6 +61,12 @@ void LiveRoutes::link_up(PortId end, bool up) {
 
 void LiveRoutes::chip_alive(int node, bool alive) { alive_.at(static_cast<size_t>(node)) = alive; }
 
+void LiveRoutes::chip_restarted(int node) {
+  chip_alive(node, true);
+  const auto id = sys_.chips.at(static_cast<size_t>(node)).id;
+  for (uint8_t port : sys_.wired_ports(node)) link_up({id, port}, false);
+}
+
 Failures LiveRoutes::failures() const {
   Failures f = operator_;
   for (int v = 0; v < sys_.node_count(); ++v) {

@@ -53,6 +53,8 @@ class LiveRoutes {
   // An end's TT-link is up (true) or not; a chip is alive or not.
   void link_up(PortId end, bool up);
   void chip_alive(int node, bool alive);
+  // A new process for a dead chip: alive, its links down until each comes up.
+  void chip_restarted(int node);
   // The operator's failures, on top of what the fabric reported (replaced, not added).
   void set_operator_failures(Failures f) { operator_ = std::move(f); }
 

@@ -34,7 +34,10 @@ std::optional<FallbackHeader> decode_fallback(std::span<const uint8_t> d) {
   if (d.size() < kFallbackHeaderBytes || d[8] != kFallbackMarker) return std::nullopt;
   uint32_t magic;
   std::memcpy(&magic, d.data(), 4);
-  if (magic != kFallbackMagic || d[6] < 1 || d[6] > 4) return std::nullopt;
+  if (magic != kFallbackMagic || d[6] < static_cast<uint8_t>(FallbackKind::kData) ||
+      d[6] > static_cast<uint8_t>(FallbackKind::kReturned)) {
+    return std::nullopt;
+  }
   FallbackHeader h;
   h.tx_port = d[4];
   h.rx_port = d[5];
@@ -62,13 +65,13 @@ void PortEfc::restart_interval(const LinkCounters& c, Time now) {
   frames_at_start_ = frames(c);
 }
 
-EfcReason PortEfc::judge(const LinkCounters& c, int consecutive_timeouts, bool down, Time now) {
+EfcReason PortEfc::judge(const LinkCounters& c, int wire_timeouts, bool down, Time now) {
   if (!cfg_.enabled || on_fallback_) return EfcReason::kNone;
   // Just back: the link gets a handshake's or a timeout's worth of time on its own wire
   // before it is judged again (a link down on the channel must not fall back at once).
   if (grace_until_ && now < *grace_until_) return EfcReason::kNone;
   if (down) return EfcReason::kLinkDown;
-  if (timed_out(consecutive_timeouts, now)) return EfcReason::kTimeouts;
+  if (timed_out(wire_timeouts, now)) return EfcReason::kTimeouts;
   if (cfg_.error_rate <= 0) return EfcReason::kNone;
   if (!interval_start_) {
     restart_interval(c, now);
@@ -83,14 +86,14 @@ EfcReason PortEfc::judge(const LinkCounters& c, int consecutive_timeouts, bool d
   return EfcReason::kNone;
 }
 
-bool PortEfc::timed_out(int consecutive_timeouts, Time now) {
-  if (consecutive_timeouts == 0) first_timeout_.reset();
+bool PortEfc::timed_out(int wire_timeouts, Time now) {
+  if (wire_timeouts == 0) first_timeout_.reset();
   else if (!first_timeout_) first_timeout_ = now;
-  return consecutive_timeouts >= cfg_.timeouts || (consecutive_timeouts >= 2 && now - *first_timeout_ >= cfg_.stall);
+  return wire_timeouts >= cfg_.timeouts || (wire_timeouts >= 2 && now - *first_timeout_ >= cfg_.stall);
 }
 
-bool PortEfc::carrier_failing(int consecutive_timeouts, Time now) {
-  if (!on_fallback_ || !timed_out(consecutive_timeouts, now)) return false;
+bool PortEfc::carrier_failing(int wire_timeouts, Time now) {
+  if (!on_fallback_ || !timed_out(wire_timeouts, now)) return false;
   first_timeout_.reset();
   return true;
 }

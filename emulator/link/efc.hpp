@@ -96,17 +96,18 @@ void encode(const FallbackHeader& h, std::span<uint8_t, kFallbackHeaderBytes> ou
 // The header a datagram starts with, if it starts with one (a known kind, marker and magic).
 std::optional<FallbackHeader> decode_fallback(std::span<const uint8_t> datagram);
 
-// One port's judgement. The node asks judge() whenever it serves the port on its own wire;
-// once the port has fallen back, it probes on the schedule below until its wire answers.
+// One port's judgement. The node asks judge() whenever it serves a port not on a fallback
+// channel of its own (on its own wire, or following its far end on a lease); once the port
+// has fallen back, it probes on the schedule below until its wire answers.
 class PortEfc {
  public:
   explicit PortEfc(const EfcConfig& config) : cfg_(config) {}
 
   // Whether the port should leave its own wire now, and why (kNone: it should not).
-  EfcReason judge(const LinkCounters& c, int consecutive_timeouts, bool down, Time now);
+  EfcReason judge(const LinkCounters& c, int wire_timeouts, bool down, Time now);
   // On a fallback channel: whether the link times out there as judge() would call broken (the
   // carrier's wire fails too, and the carrier may not know it: it may carry nothing itself).
-  bool carrier_failing(int consecutive_timeouts, Time now);
+  bool carrier_failing(int wire_timeouts, Time now);
   // The port moved onto a fallback channel for `why` at `now`: probing starts.
   void fell_back(EfcReason why, Time now);
   // The port is back on its own wire: judging starts afresh.
@@ -123,7 +124,7 @@ class PortEfc {
 
  private:
   void restart_interval(const LinkCounters& c, Time now);
-  bool timed_out(int consecutive_timeouts, Time now);
+  bool timed_out(int wire_timeouts, Time now);
   uint32_t all() const { return cfg_.probes >= 32 ? ~0u : (1u << cfg_.probes) - 1; }
 
   EfcConfig cfg_;

@@ -112,12 +112,16 @@ bool TtLink::accept(uint32_t dest_addr, std::vector<uint8_t>&& framed) {
 
 void TtLink::on_datagram(std::span<const uint8_t> datagram, Time now) {
   add(c_.datagrams_rx);
-  ParseResult r = parse_datagram(datagram, [&](const ParsedFrame& f) { on_frame(f, now); });
+  uint64_t frames = 0;  // counted once per datagram, not per frame
+  ParseResult r = parse_datagram(datagram, [&](const ParsedFrame& f) {
+    ++frames;
+    on_frame(f, now);
+  });
+  add(c_.frames_in, frames);
   if (r.malformed) add(c_.malformed);
 }
 
 void TtLink::on_frame(const ParsedFrame& f, Time now) {
-  add(c_.frames_in);
   if (f.header.type == FrameType::kHello) {
     if (!crc_ok(f, {})) {
       add(c_.crc_errors);

@@ -89,7 +89,7 @@ class TtLink {
   // dropped: they were packed for the old one). With `lost`, what is in flight on the old
   // one is taken as lost: the sender goes back to its oldest unacknowledged frame at once,
   // with a fresh timeout, and a handshake in progress says hello again at once. Timeouts
-  // count afresh for the EFC (consecutive_timeouts), but not toward max_retries: a link whose
+  // count afresh for the EFC (wire_timeouts()), but not toward max_retries: a link whose
   // traffic fails on every wire it tries goes down as it would on its own.
   void rewire(Time now, bool lost);
   // Makes an up link prove its wire even with nothing to send (a passenger's traffic failed
@@ -116,8 +116,8 @@ class TtLink {
   bool nack_pending() const { return nack_pending_; }
   // True when every frame sent has been acknowledged.
   bool drained() const { return base_ == next_; }
-  // Retransmission timeouts since the last progress or the last change of wire (the EFC's
-  // cue, before max_retries).
+  // Retransmission and verification timeouts since the last progress, proof of the wire or
+  // change of wire (the EFC's cue, before max_retries).
   int wire_timeouts() const { return wire_timeouts_; }
 
   void on_datagram(std::span<const uint8_t> datagram, Time now);

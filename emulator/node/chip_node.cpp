@@ -108,15 +108,20 @@ namespace {
 std::vector<uint8_t> wired_ports(const ChipNodeConfig& c) {
   std::vector<uint8_t> v;
   for (const auto& p : c.ports) v.push_back(p.number);
-  std::sort(v.begin(), v.end());  // as ports_ (the rates are reported in this order)
   return v;
+}
+
+// Ports in ascending numbers, once: ports_, the router's and the rates' lists follow.
+ChipNodeConfig sorted(ChipNodeConfig c) {
+  std::sort(c.ports.begin(), c.ports.end(), [](const auto& a, const auto& b) { return a.number < b.number; });
+  return c;
 }
 
 }  // namespace
 
 ChipNode::ChipNode(ChipNodeConfig config, session::Center::Memory memory, chip::ChipControl& control,
                    wire::Transport& transport, NodeObserver& observer)
-    : cfg_(std::move(config)),
+    : cfg_(sorted(std::move(config))),
       ctl_(control),
       transport_(transport),
       observer_(observer),
@@ -124,7 +129,6 @@ ChipNode::ChipNode(ChipNodeConfig config, session::Center::Memory memory, chip::
       intake_(cfg_.self, control, memory),
       rates_(cfg_.rates, wired_ports(cfg_)),
       by_number_(routing::kMaxPorts, nullptr) {
-  std::sort(cfg_.ports.begin(), cfg_.ports.end(), [](const auto& a, const auto& b) { return a.number < b.number; });
   for (const auto& pc : cfg_.ports) {
     if (pc.number >= routing::kMaxPorts) throw std::invalid_argument("port " + std::to_string(pc.number) + " does not exist");
     auto p = std::make_unique<Port>();
@@ -250,18 +254,11 @@ void ChipNode::pump(Time now) {
     for (const auto& ev : out_.events) {
       ctl_.router_events.fetch_add(1, std::memory_order_relaxed);
       observer_.router_event(ev);
-      chip::StatusEntry e;
-      e.kind = chip::StatusKind::kDropped;
-      e.reason = static_cast<uint8_t>(ev.kind);
-      e.fvc = ev.packet.fvc;
-      e.ttl = ev.packet.ttl;
-      e.command = static_cast<uint8_t>(ev.packet.command);
-      e.packet_id = ev.packet.packet_id;
-      e.src_mesh = ev.packet.src().mesh;
-      e.src_device = ev.packet.src().device;
-      e.dst_mesh = ev.packet.dst().mesh;
-      e.dst_device = ev.packet.dst().device;
-      push_status(e);
+      push_status({.kind = chip::StatusKind::kDropped, .reason = static_cast<uint8_t>(ev.kind), .fvc = ev.packet.fvc,
+                   .ttl = ev.packet.ttl, .command = static_cast<uint8_t>(ev.packet.command),
+                   .src_mesh = ev.packet.src().mesh, .src_device = ev.packet.src().device,
+                   .dst_mesh = ev.packet.dst().mesh, .dst_device = ev.packet.dst().device,
+                   .packet_id = ev.packet.packet_id});
     }
     ctl_.packets_delivered.fetch_add(out_.committed.size(), std::memory_order_relaxed);
     for (const auto& h : out_.committed) observer_.committed(h);
@@ -484,10 +481,7 @@ void ChipNode::flush(uint8_t w) {
   // False when the wire took less than all: it calls on_writable(w) when it has room, and
   // nothing after may be sent first (a later full send would tell it not to wait).
   auto send = [&](Port& q) {
-    if (c.admin_down && q.outbox_sent < q.outbox.size()) {  // out of service: nothing goes
-      q.status->counters.add(q.status->counters.wire_drops, q.outbox.size() - q.outbox_sent);
-      q.outbox_sent = q.outbox.size();
-    }
+    if (c.admin_down) drop_unsent(q);  // out of service: nothing goes
     if (q.outbox_sent < q.outbox.size()) {
       sent = true;
       q.outbox_sent += transport_.send(w, std::span(q.outbox).subspan(q.outbox_sent));
@@ -571,17 +565,20 @@ ChipNode::Port* ChipNode::find_carrier(const Port& p, const Port* failed) {
   return nullptr;
 }
 
+void ChipNode::drop_unsent(Port& p) {
+  if (p.outbox_sent == p.outbox.size()) return;
+  p.status->counters.add(p.status->counters.wire_drops, p.outbox.size() - p.outbox_sent);
+  p.link->recycle(p.outbox);
+  p.outbox_sent = 0;
+}
+
 void ChipNode::move_wire(Port& p, uint8_t w, bool lost, link::EfcReason why, Time now) {
   // (A port that follows its far end onto a channel and then judges the link broken itself
   // stays on the same wire: only its header and its go-back change.)
   if (w != p.wire) {
     // What the old wire can still take goes; the rest is lost with it (go-back-N resends it).
     flush(p.wire);
-    if (p.outbox_sent < p.outbox.size()) {
-      p.status->counters.add(p.status->counters.wire_drops, p.outbox.size() - p.outbox_sent);
-      p.link->recycle(p.outbox);
-      p.outbox_sent = 0;
-    }
+    drop_unsent(p);
     if (p.wire != p.number) std::erase(port(p.wire).passengers, &p);
     p.wire = w;
     p.link->set_faults(port(w).faults.get());

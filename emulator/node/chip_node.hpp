@@ -67,7 +67,7 @@ class NodeObserver {
   virtual void fallback(uint8_t /*port*/, uint8_t /*wire*/, link::EfcReason /*why*/) {}
   virtual void router_event(const routing::RouterEvent& /*event*/) {}
   // The node pushed into its status queue (link up or down, fallback and return, a restarted
-  // peer, a dropped packet) after the control plane had drained all of it: the cue to tell
+  // peer, a dropped packet, rates and error-rate alarms) after the control plane had drained all of it: the cue to tell
   // the control plane (one nudge per drain, not one per entry).
   virtual void status_pushed(uint64_t /*pushed*/) {}
   virtual void committed(const routing::PacketHeader& /*packet*/) {}
@@ -145,6 +145,9 @@ class ChipNode {
   void service_passengers(Port& carrier, Time now);
   // Sends what waits for wire `w`: its own port's datagrams, then its passengers'.
   void flush(uint8_t w);
+  // The port's datagrams its wire has not taken are lost (counted as wire drops), go-back-N
+  // sends them again.
+  void drop_unsent(Port& p);
   bool wire_busy(uint8_t w) const;
   // The EFC: moves the port's traffic onto a fallback channel or back, as its judgement says.
   void steer(Port& p, Time now);

@@ -3,8 +3,11 @@
 namespace ttemu::node {
 
 PortCounts PortCounts::of(const link::LinkCounters& c) {
-  auto v = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  return {v(c.frames_tx), v(c.bytes_tx), v(c.frames_rx), v(c.bytes_rx), v(c.frames_in), v(c.crc_errors), v(c.retransmits)};
+  PortCounts p;
+#define TTEMU_READ(name) p.name = c.name.load(std::memory_order_relaxed);
+  TTEMU_RATE_LINK_FIELDS(TTEMU_READ)
+#undef TTEMU_READ
+  return p;
 }
 
 StatusRates::StatusRates(const RatesConfig& config, std::span<const uint8_t> ports)
@@ -22,24 +25,16 @@ std::vector<chip::StatusEntry> StatusRates::tick(std::chrono::nanoseconds now, s
     const PortCounts& c = ports[i];
     PortState& st = state_[i];
     const PortCounts& b = st.base;
-    const chip::RateFigures f{.interval_ns = interval,
-                              .frames_tx = c.frames_tx - b.frames_tx,
-                              .bytes_tx = c.bytes_tx - b.bytes_tx,
-                              .frames_rx = c.frames_rx - b.frames_rx,
-                              .bytes_rx = c.bytes_rx - b.bytes_rx,
-                              .frames_in = c.frames_in - b.frames_in,
-                              .crc_errors = c.crc_errors - b.crc_errors,
-                              .retransmits = c.retransmits - b.retransmits};
+    chip::RateFigures f{.interval_ns = interval};
+#define TTEMU_DIFF(name) f.name = c.name - b.name;
+    TTEMU_RATE_LINK_FIELDS(TTEMU_DIFF)
+#undef TTEMU_DIFF
     st.base = c;
     if (f.frames_tx + f.frames_rx + f.crc_errors + f.retransmits == 0) continue;
     out.push_back({.kind = chip::StatusKind::kPortRates, .port = ports_[i], .rates = f});
-    sum.frames_tx += f.frames_tx;
-    sum.bytes_tx += f.bytes_tx;
-    sum.frames_rx += f.frames_rx;
-    sum.bytes_rx += f.bytes_rx;
-    sum.frames_in += f.frames_in;
-    sum.crc_errors += f.crc_errors;
-    sum.retransmits += f.retransmits;
+#define TTEMU_ADD(name) sum.name += f.name;
+    TTEMU_RATE_LINK_FIELDS(TTEMU_ADD)
+#undef TTEMU_ADD
     // CRC errors are a share of every frame that arrived (acks and hellos fail theirs too); a
     // retransmission was sent too.
     alarm(out, i, st.crc_high, f.crc_errors, f.frames_in, cfg_.crc_alarm, chip::RateAlarm::kCrcHigh,

@@ -35,7 +35,9 @@ struct RatesConfig {
 
 // A port's counters, as the interval starts or ends.
 struct PortCounts {
-  uint64_t frames_tx = 0, bytes_tx = 0, frames_rx = 0, bytes_rx = 0, frames_in = 0, crc_errors = 0, retransmits = 0;
+#define TTEMU_DECLARE(name) uint64_t name = 0;
+  TTEMU_RATE_LINK_FIELDS(TTEMU_DECLARE)
+#undef TTEMU_DECLARE
   static PortCounts of(const link::LinkCounters& c);
 };
 // The router's: packets from workers, delivered here, dropped (router events).

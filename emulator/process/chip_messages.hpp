@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emulator/link/efc.hpp"
+#include "emulator/node/status_rates.hpp"
 
 namespace ttemu::process::msg {
 
@@ -48,8 +49,8 @@ struct Config {
   int efc_interval_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(link::EfcConfig{}.interval).count());
   double efc_error_rate = link::EfcConfig{}.error_rate;
   // The status queue's rate entries and alarms (node::RatesConfig).
-  int status_interval_ms = 1000;
-  double crc_alarm = 0.01, retransmit_alarm = 0.1;
+  int status_interval_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(node::RatesConfig{}.interval).count());
+  double crc_alarm = node::RatesConfig{}.crc_alarm, retransmit_alarm = node::RatesConfig{}.retransmit_alarm;
 };
 
 struct PeerAddress {

@@ -95,10 +95,7 @@ class Chip final : public node::NodeObserver {
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
     signal_fd_ = signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
     if (signal_fd_ < 0) throw Error("signalfd failed");
-    loop_.watch(signal_fd_, EPOLLIN, [this](uint32_t) {
-      if (node_) node_->final_rates(now());  // the last interval's figures, as for Stop
-      stop();
-    });
+    loop_.watch(signal_fd_, EPOLLIN, [this](uint32_t) { finish(); });
     loop_.watch(o_.control_fd, EPOLLIN, [this](uint32_t) { read_control(); });
     loop_.on_deadline([this](Time t) {
       if (node_) node_->on_timer(t);
@@ -116,6 +113,12 @@ class Chip final : public node::NodeObserver {
 
  private:
   void stop() { loop_.stop(); }
+  // Told to stop (Stop, SIGTERM): the last interval's rates first. A lost launcher or a chip
+  // error stops without them.
+  void finish() {
+    if (node_) node_->final_rates(now());
+    stop();
+  }
   Time now() const { return loop_.time(); }
 
   void cleanup() {
@@ -186,10 +189,7 @@ class Chip final : public node::NodeObserver {
                    [&](const msg::Tables& t) { node().load_tables(read_tables(), t.version, now()); },
                    [&](const msg::Injection& i) { node().pause_injection(i.paused, now()); },
                    [&](const msg::AdminDown& a) { node().admin_down(a.port, a.down, now()); },
-                   [&](const msg::Stop&) {
-                     if (node_) node_->final_rates(now());  // the last interval's figures
-                     stop();
-                   },
+                   [&](const msg::Stop&) { finish(); },
                },
                m);
   }
@@ -200,7 +200,7 @@ class Chip final : public node::NodeObserver {
   }
 
   void configure(const msg::Config& m) {
-    ArchSpec arch = arch_spec(m.arch);
+    arch_ = arch_spec(m.arch);
     seed_ = m.seed;
     loop_.set_spin(std::chrono::microseconds(m.spin_us));
     node::ChipNodeConfig nc;
@@ -240,8 +240,8 @@ class Chip final : public node::NodeObserver {
       pc.number = l.port;
       pc.peer = {nc.job, l.peer_mesh, l.peer_device, l.peer_port};
       pc.nonce = static_cast<uint32_t>(rd()) | 1u;
-      uint8_t* core = l1_seg_.as<uint8_t>(arch.eth_l1_offset(pc.number));
-      pc.receive_buffer = {core + kRouterBufferOffset, arch.eth_l1 - kRouterBufferOffset};
+      uint8_t* core = l1_seg_.as<uint8_t>(arch_.eth_l1_offset(pc.number));
+      pc.receive_buffer = {core + kRouterBufferOffset, arch_.eth_l1 - kRouterBufferOffset};
       if (shm_) {
         shm_->add(pc.number, {{l.peer_mesh, l.peer_device}, l.peer_port});
         bound.ports[std::to_string(pc.number)] = 0;  // no socket: the launcher wires nothing
@@ -257,7 +257,6 @@ class Chip final : public node::NodeObserver {
     auto memory = [this](uint64_t addr, size_t size) {
       return chip::locate(addr, size, {l1_seg_.as<uint8_t>(), l1_seg_.size()}, {dram_seg_.as<uint8_t>(), dram_seg_.size()});
     };
-    arch_ = arch;
     for (const auto& l : m.links) wired_.push_back(l.port);
     nc.tables = read_tables();
     node_ = std::make_unique<node::ChipNode>(std::move(nc), memory, *ctl_, transport, *this);

@@ -252,8 +252,7 @@ void FabricSim::restart(ChipId chip) {
   if (live_) {
     // As the launcher does: the chip counts as alive, its links as down until they come up.
     n.control->tables_version.store(static_cast<uint32_t>(live_->version()), std::memory_order_relaxed);
-    live_->chip_alive(*sys_.node(chip), true);
-    for (const auto& pc : n.chip->ports()) live_->link_up({chip, pc.number}, false);
+    live_->chip_restarted(*sys_.node(chip));
     control_log_.push_back({.at = now_, .kind = ControlRecord::Kind::kChipRestarted, .chip = chip});
   }
   n.chip->start(now_);

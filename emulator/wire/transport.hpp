@@ -23,7 +23,8 @@ inline const std::vector<std::string> kTransports{"udp", "uring", "shm"};
 class Transport {
  public:
   virtual ~Transport() = default;
-  // Puts datagrams of the link endpoint on `port` on the wire toward its peer, in order and
+  // Puts datagrams on the wire of `port` toward its peer (its own link's, and those of ports
+  // whose traffic it carries on the fallback channel), in order and
   // without blocking; returns how many it took. When it takes fewer than all it must, once
   // more can go, make the node's owner call ChipNode::on_writable(port). A call with none
   // says nothing is left to send for that port.

@@ -17,6 +17,7 @@
 
 #include "emulator/common/error.hpp"
 #include "launcher/cli_checks.hpp"
+#include "launcher/launch.hpp"
 #include "tools/campaign/campaign_file.hpp"
 #include "tools/campaign/child.hpp"
 #include "tools/campaign/verdict.hpp"
@@ -52,17 +53,15 @@ std::string slurp(const fs::path& path) {
   return s.str();
 }
 
-std::string self_exe() { return fs::read_symlink("/proc/self/exe").string(); }
-
 // One run, start to verdict. A passing run leaves nothing behind unless `keep`; a failing
 // one keeps its directory (the plan, the sim's output, the event log, the trace when asked).
 json run_one(const Campaign& c, const Run& r, const fs::path& out, bool keep, bool trace) {
   const fs::path dir = out / "runs" / std::to_string(r.id);
   fs::create_directories(dir);
-  if (const std::string plan = plan_text(c, r); !plan.empty()) std::ofstream(dir / "plan.yaml") << plan << "\n";
+  if (const std::string& plan = c.scenarios[r.scenario].faults_yaml; !plan.empty()) std::ofstream(dir / "plan.yaml") << plan << "\n";
   std::vector<std::string> args = sim_args(c, r, dir.string());
   if (trace) args.insert(args.end(), {"--trace", (dir / "trace.txt").string()});
-  const ChildResult child = run_child(self_exe(), args, (dir / "stdout.jsonl").string(), (dir / "stderr.txt").string(), c.limit_s);
+  const ChildResult child = run_child(launcher::self_exe(), args, (dir / "stdout.jsonl").string(), (dir / "stderr.txt").string(), c.limit_s);
   const Verdict v = judge(c.scenarios[r.scenario], c.retry, child.exit_status, child.timed_out, json_lines(dir / "stdout.jsonl"),
                           json_lines(dir / "events.jsonl"), slurp(dir / "stderr.txt"));
   std::vector<std::string> sim_line{"ttemu"};

@@ -1,8 +1,6 @@
 #include "tools/campaign/campaign_file.hpp"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -10,6 +8,7 @@
 #include "emulator/common/error.hpp"
 #include "emulator/common/yaml_input.hpp"
 #include "emulator/control/traffic_patterns.hpp"
+#include "emulator/link/fault_plan.hpp"
 
 namespace ttemu::tools {
 
@@ -34,7 +33,11 @@ struct Reader {
   template <class T>
   T get(const YAML::Node& n, const char* key, T fallback, T lo, T hi) const {
     const YAML::Node v = n[key];
-    if (!v) return fallback;
+    return v ? number(v, key, lo, hi) : fallback;
+  }
+  // A number in [lo, hi]; `key` names it in errors.
+  template <class T>
+  T number(const YAML::Node& v, const char* key, T lo, T hi) const {
     T x{};
     try {
       x = v.as<T>();
@@ -79,11 +82,7 @@ std::string find_topology(const Reader& rd, const YAML::Node& n, const fs::path&
 }  // namespace
 
 Campaign load_campaign(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: cannot open the file", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  const YAML::Node root = load_yaml(text.str(), path);
+  const YAML::Node root = load_yaml(read_text_file(path), path);
   Reader rd{path};
   rd.keys(root, {"name", "topologies", "workloads", "scenarios", "seeds", "retry", "limit_s"}, "a campaign");
   Campaign c;
@@ -137,11 +136,7 @@ Campaign load_campaign(const std::string& path) {
   const YAML::Node seeds = root["seeds"];
   if (!seeds) c.seeds = {1};
   else if (seeds.IsSequence()) {
-    for (const auto& s : seeds) {
-      YAML::Node one;
-      one["seed"] = YAML::Node(s);
-      c.seeds.push_back(rd.get<uint64_t>(one, "seed", 1, 0, 9'000'000'000'000'000));
-    }
+    for (const auto& s : seeds) c.seeds.push_back(rd.number<uint64_t>(s, "seed", 0, link::kMaxSeed));
     if (c.seeds.empty()) rd.fail(seeds, "'seeds' must name one or more");
   } else {
     const auto n = rd.get<uint64_t>(root, "seeds", 1, 1, 1000000);
@@ -166,8 +161,6 @@ std::vector<Run> expand(const Campaign& c) {
   return runs;
 }
 
-std::string plan_text(const Campaign& c, const Run& r) { return c.scenarios[r.scenario].faults_yaml; }
-
 std::vector<std::string> sim_args(const Campaign& c, const Run& r, const std::string& dir) {
   const Workload& w = c.workloads[r.workload];
   const Scenario& s = c.scenarios[r.scenario];
@@ -179,12 +172,6 @@ std::vector<std::string> sim_args(const Campaign& c, const Run& r, const std::st
   for (const auto& x : s.kills) a.insert(a.end(), {"--kill", x});
   for (const auto& x : s.restarts) a.insert(a.end(), {"--restart", x});
   return a;
-}
-
-std::string describe(const Campaign& c, const Run& r) {
-  const Workload& w = c.workloads[r.workload];
-  return fmt::format("{} x {}/{}x{} x {} x seed {}", c.topologies[r.topology].first, w.pattern, w.size, w.count,
-                     c.scenarios[r.scenario].name, r.seed);
 }
 
 }  // namespace ttemu::tools

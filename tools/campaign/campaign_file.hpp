@@ -50,10 +50,7 @@ struct Run {
 std::vector<Run> expand(const Campaign& c);
 
 // The run's `ttemu sim` arguments (after the program name); files go into `dir`. The plan
-// file, if any, is written there by the caller (plan_text).
+// file, if the scenario has faults, is written there by the caller (dir/plan.yaml).
 std::vector<std::string> sim_args(const Campaign& c, const Run& r, const std::string& dir);
-std::string plan_text(const Campaign& c, const Run& r);  // empty: no fault plan
-// "galaxy x all_to_all/4096x4 x cut x seed 2"
-std::string describe(const Campaign& c, const Run& r);
 
 }  // namespace ttemu::tools

@@ -351,10 +351,7 @@ std::vector<std::string> event_lines(const control::System& sys, const std::stri
   for (const auto& r : log) {
     json e;
     switch (r.kind) {
-      case Kind::kStatus:
-        e = status_event(r.entry, r.chip, sys);
-        stamp_simulated(e, std::chrono::nanoseconds(r.entry.time_ns));
-        break;
+      case Kind::kStatus: e = status_event(r.entry, r.chip, sys); break;
       case Kind::kStatusLost:
         e = chip_event(r.chip, "status_lost");
         e["lost"] = r.lost;
@@ -366,7 +363,8 @@ std::vector<std::string> event_lines(const control::System& sys, const std::stri
       case Kind::kChipRestarted: e = chip_event(r.chip, "chip_restarted"); break;
       case Kind::kTablesReloaded: e = tables_reloaded_event(sys, *r.reload, "the fabric"); break;
     }
-    if (!e.contains("sim_ns")) stamp_simulated(e, r.at);
+    // A status entry carries the chip's own time of the event; the rest, the control plane's.
+    stamp_simulated(e, r.kind == Kind::kStatus ? std::chrono::nanoseconds(r.entry.time_ns) : r.at);
     lines.push_back(event_line(e));
   }
   return lines;

@@ -141,6 +141,49 @@ class Layout {
   int max_x_ = 0, max_y_ = 0;
 };
 
+// Every link on its own (DrawOptions::links), parallel ones side by side across the line
+// between their chips; their labels go to `labels`, drawn after the chips.
+std::string draw_each_link(const System& sys, const Layout& layout, const std::map<int, LinkPaint>& paints, std::string& labels) {
+  std::string svg;
+  // Pairs in one orientation (lower node first), whichever end a link names first.
+  std::map<std::pair<int, int>, int> drawn, links_of;
+  std::map<std::pair<int, int>, std::pair<int, int>> labelled;  // labels so far on each side of a pair
+  auto pair_of = [&](const Link& l) {
+    const int x = *sys.node(l.a.chip), y = *sys.node(l.b.chip);
+    return std::pair<int, int>{std::min(x, y), std::max(x, y)};
+  };
+  for (const Link& l : sys.links) ++links_of[pair_of(l)];
+  for (size_t i = 0; i < sys.links.size(); ++i) {
+    const auto [a, b] = pair_of(sys.links[i]);
+    const Link& l = sys.links[i];
+    const int count = links_of[{a, b}], k = drawn[{a, b}]++;
+    const Point p = layout.centre(a), q = layout.centre(b);
+    const double dx = q.x - p.x, dy = q.y - p.y, len = std::max(1.0, std::hypot(dx, dy));
+    const double off = (k - (count - 1) / 2.0) * 7.0;  // pixels across the line
+    const double ox = -dy / len * off, oy = dx / len * off;
+    const auto it = paints.find(static_cast<int>(i));
+    const LinkPaint paint = it == paints.end() ? LinkPaint{} : it->second;
+    const std::string tip = paint.tooltip.empty() ? routing::to_string(l.a) + " - " + routing::to_string(l.b) : paint.tooltip;
+    svg += fmt::format(
+        "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"{}\"{}><title>{}</title></line>\n",
+        p.x + ox, p.y + oy, q.x + ox, q.y + oy, paint.colour, paint.width, paint.dashed ? " stroke-dasharray=\"6,4\"" : "",
+        escape(tip));
+    if (!paint.label.empty()) {
+      // Beside the middle of the bundle, on the link's own side, stacked outwards.
+      const double side = off >= 0 ? 1 : -1;
+      auto& [before, after] = labelled[{a, b}];
+      const int nth = side > 0 ? after++ : before++;
+      const double out = (count - 1) / 2.0 * 7.0 + 12 + 13 * nth;
+      labels += fmt::format(
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"12\" font-weight=\"bold\" fill=\"{}\" stroke=\"white\" "
+          "stroke-width=\"3\" paint-order=\"stroke\" text-anchor=\"middle\">{}</text>\n",
+          (p.x + q.x) / 2.0 + side * -dy / len * out, (p.y + q.y) / 2.0 + side * dx / len * out + 4, paint.colour,
+          escape(paint.label));
+    }
+  }
+  return svg;
+}
+
 }  // namespace
 
 std::string draw_svg(const System& sys, const DrawOptions& o) {
@@ -152,8 +195,10 @@ std::string draw_svg(const System& sys, const DrawOptions& o) {
       "{} mesh(es), {} chips, {} links ({} between meshes), {} routing plane(s){}", sys.meshes.size(),
       sys.chips.size(), sys.links.size(), inter, sys.planes,
       o.title_note.empty() ? "" : "; " + o.title_note);
+  // A legend entry's width: its swatch and its text.
+  auto entry_w = [](const LegendEntry& e) { return 46 + 7 * static_cast<int>(e.text.size()); };
   int legend_w = 2 * kMargin;
-  for (const auto& e : o.legend) legend_w += 46 + 7 * static_cast<int>(e.text.size());
+  for (const auto& e : o.legend) legend_w += entry_w(e);
   int width = std::max({layout.width(), 760, 2 * kMargin + 7 * static_cast<int>(subtitle.size()), legend_w});
   int height = layout.height() + legend_h;
   std::string svg = fmt::format(
@@ -182,68 +227,31 @@ std::string draw_svg(const System& sys, const DrawOptions& o) {
         escape(b.name));
   }
 
-  // Links: one line per chip pair, with the number of parallel links (planes) and failures.
-  std::set<int> route_links;
-  for (const auto& h : o.route) route_links.insert(sys.link_at(*sys.node(h.from.chip), h.from.port));
-  std::map<std::pair<int, int>, std::pair<int, int>> pairs;  // (a, b) -> (links, failed)
-  for (size_t i = 0; i < sys.links.size(); ++i) {
-    const Link& l = sys.links[i];
-    int a = *sys.node(l.a.chip), b = *sys.node(l.b.chip);
-    auto& [count, failed] = pairs[{a, b}];
-    ++count;
-    failed += !o.failures.link_ok(sys, static_cast<int>(i));
-  }
+  // Links: each on its own when painted, else one line per chip pair with the number of
+  // parallel links (planes) and failures.
   std::string labels;  // drawn last, over the chips
   if (!o.links.empty()) {
-    // Each link on its own, parallel ones side by side across the line between the chips.
-    // Pairs in one orientation (lower node first), whichever end a link names first.
-    std::map<std::pair<int, int>, int> drawn, links_of;
-    std::map<std::pair<int, int>, std::pair<int, int>> labelled;  // labels so far on each side of a pair
-    auto pair_of = [&](const Link& l) {
-      const int x = *sys.node(l.a.chip), y = *sys.node(l.b.chip);
-      return std::pair<int, int>{std::min(x, y), std::max(x, y)};
-    };
-    for (const Link& l : sys.links) ++links_of[pair_of(l)];
+    svg += draw_each_link(sys, layout, o.links, labels);
+  } else {
+    std::map<std::pair<int, int>, std::pair<int, int>> pairs;  // (a, b) -> (links, failed)
     for (size_t i = 0; i < sys.links.size(); ++i) {
-      const auto [a, b] = pair_of(sys.links[i]);
       const Link& l = sys.links[i];
-      const int count = links_of[{a, b}], k = drawn[{a, b}]++;
-      const Point p = layout.centre(a), q = layout.centre(b);
-      const double dx = q.x - p.x, dy = q.y - p.y, len = std::max(1.0, std::hypot(dx, dy));
-      const double off = (k - (count - 1) / 2.0) * 7.0;  // pixels across the line
-      const double ox = -dy / len * off, oy = dx / len * off;
-      const auto it = o.links.find(static_cast<int>(i));
-      const LinkPaint paint = it == o.links.end() ? LinkPaint{} : it->second;
-      const std::string tip = paint.tooltip.empty() ? routing::to_string(l.a) + " - " + routing::to_string(l.b) : paint.tooltip;
-      svg += fmt::format(
-          "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"{}\"{}><title>{}</title></line>\n",
-          p.x + ox, p.y + oy, q.x + ox, q.y + oy, paint.colour, paint.width, paint.dashed ? " stroke-dasharray=\"6,4\"" : "",
-          escape(tip));
-      if (!paint.label.empty()) {
-        // Beside the middle of the bundle, on the link's own side, stacked outwards.
-        const double side = off >= 0 ? 1 : -1;
-        auto& [before, after] = labelled[{a, b}];
-        const int nth = side > 0 ? after++ : before++;
-        const double out = (count - 1) / 2.0 * 7.0 + 12 + 13 * nth;
-        labels += fmt::format(
-            "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"12\" font-weight=\"bold\" fill=\"{}\" stroke=\"white\" "
-            "stroke-width=\"3\" paint-order=\"stroke\" text-anchor=\"middle\">{}</text>\n",
-            (p.x + q.x) / 2.0 + side * -dy / len * out, (p.y + q.y) / 2.0 + side * dx / len * out + 4, paint.colour,
-            escape(paint.label));
-      }
+      int a = *sys.node(l.a.chip), b = *sys.node(l.b.chip);
+      auto& [count, failed] = pairs[{a, b}];
+      ++count;
+      failed += !o.failures.link_ok(sys, static_cast<int>(i));
     }
-  }
-  for (const auto& [ab, cf] : pairs) {
-    if (!o.links.empty()) break;
-    Point p = layout.centre(ab.first), q = layout.centre(ab.second);
-    bool inter_mesh = sys.chips[static_cast<size_t>(ab.first)].id.mesh !=
-                      sys.chips[static_cast<size_t>(ab.second)].id.mesh;
-    std::string colour = cf.second == cf.first ? "#d62728" : inter_mesh ? "#1f77b4" : "#9aa5b1";
-    std::string dash = cf.second ? " stroke-dasharray=\"6,4\"" : "";
-    svg += fmt::format(
-        "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"{}\"{}><title>{} link(s), "
-        "{} failed</title></line>\n",
-        p.x, p.y, q.x, q.y, colour, inter_mesh ? 3 : 2 + cf.first / 2, dash, cf.first, cf.second);
+    for (const auto& [ab, cf] : pairs) {
+      Point p = layout.centre(ab.first), q = layout.centre(ab.second);
+      bool inter_mesh = sys.chips[static_cast<size_t>(ab.first)].id.mesh !=
+                        sys.chips[static_cast<size_t>(ab.second)].id.mesh;
+      std::string colour = cf.second == cf.first ? "#d62728" : inter_mesh ? "#1f77b4" : "#9aa5b1";
+      std::string dash = cf.second ? " stroke-dasharray=\"6,4\"" : "";
+      svg += fmt::format(
+          "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"{}\"{}><title>{} link(s), "
+          "{} failed</title></line>\n",
+          p.x, p.y, q.x, q.y, colour, inter_mesh ? 3 : 2 + cf.first / 2, dash, cf.first, cf.second);
+    }
   }
 
   // Chips.
@@ -294,7 +302,7 @@ std::string draw_svg(const System& sys, const DrawOptions& o) {
                          "<text x=\"{}\" y=\"{}\">{}</text>",
                          x, ly + 7, x + 28, ly + 7, e.colour, e.dashed ? " stroke-dasharray=\"6,4\"" : "", x + 34, ly + 12,
                          escape(e.text));
-      x += 46 + 7 * static_cast<int>(e.text.size());
+      x += entry_w(e);
     }
     svg += "</g>\n</svg>\n";
     return svg;
