@@ -20,6 +20,8 @@
 #include "launcher/launch.hpp"
 #include "tools/campaign/campaign_file.hpp"
 #include "tools/campaign/child.hpp"
+#include "tools/campaign/report.hpp"
+#include "tools/campaign/run_summary.hpp"
 #include "tools/campaign/verdict.hpp"
 
 namespace ttemu::tools {
@@ -62,14 +64,16 @@ json run_one(const Campaign& c, const Run& r, const fs::path& out, bool keep, bo
   std::vector<std::string> args = sim_args(c, r, dir.string());
   if (trace) args.insert(args.end(), {"--trace", (dir / "trace.txt").string()});
   const ChildResult child = run_child(launcher::self_exe(), args, (dir / "stdout.jsonl").string(), (dir / "stderr.txt").string(), c.limit_s);
-  const Verdict v = judge(c.scenarios[r.scenario], c.retry, child.exit_status, child.timed_out, json_lines(dir / "stdout.jsonl"),
-                          json_lines(dir / "events.jsonl"), slurp(dir / "stderr.txt"));
+  const std::vector<json> results = json_lines(dir / "stdout.jsonl"), events = json_lines(dir / "events.jsonl");
+  const Verdict v = judge(c.scenarios[r.scenario], c.retry, child.exit_status, child.timed_out, results, events,
+                          slurp(dir / "stderr.txt"));
   std::vector<std::string> sim_line{"ttemu"};
   sim_line.insert(sim_line.end(), args.begin(), args.end());
   json j{{"id", r.id}, {"topology", c.topologies[r.topology].first}, {"workload", r.workload},
          {"pattern", c.workloads[r.workload].pattern}, {"scenario", c.scenarios[r.scenario].name}, {"seed", r.seed},
          {"pass", v.pass}, {"invariant", v.invariant}, {"reason", v.reason}, {"seconds", child.seconds},
-         {"reproduce", shell_line({"ttemu", "campaign", c.file, "--run", std::to_string(r.id)})}, {"sim", shell_line(sim_line)}};
+         {"reproduce", shell_line({"ttemu", "campaign", c.file, "--run", std::to_string(r.id)})}, {"sim", shell_line(sim_line)},
+         {"figures", summarise_run(c.scenarios[r.scenario], results, events)}};
   if (!v.pass || keep) j["kept"] = dir.string();
   else fs::remove_all(dir);
   return j;
@@ -144,6 +148,8 @@ int run_campaign(const CampaignOptions& o) {
     if (!r.contains("skipped")) ran.push_back(r);
   }
   print_table(c, ran);
+  const fs::path report = o.run >= 0 ? out / "runs" / std::to_string(o.run) / "report.html" : out / "report.html";
+  write_report(c, records, report);
   int failures = 0;
   for (const auto& r : ran) {
     if (r["pass"].get<bool>()) continue;
@@ -154,8 +160,9 @@ int run_campaign(const CampaignOptions& o) {
                r["reproduce"].get<std::string>(), r["sim"].get<std::string>());
   }
   const size_t skipped = records.size() - ran.size();
-  fmt::print("verdict: {} ({} run(s), {} failed{}); every run in {}\n", failures ? "FAIL" : "PASS", ran.size(), failures,
-             skipped ? fmt::format(", {} not run: over the budget", skipped) : "", record.string());
+  fmt::print("verdict: {} ({} run(s), {} failed{}); every run in {}, the report in {}\n", failures ? "FAIL" : "PASS",
+             ran.size(), failures, skipped ? fmt::format(", {} not run: over the budget", skipped) : "", record.string(),
+             report.string());
   return failures ? 1 : 0;
 }
 

@@ -1,0 +1,7 @@
+#include "tools/campaign/report.hpp"
+
+namespace ttemu::tools {
+
+void write_report(const Campaign&, const std::vector<nlohmann::json>&, const std::filesystem::path&) {}
+
+}  // namespace ttemu::tools
