@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -22,6 +23,7 @@
 #include "tools/campaign/child.hpp"
 #include "tools/campaign/report.hpp"
 #include "tools/campaign/run_summary.hpp"
+#include "tools/campaign/shrink.hpp"
 #include "tools/campaign/verdict.hpp"
 
 namespace ttemu::tools {
@@ -55,28 +57,79 @@ std::string slurp(const fs::path& path) {
   return s.str();
 }
 
-// One run, start to verdict. A passing run leaves nothing behind unless `keep`; a failing
-// one keeps its directory (the plan, the sim's output, the event log, the trace when asked).
-json run_one(const Campaign& c, const Run& r, const fs::path& out, bool keep, bool trace) {
-  const fs::path dir = out / "runs" / std::to_string(r.id);
+// A run of `p` in `dir`, start to verdict; its files stay there (the plan, the sim's output, its
+// stderr, the event log, and the trace when asked).
+struct Ran {
+  Verdict verdict;
+  ChildResult child;
+  std::vector<std::string> sim_line;  // ttemu sim ..., as run
+  std::vector<json> results, events;
+};
+
+Ran run_in(const RunPlan& p, const fs::path& dir, double limit_s, bool trace) {
   fs::create_directories(dir);
-  if (const std::string& plan = c.scenarios[r.scenario].faults_yaml; !plan.empty()) std::ofstream(dir / "plan.yaml") << plan << "\n";
-  std::vector<std::string> args = sim_args(c, r, dir.string());
+  if (const std::string& plan = p.scenario.faults_yaml; !plan.empty()) std::ofstream(dir / "plan.yaml") << plan << "\n";
+  std::vector<std::string> args = sim_args(p, dir.string());
   if (trace) args.insert(args.end(), {"--trace", (dir / "trace.txt").string()});
-  const ChildResult child = run_child(launcher::self_exe(), args, (dir / "stdout.jsonl").string(), (dir / "stderr.txt").string(), c.limit_s);
-  const std::vector<json> results = json_lines(dir / "stdout.jsonl"), events = json_lines(dir / "events.jsonl");
-  const Verdict v = judge(c.scenarios[r.scenario], c.retry, child.exit_status, child.timed_out, results, events,
-                          slurp(dir / "stderr.txt"));
-  std::vector<std::string> sim_line{"ttemu"};
-  sim_line.insert(sim_line.end(), args.begin(), args.end());
-  json j{{"id", r.id}, {"topology", c.topologies[r.topology].first}, {"workload", r.workload},
-         {"pattern", c.workloads[r.workload].pattern}, {"scenario", c.scenarios[r.scenario].name}, {"seed", r.seed},
-         {"pass", v.pass}, {"invariant", v.invariant}, {"reason", v.reason}, {"seconds", child.seconds},
-         {"reproduce", shell_line({"ttemu", "campaign", c.file, "--run", std::to_string(r.id)})}, {"sim", shell_line(sim_line)},
-         {"figures", summarise_run(c.scenarios[r.scenario], results, events)}};
+  Ran ran;
+  ran.child = run_child(launcher::self_exe(), args, (dir / "stdout.jsonl").string(), (dir / "stderr.txt").string(), limit_s);
+  ran.results = json_lines(dir / "stdout.jsonl");
+  ran.events = json_lines(dir / "events.jsonl");
+  ran.verdict = judge(p.scenario, p.retry, ran.child.exit_status, ran.child.timed_out, ran.results, ran.events, slurp(dir / "stderr.txt"));
+  ran.sim_line = {"ttemu"};
+  ran.sim_line.insert(ran.sim_line.end(), args.begin(), args.end());
+  return ran;
+}
+
+json described(const std::vector<Fault>& schedule) {
+  json out = json::array();
+  for (const Fault& f : schedule) out.push_back(describe(f));
+  return out;
+}
+
+// One run of the campaign, and its record. A passing run leaves nothing behind unless `keep`
+// (with it, the trace is written too); a failing one keeps its directory.
+json run_one(const Campaign& c, const Run& r, const fs::path& out, bool keep) {
+  const RunPlan p = plan_run(c, r);
+  const fs::path dir = out / "runs" / std::to_string(r.id);
+  const Ran ran = run_in(p, dir, c.limit_s, keep);
+  const Verdict& v = ran.verdict;
+  json j{{"id", r.id}, {"topology", p.topology}, {"workload", r.workload}, {"pattern", p.workload.pattern},
+         {"scenario", p.scenario.name}, {"seed", r.seed}, {"pass", v.pass}, {"invariant", v.invariant}, {"reason", v.reason},
+         {"seconds", ran.child.seconds}, {"reproduce", shell_line({"ttemu", "campaign", c.file, "--run", std::to_string(r.id)})},
+         {"sim", shell_line(ran.sim_line)}, {"figures", summarise_run(p.scenario, ran.results, ran.events)}};
+  if (p.scenario.swarm) j["schedule"] = described(p.schedule);
   if (!v.pass || keep) j["kept"] = dir.string();
   else fs::remove_all(dir);
   return j;
+}
+
+// A failing swarm run, shrunk: the smallest schedule and workload found that fail the same
+// way (the same invariant). The smallest runs once more with its files and trace kept in
+// runs/ID/shrunk: its sim line is the short reproduction.
+json shrink_run(const Campaign& c, const Run& r, const std::string& invariant, const fs::path& out) {
+  const RunPlan p = plan_run(c, r);
+  const fs::path dir = out / "runs" / std::to_string(r.id);
+  const StillFails fails = [&](const std::vector<Fault>& schedule, uint32_t count) {
+    RunPlan q = with_schedule(p, schedule);
+    q.workload.count = count;
+    const Ran ran = run_in(q, dir / "shrinking", c.limit_s, false);
+    fs::remove_all(dir / "shrinking");
+    return !ran.verdict.pass && ran.verdict.invariant == invariant;
+  };
+  const Shrunk s = shrink(p.schedule, p.workload.count, fails);
+  RunPlan q = with_schedule(p, s.schedule);
+  q.workload.count = s.count;
+  const Ran ran = run_in(q, dir / "shrunk", c.limit_s, true);
+  return {{"faults", described(s.schedule)}, {"of_faults", p.schedule.size()}, {"count", s.count}, {"of_count", p.workload.count},
+          {"tries", s.tries}, {"fails", !ran.verdict.pass && ran.verdict.invariant == invariant}, {"reason", ran.verdict.reason},
+          {"sim", shell_line(ran.sim_line)}};
+}
+
+std::string join(const json& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : "; ") + w.get<std::string>();
+  return out;
 }
 
 void print_table(const Campaign& c, const std::vector<json>& records) {
@@ -124,7 +177,7 @@ int run_campaign(const CampaignOptions& o) {
         records[i] = {{"id", runs[i].id}, {"skipped", "over the budget"}};
         continue;
       }
-      records[i] = run_one(c, runs[i], out, o.run >= 0, o.run >= 0);
+      records[i] = run_one(c, runs[i], out, o.run >= 0);
       const int d = ++done, f = failed += !records[i]["pass"].get<bool>();
       std::lock_guard lock(progress);
       const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -139,6 +192,17 @@ int run_campaign(const CampaignOptions& o) {
   for (int j = 0; j < jobs; ++j) pool.emplace_back(work);
   for (auto& t : pool) t.join();
   if (tty) fmt::print(stderr, "\n");
+  // The first failing swarm run of each scenario and invariant is shrunk (the others likely
+  // fail for the same reason, and each shrink costs dozens of runs).
+  std::set<std::pair<std::string, std::string>> shrunk;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    json& r = records[i];
+    if (r.contains("skipped") || r["pass"].get<bool>() || !r.contains("schedule") || r["schedule"].empty()) continue;
+    if (!shrunk.insert({r["scenario"].get<std::string>(), r["invariant"].get<std::string>()}).second) continue;
+    fmt::print(stderr, "ttemu campaign: shrinking run {} ({} fault(s), {} write(s) per pair)\n", runs[i].id, r["schedule"].size(),
+               c.workloads[runs[i].workload].count);
+    r["shrunk"] = shrink_run(c, runs[i], r["invariant"].get<std::string>(), out);
+  }
   std::vector<json> ran;
   // One run alone (a reproduction) keeps its record with its files, not over the campaign's.
   const fs::path record = o.run >= 0 ? out / "runs" / std::to_string(o.run) / "run.jsonl" : out / "runs.jsonl";
@@ -158,6 +222,13 @@ int run_campaign(const CampaignOptions& o) {
                r["topology"].get<std::string>(), r["pattern"].get<std::string>(), r["scenario"].get<std::string>(),
                r["seed"].get<uint64_t>(), r["invariant"].get<std::string>(), r["reason"].get<std::string>(),
                r["reproduce"].get<std::string>(), r["sim"].get<std::string>());
+    if (r.contains("schedule")) fmt::print("  faults: {}\n", join(r["schedule"]));
+    if (!r.contains("shrunk")) continue;
+    const json& s = r["shrunk"];
+    fmt::print("  shrunk in {} run(s) to {} of {} fault(s) and {} of {} write(s) per pair{}: {}\n  reproduce the shrunk run: {}\n",
+               s["tries"].get<int>(), s["faults"].size(), s["of_faults"].get<size_t>(), s["count"].get<uint32_t>(),
+               s["of_count"].get<uint32_t>(), s["fails"].get<bool>() ? "" : " (it no longer fails the same way once more!)",
+               s["faults"].empty() ? "no faults at all" : join(s["faults"]), s["sim"].get<std::string>());
   }
   const size_t skipped = records.size() - ran.size();
   fmt::print("verdict: {} ({} run(s), {} failed{}); every run in {}, the report in {}\n", failures ? "FAIL" : "PASS",

@@ -7,6 +7,8 @@
 
 #include "emulator/common/error.hpp"
 #include "emulator/common/yaml_input.hpp"
+#include "emulator/control/live_routes.hpp"
+#include "emulator/control/system_yaml.hpp"
 #include "emulator/control/traffic_patterns.hpp"
 #include "emulator/link/fault_plan.hpp"
 
@@ -79,6 +81,25 @@ std::string find_topology(const Reader& rd, const YAML::Node& n, const fs::path&
   rd.fail(n, fmt::format("topology '{}' is neither a file next to the campaign nor a name in topologies/", t));
 }
 
+SwarmSpec swarm_spec(const Reader& rd, const YAML::Node& n, const Scenario& s) {
+  if (!s.faults_yaml.empty() || !s.cuts.empty() || !s.kills.empty() || !s.restarts.empty()) {
+    rd.fail(n, "a swarm scenario draws its own faults: leave out faults, cut, kill and restart");
+  }
+  if (n.IsNull()) return {};
+  rd.keys(n, {"faults", "kinds", "span_ms"}, "swarm");
+  SwarmSpec w;
+  w.faults = rd.get<int>(n, "faults", w.faults, 1, 64);
+  w.span_ms = rd.get<double>(n, "span_ms", w.span_ms, 1, 1e6);
+  for (const auto& k : rd.strings(n, "kinds")) {
+    try {
+      w.kinds.push_back(fault_kind(k));
+    } catch (const Error& e) {
+      rd.fail(n["kinds"], e.what());
+    }
+  }
+  return w;
+}
+
 }  // namespace
 
 Campaign load_campaign(const std::string& path) {
@@ -115,7 +136,8 @@ Campaign load_campaign(const std::string& path) {
     c.scenarios.push_back(clean);
   } else if (!scenarios.IsSequence()) rd.fail(scenarios, "'scenarios' must be a list");
   for (const auto& s : scenarios ? scenarios : YAML::Node(YAML::NodeType::Sequence)) {
-    rd.keys(s, {"name", "faults", "cut", "kill", "restart", "only", "nacks_allowed", "expect_fallback", "expect_reload"}, "a scenario");
+    rd.keys(s, {"name", "faults", "cut", "kill", "restart", "only", "nacks_allowed", "expect_fallback", "expect_reload", "swarm"},
+            "a scenario");
     Scenario x;
     if (!s["name"]) rd.fail(s, "a scenario needs a name");
     x.name = s["name"].Scalar();
@@ -131,6 +153,7 @@ Campaign load_campaign(const std::string& path) {
     x.nacks_allowed = rd.flag(s, "nacks_allowed");
     x.expect_fallback = rd.flag(s, "expect_fallback");
     x.expect_reload = rd.flag(s, "expect_reload");
+    if (const YAML::Node w = s["swarm"]) x.swarm = swarm_spec(rd, w, x);
     c.scenarios.push_back(x);
   }
   const YAML::Node seeds = root["seeds"];
@@ -161,12 +184,39 @@ std::vector<Run> expand(const Campaign& c) {
   return runs;
 }
 
-std::vector<std::string> sim_args(const Campaign& c, const Run& r, const std::string& dir) {
-  const Workload& w = c.workloads[r.workload];
+RunPlan plan_run(const Campaign& c, const Run& r) {
   const Scenario& s = c.scenarios[r.scenario];
-  std::vector<std::string> a{"sim", c.topologies[r.topology].second, "--pattern", w.pattern, "--size", std::to_string(w.size),
-                             "--count", std::to_string(w.count), "--fvc", std::to_string(w.fvc), "--seed", std::to_string(r.seed),
-                             "--retry", std::to_string(c.retry), "--json", "--events", (fs::path(dir) / "events.jsonl").string()};
+  RunPlan p{c.topologies[r.topology].first, c.topologies[r.topology].second, c.workloads[r.workload], s, s, {}, r.seed, c.retry};
+  if (!s.swarm) return p;
+  return with_schedule(p, draw_schedule(*p.scenario.swarm, control::load_system(p.topology_path), r.seed));
+}
+
+RunPlan with_schedule(RunPlan p, std::vector<Fault> schedule) {
+  SimFaults told = sim_faults(schedule);
+  Scenario& s = p.scenario = p.base;
+  s.faults_yaml = std::move(told.plan_yaml);
+  s.cuts = std::move(told.cuts);
+  s.kills = std::move(told.kills);
+  s.restarts = std::move(told.restarts);
+  // A killed chip's writes are NACKed, and the control plane routes around it unless the chip
+  // is back before the reload is due (LiveRoutes::kSettle after the news); a cut link may cost
+  // NACKs where no parallel link carries its traffic. What the scenario asks besides stays.
+  const auto any = [&](auto pred) { return std::any_of(schedule.begin(), schedule.end(), pred); };
+  const double settle_ms = std::chrono::duration<double, std::milli>(control::LiveRoutes::kSettle).count();
+  s.nacks_allowed = s.nacks_allowed || any([](const Fault& f) { return f.kind == Fault::Kind::kKill || f.kind == Fault::Kind::kCut; });
+  s.expect_reload = s.expect_reload || any([&](const Fault& f) {
+    return f.kind == Fault::Kind::kKill && (f.for_ms == 0 || f.for_ms > 2 * settle_ms);
+  });
+  p.schedule = std::move(schedule);
+  return p;
+}
+
+std::vector<std::string> sim_args(const RunPlan& p, const std::string& dir) {
+  const Workload& w = p.workload;
+  const Scenario& s = p.scenario;
+  std::vector<std::string> a{"sim", p.topology_path, "--pattern", w.pattern, "--size", std::to_string(w.size),
+                             "--count", std::to_string(w.count), "--fvc", std::to_string(w.fvc), "--seed", std::to_string(p.seed),
+                             "--retry", std::to_string(p.retry), "--json", "--events", (fs::path(dir) / "events.jsonl").string()};
   if (!s.faults_yaml.empty()) a.insert(a.end(), {"--faults", (fs::path(dir) / "plan.yaml").string()});
   for (const auto& x : s.cuts) a.insert(a.end(), {"--cut", x});
   for (const auto& x : s.kills) a.insert(a.end(), {"--kill", x});

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/campaign/swarm.hpp"
+
 namespace ttemu::tools {
 
 struct Workload {
@@ -26,6 +28,8 @@ struct Scenario {
   bool nacks_allowed = false;
   bool expect_fallback = false;  // traffic moved onto the fallback channel (spec 2.2.5)
   bool expect_reload = false;    // the control plane reloaded the tables (spec 1.1.2)
+  // Swarm mode: each run draws its faults from its seed instead (none of the fault keys above).
+  std::optional<SwarmSpec> swarm;
 };
 
 struct Campaign {
@@ -49,8 +53,23 @@ struct Run {
 // Every run of the matrix, in id order: topology, then workload, then scenario, then seed.
 std::vector<Run> expand(const Campaign& c);
 
+// One run made concrete: what `ttemu sim` is told. A swarm run's schedule is drawn here, and
+// its scenario holds the schedule's faults; shrinking changes the schedule and the workload.
+struct RunPlan {
+  std::string topology, topology_path;  // name, file
+  Workload workload;
+  Scenario base;      // as the campaign names it
+  Scenario scenario;  // what the run is told and must show: a swarm run's from its schedule
+  std::vector<Fault> schedule;  // a swarm run's faults (empty otherwise)
+  uint64_t seed = 1;
+  int retry = 0;
+};
+RunPlan plan_run(const Campaign& c, const Run& r);
+// `plan` with another schedule: its scenario's faults (and what the run must show) follow.
+RunPlan with_schedule(RunPlan plan, std::vector<Fault> schedule);
+
 // The run's `ttemu sim` arguments (after the program name); files go into `dir`. The plan
 // file, if the scenario has faults, is written there by the caller (dir/plan.yaml).
-std::vector<std::string> sim_args(const Campaign& c, const Run& r, const std::string& dir);
+std::vector<std::string> sim_args(const RunPlan& p, const std::string& dir);
 
 }  // namespace ttemu::tools

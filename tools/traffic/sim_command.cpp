@@ -170,6 +170,7 @@ class PatternRun {
         if (left == 0) break;
         if (left != last_left) last_left = left, last_progress = sim_.now();
         if (sim_.tables_version() != version && sim_.now() - last_progress >= kLostAfter) break;
+        if (sim_.now() - last_progress >= kGiveUp) break;  // no news at all: reported unanswered
         if (sim_.run(std::chrono::milliseconds(1)) && unanswered(pairs, todo, txn, base) > 0) break;  // idle: lost
       }
       std::vector<size_t> again;
@@ -220,9 +221,11 @@ class PatternRun {
                          .src_addr = src_addr(d), .dst_addr = dst_addr(s)})) {
         continue;
       }
-      // (Looked up after each step: a chip restarted meanwhile has new workers.)
+      // (Looked up after each step: a chip restarted meanwhile has new workers.) A probe lost
+      // (into a chip that died after the pattern, before the tables changed) is given up.
       auto pending = [&] { return died(s) || died(d) ? 0u : sim_.worker(id(s), core(d)).in_flight(kProbe); };
-      while (pending() > 0 && sim_.now() < limit) {
+      const link::Time give_up = std::min(limit, t0 + kLostAfter);
+      while (pending() > 0 && sim_.now() < give_up) {
         if (sim_.run(std::chrono::microseconds(5)) && pending() > 0) break;
       }
       if (died(s) || died(d)) continue;
@@ -256,6 +259,9 @@ class PatternRun {
     uint32_t nacked = 0, pending = 0;
   };
   static constexpr link::Duration kLostAfter = std::chrono::seconds(1);
+  // Writes with no answer this long after the last one, and no new tables, are unanswered
+  // (never silently: the count says so); waiting on to the pattern's limit only costs time.
+  static constexpr link::Duration kGiveUp = std::chrono::seconds(5);
 
   // Writes of the round not answered yet, over the pairs whose source lives.
   uint64_t unanswered(const std::vector<std::pair<int, int>>& pairs, const std::vector<size_t>& todo, uint8_t txn,

@@ -1,0 +1,108 @@
+// Swarm schedules and shrinking (tools/campaign): a seed is a schedule, a schedule is what
+// ttemu sim is told, and shrinking finds the fault that matters.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "emulator/control/system_yaml.hpp"
+#include "emulator/link/fault_plan.hpp"
+#include "tools/campaign/shrink.hpp"
+#include "tools/campaign/swarm.hpp"
+
+namespace ttemu::tools {
+namespace {
+
+using Kind = Fault::Kind;
+
+control::System galaxy() { return control::load_system(std::string(TTEMU_TOPOLOGIES) + "/galaxy.yaml"); }
+
+TEST(Swarm, ASeedIsASchedule) {
+  const control::System sys = galaxy();
+  const SwarmSpec spec{.faults = 6, .kinds = {}, .span_ms = 10};
+  std::set<std::string> plane0;
+  for (const auto& l : sys.links) {
+    if (l.plane == 0) plane0.insert({routing::to_string(l.a), routing::to_string(l.b)});
+  }
+  std::set<std::vector<std::string>> different;
+  std::set<Kind> kinds;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    const auto schedule = draw_schedule(spec, sys, seed);
+    EXPECT_EQ(schedule, draw_schedule(spec, sys, seed)) << "seed " << seed;
+    ASSERT_FALSE(schedule.empty());
+    EXPECT_LE(schedule.size(), 6u);
+    std::vector<std::string> words;
+    for (const Fault& f : schedule) {
+      words.push_back(describe(f));
+      kinds.insert(f.kind);
+      if (f.kind != Kind::kKill) {
+        EXPECT_TRUE(plane0.count(f.where)) << describe(f) << ": not a port of plane 0's links";
+      }
+      if (f.kind == Kind::kCut || f.kind == Kind::kKill) {
+        EXPECT_LE(f.at_ms, 10.0) << describe(f);
+      }
+    }
+    different.insert(words);
+  }
+  EXPECT_GT(different.size(), 30u) << "seeds draw different schedules";
+  EXPECT_EQ(kinds.size(), 6u) << "every kind of fault is drawn";
+  const SwarmSpec cuts_only{.faults = 3, .kinds = {Kind::kCut}, .span_ms = 10};
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    for (const Fault& f : draw_schedule(cuts_only, sys, seed)) EXPECT_EQ(f.kind, Kind::kCut) << describe(f);
+  }
+}
+
+TEST(Swarm, AScheduleIsWhatTtemuSimIsTold) {
+  const control::System sys = galaxy();
+  const std::vector<Fault> schedule{{Kind::kCorrupt, "M0D0P4", 0.002, 0, 0},
+                                    {Kind::kBurst, "M0D1P4", 0.001, 0, 0},
+                                    {Kind::kDelay, "M0D0P4", 30, 0, 0},
+                                    {Kind::kCut, "M0D0P5", 0, 1.5, 2.2},
+                                    {Kind::kKill, "M0D3", 0, 2, 10},
+                                    {Kind::kKill, "M0D4", 0, 3, 0}};
+  const SimFaults s = sim_faults(schedule);
+  EXPECT_EQ(s.cuts, std::vector<std::string>{"M0D0P5@1.5-3.7"});
+  EXPECT_EQ(s.kills, (std::vector<std::string>{"M0D3@2", "M0D4@3"}));
+  EXPECT_EQ(s.restarts, std::vector<std::string>{"M0D3@12"});
+  const link::FaultPlan plan = link::parse_fault_plan(s.plan_yaml, "swarm", sys.wiring());
+  const auto m0d0p4 = *routing::parse_port("M0D0P4"), m0d1p4 = *routing::parse_port("M0D1P4");
+  ASSERT_TRUE(plan.tx.count(m0d0p4)) << s.plan_yaml;
+  EXPECT_DOUBLE_EQ(plan.tx.at(m0d0p4).corrupt, 0.002);
+  EXPECT_EQ(plan.tx.at(m0d0p4).delay, std::chrono::microseconds(30));
+  ASSERT_TRUE(plan.tx.count(m0d1p4)) << s.plan_yaml;
+  EXPECT_DOUBLE_EQ(plan.tx.at(m0d1p4).burst.enter_bad, 0.001);
+  EXPECT_EQ(sim_faults({}).plan_yaml, "") << "no faults, no plan";
+}
+
+TEST(Shrink, FindsTheFaultThatMattersAndTheShortestWorkload) {
+  const Fault culprit{Kind::kCorrupt, "M0D1P6", 0.01, 0, 0};
+  std::vector<Fault> schedule;
+  for (int i = 0; i < 7; ++i) schedule.push_back({Kind::kDrop, "M0D0P" + std::to_string(i), 0.001, 0, 0});
+  schedule.insert(schedule.begin() + 5, culprit);
+  // It fails when the culprit is there and at least 3 writes go per pair.
+  const StillFails fails = [&](const std::vector<Fault>& s, uint32_t count) {
+    return count >= 3 && std::find(s.begin(), s.end(), culprit) != s.end();
+  };
+  const Shrunk s = shrink(schedule, 16, fails);
+  EXPECT_EQ(s.schedule, std::vector<Fault>{culprit});
+  EXPECT_EQ(s.count, 4u) << "16, 8, 4 fail; 2 does not";
+  EXPECT_LE(s.tries, 48);
+}
+
+TEST(Shrink, SimplifiesCutsAndKillsAndKeepsToItsBudget) {
+  const StillFails always = [](const std::vector<Fault>&, uint32_t) { return true; };
+  EXPECT_TRUE(shrink({{Kind::kCut, "M0D0P4", 0, 1, 40}}, 8, always).schedule.empty()) << "a failure with no fault at all";
+  // A cut that must last 5 ms or more, and a kill whose restart does not matter.
+  const StillFails long_cut = [](const std::vector<Fault>& s, uint32_t) {
+    return std::any_of(s.begin(), s.end(), [](const Fault& f) { return f.kind == Kind::kCut && f.for_ms >= 5; }) &&
+           std::any_of(s.begin(), s.end(), [](const Fault& f) { return f.kind == Kind::kKill; });
+  };
+  const Shrunk s = shrink({{Kind::kCut, "M0D0P4", 0, 1, 40}, {Kind::kKill, "M0D2", 0, 2, 9}}, 1, long_cut);
+  ASSERT_EQ(s.schedule.size(), 2u);
+  EXPECT_EQ(s.schedule[0].for_ms, 5) << "40, 20, 10, 5 fail; 2.5 does not";
+  EXPECT_EQ(s.schedule[1].for_ms, 0) << "the restart is not needed";
+  const Shrunk capped = shrink({{Kind::kDrop, "M0D0P4", 0.1, 0, 0}, {Kind::kDrop, "M0D0P5", 0.1, 0, 0}}, 64, always, 3);
+  EXPECT_EQ(capped.tries, 3);
+}
+
+}  // namespace
+}  // namespace ttemu::tools
