@@ -1,6 +1,7 @@
 // The `ttemu` binary as a user runs it: exit status, one-line errors, output formats.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -305,8 +306,8 @@ TEST(Campaign, TheQuickCampaignPasses) {
     ids.insert(run["id"].get<int>());
     scenarios.insert(run["scenario"].get<std::string>());
   }
-  EXPECT_EQ(ids.size(), 68u) << "3 topologies x 2 workloads x 8 scenarios (some on one or two topologies) x 2 seeds";
-  EXPECT_EQ(scenarios.size(), 8u);
+  EXPECT_EQ(ids.size(), 80u) << "3 topologies x 2 workloads x 9 scenarios (some on one or two topologies) x 2 seeds";
+  EXPECT_EQ(scenarios.size(), 9u);
   EXPECT_FALSE(std::filesystem::exists(dir / "runs" / "0")) << "a passing run leaves nothing behind";
 }
 
@@ -335,6 +336,75 @@ TEST(Campaign, AFailingRunPrintsALineThatReproducesIt) {
   ttemu({"campaign", (dir / "c.yaml").string(), "--out", out, "--run", "2"});
   EXPECT_EQ(slurp(dir / "out" / "runs" / "2" / "trace.txt"), trace) << "one seed, one trace";
   expect_one_line_error(cli("campaign " + (dir / "c.yaml").string() + " --out " + out + " --run 9"), "--run 9: the campaign has runs 0 to 3");
+}
+
+// A swarm scenario whose expectation the fabric does not meet (the fallback channel, with only
+// corrupted and dropped frames) fails; the first failure is shrunk to the smallest schedule and
+// workload that still fail that way (here: no fault, one write per pair), kept with its trace.
+TEST(Campaign, AFailingSwarmRunIsShrunkAndKeptWithItsTrace) {
+  TempDir dir;
+  write_file(dir / "c.yaml",
+             "name: s\ntopologies: [n300]\nseeds: [4]\nworkloads: [{pattern: all_to_all, count: 8}]\n"
+             "scenarios:\n  - {name: swarm, swarm: {faults: 4, kinds: [corrupt, drop]}, expect_fallback: true}\n");
+  const std::string out = (dir / "out").string();
+  RunResult r = ttemu({"campaign", (dir / "c.yaml").string(), "--out", out});
+  EXPECT_EQ(r.status, 1) << r.out;
+  ASSERT_NE(r.stdout_text.find("FAIL run 0 (n300 x all_to_all x swarm x seed 4): fallback_channel:"), std::string::npos) << r.out;
+  EXPECT_NE(r.stdout_text.find("  faults: "), std::string::npos) << "the drawn schedule is printed: " << r.out;
+  const auto runs = read_event_log(out + "/runs.jsonl");
+  ASSERT_EQ(runs.size(), 1u);
+  const auto& shrunk = runs[0]["shrunk"];
+  EXPECT_FALSE(runs[0]["schedule"].empty());
+  EXPECT_TRUE(shrunk["fails"].get<bool>()) << shrunk.dump();
+  EXPECT_TRUE(shrunk["faults"].empty()) << shrunk.dump();
+  EXPECT_EQ(shrunk["count"], 1) << shrunk.dump();
+  EXPECT_NE(r.stdout_text.find(fmt::format("to 0 of {} fault(s) and 1 of 8 write(s) per pair: no faults at all", runs[0]["schedule"].size())),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.stdout_text.find("reproduce the shrunk run: ttemu sim "), std::string::npos) << r.out;
+  EXPECT_FALSE(slurp(dir / "out" / "runs" / "0" / "shrunk" / "trace.txt").empty());
+  EXPECT_FALSE(std::filesystem::exists(dir / "out" / "runs" / "0" / "shrinking")) << "the candidates leave nothing";
+  // --run draws the same schedule from the seed.
+  RunResult again = ttemu({"campaign", (dir / "c.yaml").string(), "--out", out, "--run", "0"});
+  const auto one = read_event_log(out + "/runs/0/run.jsonl");
+  ASSERT_EQ(one.size(), 1u) << again.out;
+  EXPECT_EQ(one[0]["schedule"], runs[0]["schedule"]);
+}
+
+// The planted defect (CMake preset `planted`: M0D1P6's TT-link takes data frames whose CRC
+// fails) is found by tools/campaigns/planted.yaml, with a line that reproduces it and a shrunk
+// schedule: the one fault on the frames M0D0P2 sends to M0D1P6. The same campaign passes on
+// the real build. `bash tools/dev test` builds both.
+TEST(Campaign, ThePlantedDefectIsFoundAndShrunkToItsOneFault) {
+  const std::string campaign = std::string(TTEMU_TOPOLOGIES) + "/../tools/campaigns/planted.yaml";
+  TempDir dir;
+  RunResult good = ttemu({"campaign", campaign, "--out", (dir / "good").string()});
+  EXPECT_EQ(good.status, 0) << good.out;
+  ASSERT_TRUE(std::filesystem::exists(TTEMU_PLANTED_BINARY)) << TTEMU_PLANTED_BINARY
+                                                              << " is missing: cmake --preset planted && cmake --build --preset planted";
+  RunResult bad = run({TTEMU_PLANTED_BINARY, "campaign", campaign, "--out", (dir / "bad").string()});
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_NE(bad.stdout_text.find("no_acknowledged_write_lost:"), std::string::npos) << bad.out;
+  size_t shrunk = 0;
+  for (const auto& r : read_event_log((dir / "bad" / "runs.jsonl").string())) {
+    if (r["pass"].get<bool>()) continue;
+    EXPECT_EQ(r["invariant"], "no_acknowledged_write_lost") << r.dump();
+    // Every failing run had a fault on what M0D0P2 sends (the frames M0D1P6 takes unchecked).
+    const std::string faults = r["schedule"].dump();
+    EXPECT_NE(faults.find("what M0D0P2 sends"), std::string::npos) << r.dump();
+    if (!r.contains("shrunk")) continue;
+    ++shrunk;
+    const auto& s = r["shrunk"];
+    EXPECT_TRUE(s["fails"].get<bool>()) << s.dump();
+    ASSERT_EQ(s["faults"].size(), 1u) << s.dump();
+    EXPECT_NE(s["faults"][0].get<std::string>().find("what M0D0P2 sends"), std::string::npos) << s.dump();
+    // The shrunk line reproduces the failure with the planted build: acknowledged bytes corrupted.
+    std::vector<std::string> line = words(s["sim"].get<std::string>());
+    line[0] = TTEMU_PLANTED_BINARY;
+    const RunResult again = run(line);
+    const auto result = nlohmann::json::parse(again.stdout_text.substr(0, again.stdout_text.find('\n')));
+    EXPECT_GT(result["errors"].get<double>(), 0) << again.out;
+  }
+  EXPECT_EQ(shrunk, 1u) << "the first failure of the scenario is shrunk";
 }
 
 TEST(Campaign, BadCampaignFilesAreOneLineErrors) {

@@ -24,6 +24,7 @@
 #include "emulator/link/frame.hpp"
 #include "tests/eventually.hpp"
 #include "tests/system_support.hpp"
+#include "tools/campaign/leftovers.hpp"
 
 namespace ttemu::test {
 namespace {
@@ -952,6 +953,42 @@ TEST(Fabric, TrafficRefusesToGuessBetweenTwoRunningSystems) {
   expect_one_line_error(r, "2 systems are running; name one with --job");
   EXPECT_EQ(r.stderr_text.find("ready in"), std::string::npos) << "no third system was started";
   EXPECT_EQ(job::live_jobs().size(), 2u);
+}
+
+// The campaign's processes engine: a small matrix of real systems (faults, a chip killed and
+// restarted), each judged by the invariants, including that nothing of its job outlived it.
+TEST(Fabric, TheProcessesCampaignPasses) {
+  TempDir dir;
+  const RunResult r = test::ttemu({"campaign", std::string(TTEMU_TOPOLOGIES) + "/../tools/campaigns/processes.yaml", "--engine",
+                                   "processes", "--out", dir.path().string()});
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::set<std::string> scenarios;
+  size_t runs = 0;
+  for (const auto& run : read_event_log((dir / "runs.jsonl").string())) {
+    ++runs;
+    EXPECT_TRUE(run["pass"].get<bool>()) << run.dump();
+    EXPECT_EQ(run["engine"], "processes");
+    EXPECT_NE(run["sim"].get<std::string>().find("ttemu launch "), std::string::npos) << "its reproduction is a launch";
+    scenarios.insert(run["scenario"].get<std::string>());
+  }
+  EXPECT_EQ(runs, 14u) << "2 topologies x 3 scenarios x 2 seeds, and the kill on the T3K x 2 seeds";
+  EXPECT_EQ(scenarios.size(), 4u);
+}
+
+// What the processes engine's last invariant looks for is there while a job runs, and gone
+// once it stopped: the check can fail.
+TEST(System, TheCampaignsLeakCheckSeesWhatALiveJobHolds) {
+  System sys({topo("n300.yaml")});
+  const std::vector<std::string> held = tools::leftovers(sys.job());
+  auto has = [&](const std::string& fragment) {
+    return std::count_if(held.begin(), held.end(), [&](const std::string& h) { return h.find(fragment) != std::string::npos; });
+  };
+  EXPECT_EQ(has("launcher "), 1) << testing::PrintToString(held);
+  EXPECT_EQ(has("chip run"), 2) << "both chip processes: " << testing::PrintToString(held);
+  EXPECT_GE(has("/dev/shm/"), 6) << "control, L1 and DRAM of each chip: " << testing::PrintToString(held);
+  EXPECT_EQ(has(job::control_socket_path(*job::JobId::parse(sys.job()))), 3) << "the socket, and the chips naming it: " << testing::PrintToString(held);
+  EXPECT_EQ(sys.stop(SIGTERM), 0);
+  EXPECT_EQ(tools::leftovers(sys.job()), std::vector<std::string>{});
 }
 
 }  // namespace

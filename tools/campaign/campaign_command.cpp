@@ -21,6 +21,7 @@
 #include "launcher/launch.hpp"
 #include "tools/campaign/campaign_file.hpp"
 #include "tools/campaign/child.hpp"
+#include "tools/campaign/leftovers.hpp"
 #include "tools/campaign/report.hpp"
 #include "tools/campaign/run_summary.hpp"
 #include "tools/campaign/shrink.hpp"
@@ -66,9 +67,42 @@ struct Ran {
   std::vector<json> results, events;
 };
 
-Ran run_in(const RunPlan& p, const fs::path& dir, double limit_s, bool trace) {
+// The processes engine: a launch whose client runs the traffic and the faults (run.sh). The
+// event log is moved to dir/events.jsonl; at the bound, the hung system's status is kept in
+// dir/state.json before the launcher is stopped; then what the job left behind is looked for.
+Ran run_processes(const RunPlan& p, const fs::path& dir, double limit_s) {
+  const ProcessesRun pr = processes_run(p, dir.string(), launcher::self_exe());
+  std::ofstream(dir / "run.sh") << pr.script;
+  auto job = [&] {
+    std::error_code none;  // no directory yet: the launch did not get that far
+    for (const auto& e : fs::directory_iterator(dir / "events", none)) return e.path().stem().string();
+    return std::string();
+  };
+  const auto at_bound = [&] {
+    run_child(launcher::self_exe(), {"status", "--json", "--job", job()}, (dir / "state.json").string(),
+              (dir / "state.stderr.txt").string(), 10);
+  };
+  Ran ran;
+  ran.child = run_child(launcher::self_exe(), pr.args, (dir / "launch.txt").string(), (dir / "stderr.txt").string(), limit_s, at_bound);
+  const std::string id = job();
+  std::vector<std::string> left;
+  if (!id.empty()) {
+    fs::rename(dir / "events" / (id + ".jsonl"), dir / "events.jsonl");
+    left = leftovers(id);
+  }
+  fs::remove_all(dir / "events");
+  ran.results = json_lines(dir / "stdout.jsonl");
+  ran.events = json_lines(dir / "events.jsonl");
+  ran.verdict = judge(p.scenario, p.retry, ran.child.exit_status, ran.child.timed_out, ran.results, ran.events, slurp(dir / "stderr.txt"), left);
+  ran.sim_line = {"ttemu"};
+  ran.sim_line.insert(ran.sim_line.end(), pr.args.begin(), pr.args.end());
+  return ran;
+}
+
+Ran run_in(const RunPlan& p, const fs::path& dir, double limit_s, bool trace, bool processes) {
   fs::create_directories(dir);
   if (const std::string& plan = p.scenario.faults_yaml; !plan.empty()) std::ofstream(dir / "plan.yaml") << plan << "\n";
+  if (processes) return run_processes(p, dir, limit_s);
   std::vector<std::string> args = sim_args(p, dir.string());
   if (trace) args.insert(args.end(), {"--trace", (dir / "trace.txt").string()});
   Ran ran;
@@ -89,15 +123,16 @@ json described(const std::vector<Fault>& schedule) {
 
 // One run of the campaign, and its record. A passing run leaves nothing behind unless `keep`
 // (with it, the trace is written too); a failing one keeps its directory.
-json run_one(const Campaign& c, const Run& r, const fs::path& out, bool keep) {
+json run_one(const Campaign& c, const Run& r, const fs::path& out, bool keep, bool processes) {
   const RunPlan p = plan_run(c, r);
   const fs::path dir = out / "runs" / std::to_string(r.id);
-  const Ran ran = run_in(p, dir, c.limit_s, keep);
+  const Ran ran = run_in(p, dir, c.limit_s, keep, processes);
   const Verdict& v = ran.verdict;
   json j{{"id", r.id}, {"topology", p.topology}, {"workload", r.workload}, {"pattern", p.workload.pattern},
          {"scenario", p.scenario.name}, {"seed", r.seed}, {"pass", v.pass}, {"invariant", v.invariant}, {"reason", v.reason},
          {"seconds", ran.child.seconds}, {"reproduce", shell_line({"ttemu", "campaign", c.file, "--run", std::to_string(r.id)})},
-         {"sim", shell_line(ran.sim_line)}, {"figures", summarise_run(p.scenario, ran.results, ran.events)}};
+         {"sim", shell_line(ran.sim_line)}, {"engine", processes ? "processes" : "sim"},
+         {"figures", summarise_run(p.scenario, ran.results, ran.events)}};
   if (p.scenario.swarm) j["schedule"] = described(p.schedule);
   if (!v.pass || keep) j["kept"] = dir.string();
   else fs::remove_all(dir);
@@ -107,20 +142,20 @@ json run_one(const Campaign& c, const Run& r, const fs::path& out, bool keep) {
 // A failing swarm run, shrunk: the smallest schedule and workload found that fail the same
 // way (the same invariant). The smallest runs once more with its files and trace kept in
 // runs/ID/shrunk: its sim line is the short reproduction.
-json shrink_run(const Campaign& c, const Run& r, const std::string& invariant, const fs::path& out) {
+json shrink_run(const Campaign& c, const Run& r, const std::string& invariant, const fs::path& out, bool processes) {
   const RunPlan p = plan_run(c, r);
   const fs::path dir = out / "runs" / std::to_string(r.id);
   const StillFails fails = [&](const std::vector<Fault>& schedule, uint32_t count) {
     RunPlan q = with_schedule(p, schedule);
     q.workload.count = count;
-    const Ran ran = run_in(q, dir / "shrinking", c.limit_s, false);
+    const Ran ran = run_in(q, dir / "shrinking", c.limit_s, false, processes);
     fs::remove_all(dir / "shrinking");
     return !ran.verdict.pass && ran.verdict.invariant == invariant;
   };
   const Shrunk s = shrink(p.schedule, p.workload.count, fails);
   RunPlan q = with_schedule(p, s.schedule);
   q.workload.count = s.count;
-  const Ran ran = run_in(q, dir / "shrunk", c.limit_s, true);
+  const Ran ran = run_in(q, dir / "shrunk", c.limit_s, true, processes);
   return {{"faults", described(s.schedule)}, {"of_faults", p.schedule.size()}, {"count", s.count}, {"of_count", p.workload.count},
           {"tries", s.tries}, {"fails", !ran.verdict.pass && ran.verdict.invariant == invariant}, {"reason", ran.verdict.reason},
           {"sim", shell_line(ran.sim_line)}};
@@ -152,7 +187,6 @@ void print_table(const Campaign& c, const std::vector<json>& records) {
 }
 
 int run_campaign(const CampaignOptions& o) {
-  if (o.engine != "sim") throw Error(fmt::format("--engine {}: only the simulator engine exists yet", o.engine));
   const Campaign c = load_campaign(o.file);
   std::vector<Run> runs = expand(c);
   if (o.run >= 0) {
@@ -161,7 +195,11 @@ int run_campaign(const CampaignOptions& o) {
   }
   const fs::path out = o.out.empty() ? fs::path("campaign-" + c.name) : fs::path(o.out);
   fs::create_directories(out);
-  const int jobs = o.jobs > 0 ? o.jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // Simulations share nothing and run side by side; systems of processes one at a time (each
+  // takes every CPU, and their timing is part of what is tested).
+  const bool processes = o.engine == "processes";
+  if (processes && o.jobs > 1) throw Error("--jobs: the processes engine runs one system at a time");
+  const int jobs = processes ? 1 : o.jobs > 0 ? o.jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   fmt::print(stderr, "ttemu campaign: {}: {} run(s) ({} topologies x {} workloads x {} scenarios x {} seeds), {} at once, into {}\n",
              c.name, runs.size(), c.topologies.size(), c.workloads.size(), c.scenarios.size(), c.seeds.size(), jobs, out.string());
   std::vector<json> records(runs.size());
@@ -177,7 +215,7 @@ int run_campaign(const CampaignOptions& o) {
         records[i] = {{"id", runs[i].id}, {"skipped", "over the budget"}};
         continue;
       }
-      records[i] = run_one(c, runs[i], out, o.run >= 0);
+      records[i] = run_one(c, runs[i], out, o.run >= 0, processes);
       const int d = ++done, f = failed += !records[i]["pass"].get<bool>();
       std::lock_guard lock(progress);
       const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -201,7 +239,7 @@ int run_campaign(const CampaignOptions& o) {
     if (!shrunk.insert({r["scenario"].get<std::string>(), r["invariant"].get<std::string>()}).second) continue;
     fmt::print(stderr, "ttemu campaign: shrinking run {} ({} fault(s), {} write(s) per pair)\n", runs[i].id, r["schedule"].size(),
                c.workloads[runs[i].workload].count);
-    r["shrunk"] = shrink_run(c, runs[i], r["invariant"].get<std::string>(), out);
+    r["shrunk"] = shrink_run(c, runs[i], r["invariant"].get<std::string>(), out, processes);
   }
   std::vector<json> ran;
   // One run alone (a reproduction) keeps its record with its files, not over the campaign's.
@@ -243,7 +281,8 @@ void add_campaign_command(CLI::App& app, int& exit_status) {
   auto o = std::make_shared<CampaignOptions>();
   auto* c = app.add_subcommand("campaign", "Run a fault-injection campaign: topologies x workloads x faults x seeds, each run judged");
   c->add_option("FILE", o->file, "The campaign (docs/campaigns.md)")->required();
-  c->add_option("--engine", o->engine, "sim (the simulator; the processes engine is not built yet)")->check(CLI::IsMember({"sim"}));
+  c->add_option("--engine", o->engine, "sim (ttemu sim, several runs at once) or processes (ttemu launch and ttemu traffic, one system at a time)")
+      ->check(CLI::IsMember({"sim", "processes"}));
   c->add_option("--jobs,-j", o->jobs, "Runs at once (default: one per CPU)")->check(launcher::whole_number(1, 1024));
   c->add_option("--budget", o->budget_s, "Seconds after which no new run starts (0: no budget)")->check(launcher::number_in(0, 1e7));
   c->add_option("--out", o->out, "Where the runs' record and the failing runs' files go (default: ./campaign-NAME)");

@@ -1,6 +1,7 @@
 #include "tools/campaign/campaign_file.hpp"
 
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -11,6 +12,7 @@
 #include "emulator/control/system_yaml.hpp"
 #include "emulator/control/traffic_patterns.hpp"
 #include "emulator/link/fault_plan.hpp"
+#include "tools/campaign/child.hpp"
 
 namespace ttemu::tools {
 
@@ -222,6 +224,68 @@ std::vector<std::string> sim_args(const RunPlan& p, const std::string& dir) {
   for (const auto& x : s.kills) a.insert(a.end(), {"--kill", x});
   for (const auto& x : s.restarts) a.insert(a.end(), {"--restart", x});
   return a;
+}
+
+namespace {
+
+// "NAME@MS" or "NAME@MS-MS", as ttemu sim takes them: the name, and one or two times.
+struct Timed {
+  std::string what;
+  std::vector<double> ms;
+};
+Timed timed(const std::string& text) {
+  const auto at = text.find('@');
+  Timed t{text.substr(0, at), {}};
+  const auto bad = [&] { return Error(fmt::format("'{}': expected NAME@MS or NAME@MS-MS", text)); };
+  if (at == std::string::npos || at == 0) throw bad();
+  std::string rest = text.substr(at + 1);
+  for (size_t from = 0; from <= rest.size();) {
+    const size_t dash = std::min(rest.find('-', from), rest.size());
+    size_t used = 0;
+    try {
+      t.ms.push_back(std::stod(rest.substr(from, dash - from), &used));
+    } catch (const std::exception&) {
+      throw bad();
+    }
+    if (used != dash - from || t.ms.back() < 0 || t.ms.size() > 2) throw bad();
+    from = dash + 1;
+  }
+  return t;
+}
+
+}  // namespace
+
+ProcessesRun processes_run(const RunPlan& p, const std::string& dir, const std::string& ttemu) {
+  const Workload& w = p.workload;
+  const Scenario& s = p.scenario;
+  const fs::path d(dir);
+  ProcessesRun r;
+  r.args = {"launch", p.topology_path, "--seed", std::to_string(p.seed), "--events-dir", (d / "events").string(),
+            "--status-interval-ms", "100"};
+  if (!s.faults_yaml.empty()) r.args.insert(r.args.end(), {"--faults", (d / "plan.yaml").string()});
+  r.args.insert(r.args.end(), {"--", "sh", (d / "run.sh").string()});
+  std::multimap<double, std::string> actions;  // at (ms), the command (stable for equal times)
+  for (const auto& c : s.cuts) {
+    const Timed t = timed(c);
+    actions.emplace(t.ms[0], "links down " + shell_word(t.what));
+    if (t.ms.size() > 1) actions.emplace(t.ms[1], "links up " + shell_word(t.what));
+  }
+  for (const auto& k : s.kills) actions.emplace(timed(k).ms[0], "chip kill " + shell_word(timed(k).what));
+  for (const auto& k : s.restarts) actions.emplace(timed(k).ms[0], "chip restart " + shell_word(timed(k).what));
+  const std::string t = shell_word(ttemu);
+  r.script = fmt::format(
+      "# ttemu campaign, processes engine: the workload, and the faults at their times (ms since it started)\n"
+      "{} traffic --pattern {} --size {} --count {} --fvc {} --seed {} --retry {} --json > {} &\n"
+      "traffic=$!\n",
+      t, shell_word(w.pattern), w.size, w.count, w.fvc, p.seed, p.retry, shell_word((d / "stdout.jsonl").string()));
+  double now = 0;
+  for (const auto& [at, command] : actions) {
+    if (at > now) r.script += fmt::format("sleep {:.4f}\n", (at - now) / 1000);
+    now = std::max(now, at);
+    r.script += fmt::format("{} {} > /dev/null\n", t, command);
+  }
+  r.script += "wait $traffic\n";
+  return r;
 }
 
 }  // namespace ttemu::tools

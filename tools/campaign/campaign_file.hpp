@@ -72,4 +72,15 @@ RunPlan with_schedule(RunPlan plan, std::vector<Fault> schedule);
 // file, if the scenario has faults, is written there by the caller (dir/plan.yaml).
 std::vector<std::string> sim_args(const RunPlan& p, const std::string& dir);
 
+// The processes engine's run: `ttemu launch` of the system (its faults from dir/plan.yaml, its
+// event log into dir/events/), whose client is a shell script (`script`, for dir/run.sh) that
+// runs `ttemu traffic` and meanwhile the cuts (`ttemu links down`/`up`), kills and restarts at
+// their times: the scenario's milliseconds, of wall-clock time since the traffic started.
+// `ttemu` is the binary the script calls. Throws Error for a time that is not NAME@MS[-MS].
+struct ProcessesRun {
+  std::vector<std::string> args;
+  std::string script;
+};
+ProcessesRun processes_run(const RunPlan& p, const std::string& dir, const std::string& ttemu);
+
 }  // namespace ttemu::tools

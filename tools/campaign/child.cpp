@@ -20,8 +20,12 @@ extern char** environ;
 
 namespace ttemu::tools {
 
+namespace {
+constexpr int kGraceMs = 5000;
+}  // namespace
+
 ChildResult run_child(const std::string& program, const std::vector<std::string>& args, const std::string& stdout_path,
-                      const std::string& stderr_path, double limit_s) {
+                      const std::string& stderr_path, double limit_s, const std::function<void()>& at_bound) {
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(program.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -47,7 +51,11 @@ ChildResult run_child(const std::string& program, const std::vector<std::string>
       if (n > 0) break;
       if (n < 0 && errno == EINTR) continue;
       r.timed_out = true;
-      ::kill(pid, SIGKILL);
+      if (at_bound) at_bound();
+      // A term first, so that a launcher stops its chips and removes what it made; a kill if
+      // it does not go within kGrace.
+      ::kill(pid, SIGTERM);
+      if (::poll(&p, 1, kGraceMs) <= 0) ::kill(pid, SIGKILL);
       break;
     }
     ::close(pidfd);
@@ -60,19 +68,17 @@ ChildResult run_child(const std::string& program, const std::vector<std::string>
   return r;
 }
 
+std::string shell_word(const std::string& w) {
+  const bool plain = !w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./,:=@+%") == std::string::npos;
+  if (plain) return w;
+  std::string out = "'";
+  for (char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + '\'';
+}
+
 std::string shell_line(const std::vector<std::string>& words) {
   std::string out;
-  for (const auto& w : words) {
-    if (!out.empty()) out += ' ';
-    const bool plain = !w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./,:=@+%") == std::string::npos;
-    if (plain) {
-      out += w;
-      continue;
-    }
-    out += '\'';
-    for (char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    out += '\'';
-  }
+  for (const auto& w : words) out += (out.empty() ? "" : " ") + shell_word(w);
   return out;
 }
 

@@ -20,10 +20,13 @@ bool logged(const std::vector<json>& events, const char* kind) {
 }  // namespace
 
 Verdict judge(const Scenario& s, int retry, int exit_status, bool timed_out, const std::vector<json>& results,
-              const std::vector<json>& events, const std::string& stderr_text) {
+              const std::vector<json>& events, const std::string& stderr_text, const std::vector<std::string>& left_behind) {
   if (timed_out) return fail("bounded", "the run did not finish within its bound (a hang)");
+  if (!left_behind.empty()) {
+    return fail("nothing_left_behind", fmt::format("{} thing(s) of the job outlived it: {}", left_behind.size(), left_behind.front()));
+  }
   if (results.empty()) {
-    return fail("ran", fmt::format("the sim printed no result (exit status {}): {}", exit_status,
+    return fail("ran", fmt::format("the run printed no result (exit status {}): {}", exit_status,
                                    stderr_text.empty() ? "no message" : stderr_text.substr(0, stderr_text.find('\n'))));
   }
   for (const auto& r : results) {
@@ -52,7 +55,7 @@ Verdict judge(const Scenario& s, int retry, int exit_status, bool timed_out, con
   if (s.expect_reload && !logged(events, "tables_reloaded")) {
     return fail("tables_reloaded", "a direction lost every link, and the control plane reloaded no tables");
   }
-  if (exit_status != 0) return fail("ran", fmt::format("the sim exited with status {}", exit_status));
+  if (exit_status != 0) return fail("ran", fmt::format("the run exited with status {}", exit_status));
   return {};
 }
 

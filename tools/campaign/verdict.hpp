@@ -17,8 +17,11 @@ struct Verdict {
   std::string reason;     // in words, with the figures
 };
 
-// `exit_status` of the sim (or -1: it was killed at the bound, `stderr_text` its last words).
+// `exit_status` of the run (ttemu sim, or ttemu launch with ttemu traffic as its client; -1: it
+// was killed at the bound), `stderr_text` its last words; `left_behind`: what the processes
+// engine found of the job after it (leftovers.hpp).
 Verdict judge(const Scenario& s, int retry, int exit_status, bool timed_out, const std::vector<nlohmann::json>& results,
-              const std::vector<nlohmann::json>& events, const std::string& stderr_text);
+              const std::vector<nlohmann::json>& events, const std::string& stderr_text,
+              const std::vector<std::string>& left_behind = {});
 
 }  // namespace ttemu::tools
