@@ -220,8 +220,7 @@ control::System system_of(const std::vector<json>& log, const std::string& given
 // CRC errors per frame received, as a colour: the scale of the picture's legend.
 const char* error_colour(const LinkFindings& l) {
   if (l.frames_in + l.frames_tx + l.crc_errors == 0) return "#c7c7c7";  // the log says nothing it carried
-  const double r = l.crc_per_frame();
-  return r == 0 ? "#2ca02c" : r < 1e-4 ? "#bcbd22" : r < 1e-2 ? "#ff7f0e" : "#d62728";
+  return viz::error_rate_colour(l.crc_per_frame());
 }
 
 // The topo draw picture with every link coloured by its error rate, the links at fault thick
@@ -265,8 +264,8 @@ std::string picture(const control::System& sys, const json& d, const std::map<Li
   }
   draw.title_note = fmt::format("diagnosis of {}: {} link(s) at fault, {} chip death(s)",
                                 std::filesystem::path(path).filename().string(), d["links"].size(), d["chips_died"].size());
-  draw.legend = {{"#2ca02c", "no CRC errors"}, {"#bcbd22", "< 0.01%"}, {"#ff7f0e", "< 1%"}, {"#d62728", ">= 1% of frames"},
-                 {"#c7c7c7", "no traffic logged"}, {"#555555", "went down or stopped carrying", true}};
+  draw.legend = viz::error_rate_legend();
+  draw.legend.insert(draw.legend.end(), {{"#c7c7c7", "no traffic logged"}, {"#555555", "went down or stopped carrying", true}});
   return viz::draw_svg(sys, draw);
 }
 

@@ -30,20 +30,6 @@ struct Point {
   int x, y;
 };
 
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 class Layout {
  public:
   explicit Layout(const System& sys) : sys_(sys) { place(); }
@@ -167,7 +153,7 @@ std::string draw_each_link(const System& sys, const Layout& layout, const std::m
     svg += fmt::format(
         "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"{}\"{}><title>{}</title></line>\n",
         p.x + ox, p.y + oy, q.x + ox, q.y + oy, paint.colour, paint.width, paint.dashed ? " stroke-dasharray=\"6,4\"" : "",
-        escape(tip));
+        escape_xml(tip));
     if (!paint.label.empty()) {
       // Beside the middle of the bundle, on the link's own side, stacked outwards.
       const double side = off >= 0 ? 1 : -1;
@@ -178,7 +164,7 @@ std::string draw_each_link(const System& sys, const Layout& layout, const std::m
           "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"12\" font-weight=\"bold\" fill=\"{}\" stroke=\"white\" "
           "stroke-width=\"3\" paint-order=\"stroke\" text-anchor=\"middle\">{}</text>\n",
           (p.x + q.x) / 2.0 + side * -dy / len * out, (p.y + q.y) / 2.0 + side * dx / len * out + 4, paint.colour,
-          escape(paint.label));
+          escape_xml(paint.label));
     }
   }
   return svg;
@@ -204,15 +190,19 @@ std::string draw_svg(const System& sys, const DrawOptions& o) {
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "font-family=\"DejaVu Sans, Arial, sans-serif\">\n"
-      "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"14\" "
-      "markerHeight=\"14\" markerUnits=\"userSpaceOnUse\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" "
-      "fill=\"#d62728\"/></marker></defs>\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
       width, height);
+  // The route's arrowhead, only where an arrow is drawn (several pictures in one page would
+  // otherwise share the id).
+  if (!o.route.empty() || o.legend.empty()) {
+    svg += "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"14\" "
+           "markerHeight=\"14\" markerUnits=\"userSpaceOnUse\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" "
+           "fill=\"#d62728\"/></marker></defs>\n";
+  }
   svg += fmt::format(
       "<text x=\"{}\" y=\"28\" font-size=\"18\" font-weight=\"bold\">{}</text>\n"
       "<text x=\"{}\" y=\"48\" font-size=\"13\" fill=\"#444\">{}</text>\n",
-      kMargin, escape(sys.source), kMargin, escape(subtitle));
+      kMargin, escape_xml(sys.source), kMargin, escape_xml(subtitle));
 
   // Meshes.
   for (const Mesh& m : sys.meshes) {
@@ -224,7 +214,7 @@ std::string draw_svg(const System& sys, const DrawOptions& o) {
         "({})</text>\n",
         kMargin + r.x * kCell + 4, kTitle + kMargin + r.y * kCell + 4, r.w * kCell - 8,
         r.h * kCell - 8, kMargin + r.x * kCell + 10, kTitle + kMargin + r.y * kCell - 4, m.id,
-        escape(b.name));
+        escape_xml(b.name));
   }
 
   // Links: each on its own when painted, else one line per chip pair with the number of
@@ -259,13 +249,16 @@ std::string draw_svg(const System& sys, const DrawOptions& o) {
     const Chip& c = sys.chips[static_cast<size_t>(v)];
     Point p = layout.centre(v);
     bool failed = !o.failures.chip_ok(v), exit = sys.is_exit_node(v);
+    const auto paint = o.chips.find(v);
+    const std::string fill = failed ? "#f3c6c6" : paint != o.chips.end() ? paint->second.fill : "#ffffff";
+    const std::string note = paint != o.chips.end() && !paint->second.tooltip.empty() ? ": " + paint->second.tooltip : "";
     svg += fmt::format(
         "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"6\" fill=\"{}\" stroke=\"{}\" "
-        "stroke-width=\"{}\"><title>{}{}{}</title></rect>\n"
+        "stroke-width=\"{}\"><title>{}{}{}{}</title></rect>\n"
         "<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">{}</text>\n",
-        p.x - kChip / 2, p.y - kChip / 2, kChip, kChip, failed ? "#f3c6c6" : "#ffffff",
+        p.x - kChip / 2, p.y - kChip / 2, kChip, kChip, escape_xml(fill),
         exit ? "#ff7f0e" : "#4a5a6a", exit ? 3 : 1, routing::to_string(c.id),
-        exit ? " (exit node)" : "", c.host.empty() ? "" : ", host " + escape(c.host), p.x, p.y + 4,
+        exit ? " (exit node)" : "", c.host.empty() ? "" : ", host " + escape_xml(c.host), escape_xml(note), p.x, p.y + 4,
         routing::to_string(c.id));
     if (failed) {
       svg += fmt::format("<path d=\"M{} {} L{} {} M{} {} L{} {}\" stroke=\"#d62728\" stroke-width=\"2\"/>\n",
@@ -301,7 +294,7 @@ std::string draw_svg(const System& sys, const DrawOptions& o) {
       svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"4\"{}/>"
                          "<text x=\"{}\" y=\"{}\">{}</text>",
                          x, ly + 7, x + 28, ly + 7, e.colour, e.dashed ? " stroke-dasharray=\"6,4\"" : "", x + 34, ly + 12,
-                         escape(e.text));
+                         escape_xml(e.text));
       x += entry_w(e);
     }
     svg += "</g>\n</svg>\n";
@@ -323,6 +316,26 @@ std::string draw_svg(const System& sys, const DrawOptions& o) {
       kMargin + 530, kMargin + 565, kMargin + 571);
   svg += "</svg>\n";
   return svg;
+}
+
+std::string escape_xml(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+const char* error_rate_colour(double r) { return r == 0 ? "#2ca02c" : r < 1e-4 ? "#bcbd22" : r < 1e-2 ? "#ff7f0e" : "#d62728"; }
+
+std::vector<LegendEntry> error_rate_legend() {
+  return {{"#2ca02c", "no CRC errors"}, {"#bcbd22", "< 0.01%"}, {"#ff7f0e", "< 1%"}, {"#d62728", ">= 1% of frames"}};
 }
 
 }  // namespace ttemu::viz

@@ -23,6 +23,13 @@ struct LinkPaint {
   std::string tooltip;  // what it carried and suffered
 };
 
+// One chip drawn with its own fill and a note after its name in the tooltip (the campaign
+// report: drops and deaths).
+struct ChipPaint {
+  std::string fill = "#ffffff";
+  std::string tooltip;
+};
+
 struct LegendEntry {
   std::string colour;
   std::string text;
@@ -36,9 +43,18 @@ struct DrawOptions {
   // Links by index into System::links. Not empty: every link is drawn on its own, parallel
   // links side by side (the ones not here in the default grey), instead of one line per pair.
   std::map<int, LinkPaint> links;
+  std::map<int, ChipPaint> chips;   // by node index; a failed chip stays crossed out
   std::vector<LegendEntry> legend;  // not empty: replaces the default legend
 };
 
 std::string draw_svg(const control::System& sys, const DrawOptions& options);
+
+// Text for SVG or HTML: < > & " escaped.
+std::string escape_xml(const std::string& text);
+
+// A link's CRC errors per frame received as a colour, one scale for every picture that shows
+// it (ttemu diagnose --svg, the campaign report), and that scale's legend entries.
+const char* error_rate_colour(double crc_per_frame);
+std::vector<LegendEntry> error_rate_legend();
 
 }  // namespace ttemu::viz
