@@ -363,6 +363,8 @@ TEST(Campaign, AFailingSwarmRunIsShrunkAndKeptWithItsTrace) {
   EXPECT_NE(r.stdout_text.find("reproduce the shrunk run: ttemu sim "), std::string::npos) << r.out;
   EXPECT_FALSE(slurp(dir / "out" / "runs" / "0" / "shrunk" / "trace.txt").empty());
   EXPECT_FALSE(std::filesystem::exists(dir / "out" / "runs" / "0" / "shrinking")) << "the candidates leave nothing";
+  const std::string report = slurp(dir / "out" / "report.html");
+  EXPECT_NE(report.find("<dt>reproduce the shrunk run</dt>"), std::string::npos) << "the report shows the shrunk run";
   // --run draws the same schedule from the seed.
   RunResult again = ttemu({"campaign", (dir / "c.yaml").string(), "--out", out, "--run", "0"});
   const auto one = read_event_log(out + "/runs/0/run.jsonl");

@@ -208,6 +208,7 @@ int run_campaign(const CampaignOptions& o) {
   std::mutex progress;
   const auto start = std::chrono::steady_clock::now();
   const bool tty = ::isatty(2);
+  std::string broken;  // why the campaign stopped short
   auto work = [&] {
     for (size_t i; (i = next.fetch_add(1)) < runs.size();) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -215,7 +216,14 @@ int run_campaign(const CampaignOptions& o) {
         records[i] = {{"id", runs[i].id}, {"skipped", "over the budget"}};
         continue;
       }
-      records[i] = run_one(c, runs[i], out, o.run >= 0, processes);
+      try {
+        records[i] = run_one(c, runs[i], out, o.run >= 0, processes);
+      } catch (const std::exception& e) {  // the campaign cannot go on (e.g. ttemu is gone): no run starts after
+        std::lock_guard lock(progress);
+        if (broken.empty()) broken = fmt::format("run {}: {}", runs[i].id, e.what());
+        next = runs.size();
+        return;
+      }
       const int d = ++done, f = failed += !records[i]["pass"].get<bool>();
       std::lock_guard lock(progress);
       const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -229,6 +237,7 @@ int run_campaign(const CampaignOptions& o) {
   std::vector<std::thread> pool;
   for (int j = 0; j < jobs; ++j) pool.emplace_back(work);
   for (auto& t : pool) t.join();
+  if (!broken.empty()) throw Error(broken);
   if (tty) fmt::print(stderr, "\n");
   // The first failing swarm run of each scenario and invariant is shrunk (the others likely
   // fail for the same reason, and each shrink costs dozens of runs).

@@ -83,6 +83,23 @@ std::string verdict_table(const Campaign& c, const std::vector<json>& ran) {
   return s + "</tbody></table>\n";
 }
 
+// A swarm run's schedule, and what shrinking left of it (with its own reproduction line).
+std::string swarm_lines(const json& r) {
+  const auto joined = [](const json& faults) {
+    std::string out;
+    for (const auto& f : faults) out += (out.empty() ? "" : "; ") + f.get<std::string>();
+    return out.empty() ? std::string("no faults at all") : out;
+  };
+  std::string s;
+  if (r.contains("schedule")) s += fmt::format("<dt>faults</dt><dd>{}</dd>", esc(joined(r["schedule"])));
+  if (!r.contains("shrunk")) return s;
+  const json& k = r["shrunk"];
+  return s + fmt::format("<dt>shrunk</dt><dd>in {} run(s) to {} of {} fault(s) and {} of {} write(s) per pair: {}</dd>"
+                         "<dt>reproduce the shrunk run</dt><dd><pre>{}</pre></dd>",
+                         k.value("tries", 0), k["faults"].size(), k.value("of_faults", size_t{0}), k.value("count", 0),
+                         k.value("of_count", 0), esc(joined(k["faults"])), esc(str(k, "sim")));
+}
+
 // Grouped by the invariant broken, then by scenario; each with its reason and both lines
 // that reproduce it.
 std::string failures(const std::vector<json>& ran) {
@@ -100,9 +117,9 @@ std::string failures(const std::vector<json>& ran) {
       s += fmt::format("<h4>{} <span class=\"muted\">({} run(s))</span></h4>\n", esc(name), runs.size());
       for (const json* r : runs) {
         s += fmt::format("<div class=\"failure\"><b>run {}</b> ({} x {} x seed {}): {}<dl><dt>reproduce</dt><dd><pre>{}</pre></dd>"
-                         "<dt>or</dt><dd><pre>{}</pre></dd></dl></div>\n",
+                         "<dt>or</dt><dd><pre>{}</pre></dd>{}</dl></div>\n",
                          r->value("id", -1), esc(str(*r, "topology")), esc(str(*r, "pattern")), r->value("seed", uint64_t{0}),
-                         esc(str(*r, "reason")), esc(str(*r, "reproduce")), esc(str(*r, "sim")));
+                         esc(str(*r, "reason")), esc(str(*r, "reproduce")), esc(str(*r, "sim")), swarm_lines(*r));
       }
     }
   }
