@@ -8,6 +8,7 @@
 #include "emulator/link/fault_plan.hpp"
 #include "tools/campaign/shrink.hpp"
 #include "tools/campaign/swarm.hpp"
+#include "tools/campaign/verdict.hpp"
 
 namespace ttemu::tools {
 namespace {
@@ -102,6 +103,23 @@ TEST(Shrink, SimplifiesCutsAndKillsAndKeepsToItsBudget) {
   EXPECT_EQ(s.schedule[1].for_ms, 0) << "the restart is not needed";
   const Shrunk capped = shrink({{Kind::kDrop, "M0D0P4", 0.1, 0, 0}, {Kind::kDrop, "M0D0P5", 0.1, 0, 0}}, 64, always, 3);
   EXPECT_EQ(capped.tries, 3);
+}
+
+// Writes that stay NACKed after the retries fail a run, unless the control plane's last tables
+// left pairs unreachable (two dead chips can cut a third off: NACKs are then the right answer).
+TEST(Verdict, RetriedWritesMustLandUnlessTheTablesLeftPairsUnreachable) {
+  const nlohmann::json result{{"pattern", "all_to_all"}, {"bytes", 100}, {"verified", 60}, {"unverified", 40},
+                              {"dead_pair_bytes", 0}, {"nacks", 3}, {"errors", 0}};
+  Scenario s;
+  s.nacks_allowed = true;
+  auto reload = [](int unreachable) {
+    return nlohmann::json{{"kind", "tables_reloaded"}, {"unreachable_pairs", unreachable}};
+  };
+  const Verdict all_reachable = judge(s, 3, 0, false, {result}, {reload(20), reload(0)}, "");
+  EXPECT_FALSE(all_reachable.pass);
+  EXPECT_EQ(all_reachable.invariant, "retried_writes_land");
+  EXPECT_TRUE(judge(s, 3, 0, false, {result}, {reload(0), reload(20)}, "").pass) << "the last tables left 20 pairs unreachable";
+  EXPECT_EQ(judge(s, 3, 0, false, {result}, {reload(20)}, "", {"/dev/shm/x"}).invariant, "nothing_left_behind");
 }
 
 }  // namespace

@@ -138,7 +138,8 @@ Campaign load_campaign(const std::string& path) {
     c.scenarios.push_back(clean);
   } else if (!scenarios.IsSequence()) rd.fail(scenarios, "'scenarios' must be a list");
   for (const auto& s : scenarios ? scenarios : YAML::Node(YAML::NodeType::Sequence)) {
-    rd.keys(s, {"name", "faults", "cut", "kill", "restart", "only", "nacks_allowed", "expect_fallback", "expect_reload", "swarm"},
+    rd.keys(s, {"name", "faults", "cut", "kill", "restart", "only", "nacks_allowed", "expect_fallback", "expect_reload", "swarm",
+                "patterns"},
             "a scenario");
     Scenario x;
     if (!s["name"]) rd.fail(s, "a scenario needs a name");
@@ -152,6 +153,7 @@ Campaign load_campaign(const std::string& path) {
     x.kills = rd.strings(s, "kill");
     x.restarts = rd.strings(s, "restart");
     x.only = rd.strings(s, "only");
+    x.patterns = rd.strings(s, "patterns");
     x.nacks_allowed = rd.flag(s, "nacks_allowed");
     x.expect_fallback = rd.flag(s, "expect_fallback");
     x.expect_reload = rd.flag(s, "expect_reload");
@@ -179,6 +181,8 @@ std::vector<Run> expand(const Campaign& c) {
       for (size_t s = 0; s < c.scenarios.size(); ++s) {
         const auto& only = c.scenarios[s].only;
         if (!only.empty() && std::find(only.begin(), only.end(), c.topologies[t].first) == only.end()) continue;
+        const auto& patterns = c.scenarios[s].patterns;
+        if (!patterns.empty() && std::find(patterns.begin(), patterns.end(), c.workloads[w].pattern) == patterns.end()) continue;
         for (uint64_t seed : c.seeds) runs.push_back({static_cast<int>(runs.size()), t, w, s, seed});
       }
     }

@@ -23,7 +23,8 @@ struct Scenario {
   std::string name;
   std::string faults_yaml;  // an inline fault plan (docs/fault-plan.md), as YAML text; empty: none
   std::vector<std::string> cuts, kills, restarts;  // as ttemu sim takes them
-  std::vector<std::string> only;  // the topologies it applies to (names); empty: all
+  std::vector<std::string> only;      // the topologies it applies to (names); empty: all
+  std::vector<std::string> patterns;  // the workloads' patterns it applies to; empty: all
   // What the run must show besides the invariants every run checks (verdict.hpp).
   bool nacks_allowed = false;
   bool expect_fallback = false;  // traffic moved onto the fallback channel (spec 2.2.5)
