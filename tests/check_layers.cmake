@@ -22,7 +22,7 @@ set(layers
   "launcher:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node,emulator/process,tools/viz"
   "tools/bench:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node"
   "tools/traffic:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node,emulator/sim,emulator/process,tools/viz,launcher,libfabric_tt"
-  "tools/campaign:emulator/common,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,tools/viz,launcher"
+  "tools/campaign:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,tools/viz,launcher"
   "cli:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node,emulator/sim,emulator/process,tools/viz,launcher,libfabric_tt,tools/traffic,tools/campaign"
 )
 set(checked_prefixes emulator libfabric_tt launcher tools cli)
