@@ -695,6 +695,26 @@ TEST(FabricSim, WithoutTheFallbackChannelTheSameCutLosesWrites) {
   EXPECT_LT(rig.landed, 400);
 }
 
+// `ttemu links down` on one end mid-stream, as the processes campaign's swarm does, at several
+// moments of a dense stream both ways: the port goes onto the fallback channel and every write
+// is answered, acknowledged or NACKed (an answer lost would leave its writer's barrier to time
+// out; FabricNode.AnAckWaitingForALinkThatGoesDownWaitsForItsSession holds the case the
+// processes engine found).
+TEST(FabricSim, AnOperatorTakingALinkDownMidStreamLosesNoAnswer) {
+  for (int offset_us : {0, 3, 7, 12, 20, 35, 60, 100}) {
+    EfcRig rig;
+    FabricSim& sim = *rig.sim;
+    const auto [ea, eb] = rig.ends;
+    const link::Time down_at = rig.start + std::chrono::microseconds(200 + offset_us);
+    sim.at(down_at, [&, ea = ea] { sim.admin_down(ea, true); });
+    sim.at(down_at + std::chrono::milliseconds(200), [&, ea = ea] { sim.admin_down(ea, false); });
+    rig.stream(100, std::chrono::microseconds(2));
+    EXPECT_EQ(rig.acked + rig.nacked, 200) << "down " << offset_us << " us later: every write answered";
+    EXPECT_GE(rig.landed, rig.acked) << "every acknowledged write landed";
+    EXPECT_GT(sim.counters(ea).fallbacks + sim.counters(eb).fallbacks, 0u) << "it went onto the fallback channel";
+  }
+}
+
 TEST(FabricSim, OneDeadDirectionTakesBothDirectionsOntoTheFallbackChannel) {
   EfcRig rig;
   FabricSim& sim = *rig.sim;

@@ -18,6 +18,7 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
   waiting_ = false;
   if (ctl_.injection_paused.load(std::memory_order_relaxed)) return false;  // the control plane holds it
   uint32_t full = 0;  // FVCs found without room in this pass: their later commands wait too
+  bool all_full = false;
   const uint32_t start = cb.served.load(std::memory_order_relaxed);
   const uint32_t end = cb.next_ticket.load(std::memory_order_acquire);
   for (uint32_t t = start; t != end && t - start < kCommandSlots; ++t) {
@@ -27,13 +28,16 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
     if (slot.state.load(std::memory_order_acquire) != kSlotReady || slot.ticket != t) continue;
     Progress& pr = progress_[i];
     const int fvc = pr.fvc >= 0 ? pr.fvc : slot.fvc;  // -1: chosen when it starts
-    if (fvc >= 0 && fvc < 32 && (full >> fvc) & 1u) {  // an earlier command of its FVC waits
+    // An earlier command of its FVC waits; or an automatic choice found every data FVC full,
+    // and then nothing else goes either (a pass over a long queue stays cheap).
+    if (all_full || (fvc >= 0 && fvc < 32 && (full >> fvc) & 1u)) {
       blocked_[i] = waiting_ = true;
       continue;
     }
     int no_room = -1;
     if (!issue(slot, pr, node, now, no_room)) {
       if (no_room >= 0 && no_room < 32) full |= 1u << no_room;
+      if (no_room < 0) all_full = true;
       blocked_[i] = waiting_ = true;
       continue;
     }

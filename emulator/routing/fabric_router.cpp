@@ -140,6 +140,7 @@ void FabricRouter::nack(const PacketHeader& h) {
 
 void FabricRouter::pop(Input& in, Time now, Actions& out) {
   in.q.pop_front();
+  in.answer_waits = false;
   --queued_;
   if (!in.q.empty()) {
     in.q.front().head_since = now;
@@ -199,6 +200,7 @@ void FabricRouter::poll(Time now, Actions& out) {
       i = next_busy(i + 1);
       auto& q = in.q;
       Packet& p = q.front().packet;
+      in.answer_waits = false;  // (as this look at its head finds: next_deadline)
       if (p.header.plane >= tables_.size()) {
         drop(in, RouterEvent::kNoRoute, now, out);
         progress = true;
@@ -229,11 +231,20 @@ void FabricRouter::poll(Time now, Actions& out) {
         if (credit < 0) {
           drop(in, RouterEvent::kNoRoute, now, out);  // the table names an unwired port
           progress = true;
-        } else if (port_down_[static_cast<size_t>(port_rank_[hop.port])]) {
+        } else if (const bool down = port_down_[static_cast<size_t>(port_rank_[hop.port])]; down && !is_answer(p.header.command)) {
           // No waiting for a link that is down: the sender hears at once (the fallback channel
           // and rerouting will carry such traffic where another path exists).
           drop(in, RouterEvent::kLinkDown, now, out);
           progress = true;
+        } else if (down) {
+          // An answer waits a little: nobody could be told of its loss, and the link's session
+          // may come back in a moment (over a fallback channel), or new tables route it
+          // another way.
+          in.answer_waits = true;
+          if (now - q.front().head_since >= std::min(cfg_.answer_down_wait, cfg_.timeout)) {
+            drop(in, RouterEvent::kLinkDown, now, out);
+            progress = true;
+          }
         } else if (credits_[static_cast<size_t>(credit)] > 0) {
           --credits_[static_cast<size_t>(credit)];
           --p.header.ttl;
@@ -254,8 +265,9 @@ void FabricRouter::poll(Time now, Actions& out) {
 std::optional<Time> FabricRouter::next_deadline() const {
   std::optional<Time> t;
   if (queued_ == 0) return t;
+  const Duration answer_wait = std::min(cfg_.answer_down_wait, cfg_.timeout);
   for (const auto& in : inputs_) {
-    if (!in.q.empty()) t = earlier(t, in.q.front().head_since + cfg_.timeout);
+    if (!in.q.empty()) t = earlier(t, in.q.front().head_since + (in.answer_waits ? answer_wait : cfg_.timeout));
   }
   return t;
 }

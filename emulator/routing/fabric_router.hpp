@@ -6,7 +6,9 @@
 //
 // Failures it handles: TTL (5.4) - a packet that arrives with TTL 0 short of its destination
 // is dropped; timeout (5.5) - a head of buffer that cannot advance for `timeout` is dropped;
-// link down - a packet whose next hop is a port whose TT-link is down is dropped at once.
+// link down - a request whose next hop is a port whose TT-link is down is dropped at once; an
+// answer waits up to `answer_down_wait` first (nobody could be told of its loss, and a link
+// whose session moves onto a fallback channel is down for a moment only).
 // Either way an event reports the router, the packet and its source and destination, and if
 // the packet was a request its source gets a NACK on the control FVC (answers are not NACKed:
 // their source is the chip that answered).
@@ -43,6 +45,11 @@ struct RouterConfig {
   int data_fvcs = 2;
   int rb_packets = 8;  // routing buffer depth per input per FVC, in packets
   Duration timeout = std::chrono::milliseconds(3000);
+  // How long an answer waits for the down link of its next hop before it is dropped: long
+  // enough for a link's session to come back over a fallback channel (a handshake, about a
+  // millisecond across processes), short enough that answers queued behind one for a dead
+  // chip are not held for long.
+  Duration answer_down_wait = std::chrono::milliseconds(100);
   // Freed slots go back to the upstream router once half a buffer is free or after this long
   // (0: at once): fewer credit frames, fewer wake-ups of the upstream chip.
   Duration credit_delay{0};
@@ -135,6 +142,7 @@ class FabricRouter {
     uint8_t lane;
     Fifo<Waiting> q;  // keeps its storage: no allocation per packet
     uint32_t unowed = 0;  // packets leaving that return no credit (peer_restarted)
+    bool answer_waits = false;  // its head is an answer waiting for a down link (answer_down_wait)
   };
 
   // Index into inputs_ (or credits_) of (port, lane); -1 when the port is not wired.

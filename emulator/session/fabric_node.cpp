@@ -57,8 +57,10 @@ void FabricNode::on_link_payload(uint8_t port, uint32_t dest_addr, std::span<con
 bool FabricNode::set_link_down(uint8_t port, bool down) {
   if (router_.port_down(port) == down) return false;
   router_.set_port_down(port, down);
-  // Credits owed to the far end stay queued (they go when the link is back); packets go back.
-  if (down) bounce_backlog(port, /*keep_credits=*/true);
+  // Credits owed to the far end stay queued (they go when the link is back), and so do answers:
+  // nobody could be told of their loss (only requests are NACKed), and the link's session goes
+  // on when it is back or on a fallback channel. Requests go back to their senders.
+  if (down) bounce_backlog(port, /*same_session=*/true);
   return true;
 }
 
@@ -72,14 +74,15 @@ std::optional<FabricNode::LanePacket> FabricNode::packet_at(const LinkPayloadVie
   return p;
 }
 
-void FabricNode::bounce_backlog(uint8_t port, bool keep_credits) {
+void FabricNode::bounce_backlog(uint8_t port, bool same_session) {
   auto& q = backlog(port);
   for (size_t n = q.size(); n > 0; --n) {
     LinkPayload entry = std::move(q.front());
     q.pop_front();
     const auto p = packet_at({entry.dest_addr, std::span(entry.bytes).subspan(Packet::kLinkRoom)});
-    if (p) router_.bounce(port, p->lane, p->header);
-    if (!p && keep_credits) {
+    const bool keep = same_session && (!p || routing::is_answer(p->header.command));
+    if (p && !keep) router_.bounce(port, p->lane, p->header);
+    if (keep) {
       q.push_back(std::move(entry));  // behind the rest: the order of what stays is kept
     } else {
       buffers_.give(std::move(entry.bytes));
@@ -93,7 +96,7 @@ void FabricNode::peer_restarted(uint8_t port, std::span<const LinkPayloadView> a
   }
   // Whatever waits for the port belongs to the old session too: packets are reported the same
   // way, credits for the old incarnation are dropped.
-  bounce_backlog(port, /*keep_credits=*/false);
+  bounce_backlog(port, /*same_session=*/false);
   const auto lanes = static_cast<size_t>(router_.lanes());
   for (size_t l = 0; l < lanes; ++l) credits_owed_.forget(rank(port) * lanes + l);
   router_.peer_restarted(port);  // after the bounces: their credits are part of the fresh count

@@ -41,8 +41,9 @@ class FabricNode {
   // A TT-link on `port` delivered a payload (a packet or credits for the router).
   void on_link_payload(uint8_t port, uint32_t dest_addr, std::span<const uint8_t> payload, routing::Time now);
   // The TT-link on `port` went down or came back up. While it is down the router drops what
-  // it would send there (link_down, with a NACK to the source); packets already handed to
-  // that port but not yet taken by the link are dropped the same way. Frames the link had
+  // it would send there (link_down, with a NACK to the source); requests already handed to
+  // that port but not yet taken by the link are dropped the same way, while answers there
+  // wait for the link's session (their loss could be told to nobody). Frames the link had
   // accepted stay with it and are delivered if it comes back. Returns whether anything changed.
   bool set_link_down(uint8_t port, bool down);
   // The chip on the far end of `port` restarted: `abandoned` are the link payloads its old
@@ -86,9 +87,10 @@ class FabricNode {
   };
   // The packet a link payload holds, if it is one (a packet lane's address, a header).
   std::optional<LanePacket> packet_at(const LinkPayloadView& v) const;
-  // Packets waiting for `port` are reported and NACKed (bounced); credit payloads stay queued
-  // with keep_credits, else they go too.
-  void bounce_backlog(uint8_t port, bool keep_credits);
+  // Requests waiting for `port` are reported and NACKed (bounced). In the same link session
+  // (a link that went down), credit payloads and answers stay queued for when it is back;
+  // for a new session (the peer restarted) answers are bounced and credits go too.
+  void bounce_backlog(uint8_t port, bool same_session);
 
   routing::FabricRouter router_;
   Center center_;

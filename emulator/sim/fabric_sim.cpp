@@ -92,7 +92,10 @@ FabricSim::FabricSim(const control::System& sys, const control::TableSet& tables
       ends_[end] = std::move(e);
     }
   }
-  for (auto& [port, e] : ends_) e->peer = ends_.at(*sys.peer(port)).get();
+  for (auto& [port, e] : ends_) {
+    e->peer = ends_.at(*sys.peer(port)).get();
+    end_list_.push_back(e.get());
+  }
   // Nonces and fault seeds by link, in the order the system lists them.
   uint64_t k = 0;
   for (const auto& l : sys.links) link_number_[l.a] = ++k, link_number_[l.b] = ++k;
@@ -165,6 +168,48 @@ bool FabricSim::inject(ChipId at, Packet packet) {
 }
 
 void FabricSim::stall_center(ChipId at, uint8_t fvc, bool stalled) { node(at).chip->stall(fvc, stalled, now_); }
+
+void FabricSim::admin_down(PortId end, bool down) {
+  Node& n = node(end.chip);
+  if (n.dead) return;
+  log("links {} {}", down ? "down" : "up", to_string(end));
+  n.chip->admin_down(end.port, down, now_);
+}
+
+std::vector<PortId> FabricSim::loop_ends(ChipId at, ChipId dest) const {
+  const auto v = sys_.node(at);
+  if (!v || !sys_.node(dest)) throw std::invalid_argument("no chip " + to_string(!v ? at : dest) + " in the system");
+  std::vector<PortId> out;  // by plane
+  for (int plane = 0; plane < tables().planes(); ++plane) {
+    const routing::RouterTable& here = tables().at(plane, *v);
+    const auto port = at.mesh == dest.mesh ? here.l0(dest.device) : here.l1(dest.mesh);
+    const auto far = port ? sys_.peer(PortId{at, *port}) : std::nullopt;
+    if (!far) throw std::invalid_argument(to_string(at) + " has no route to " + to_string(dest));
+    if (far->chip == dest) throw std::invalid_argument(to_string(at) + " is next to " + to_string(dest) + "; a loop needs a chip two hops or more from it");
+    out.push_back(*far);
+  }
+  return out;
+}
+
+void FabricSim::loop(ChipId at, ChipId dest, bool on) {
+  // The next hop of `at` toward `dest`, on each plane, sends it back: the two bounce it.
+  const std::vector<PortId> ends = loop_ends(at, dest);
+  std::map<int, std::vector<routing::RouterTable>> changed;  // by node, every plane
+  for (size_t plane = 0; plane < ends.size(); ++plane) {
+    const PortId far = ends[plane];
+    const int n = *sys_.node(far.chip);
+    if (!changed.count(n)) changed[n] = tables().of_node(n);
+    if (!on) continue;
+    auto& t = changed[n][plane];
+    if (far.chip.mesh == dest.mesh) t.set_l0(dest.device, far.port);
+    else t.set_l1(dest.mesh, far.port);
+  }
+  for (auto& [n, t] : changed) {
+    Node& next = *nodes_[static_cast<size_t>(n)];
+    log("loop {} <-> {} for {} {}", to_string(at), to_string(next.id), to_string(dest), on ? "on" : "off");
+    if (!next.dead) next.chip->load_tables(std::move(t), static_cast<uint32_t>(tables_version()), now_);
+  }
+}
 
 void FabricSim::cut(PortId end, bool cut, Direction direction) {
   End& e = *ends_.at(end);
@@ -302,7 +347,7 @@ const link::LinkCounters& FabricSim::counters(PortId end) const { return node(en
 
 bool FabricSim::step(link::Time limit) {
   std::optional<link::Time> t;
-  for (auto& [port, e] : ends_) {
+  for (const End* e : end_list_) {
     if (!e->wire.empty()) t = earlier(t, e->wire.front().first);
   }
   for (auto& n : nodes_) {
@@ -325,7 +370,7 @@ bool FabricSim::step(link::Time limit) {
   }
   // What landed, chip by chip as a process reads its sockets; then each chip's batch end. A
   // dead chip's sockets are gone: what arrives for it is lost.
-  for (auto& [port, e] : ends_) {
+  for (End* e : end_list_) {
     Node& to = *e->receiver;
     while (!e->wire.empty() && e->wire.front().first <= now_) {
       if (!to.dead) {
@@ -358,7 +403,7 @@ bool FabricSim::run(link::Duration limit) {
   }
   bool idle = actions_.empty();
   for (auto& n : nodes_) idle = idle && (n->dead || n->chip->idle());
-  for (auto& [port, e] : ends_) idle = idle && e->wire.empty();
+  for (const End* e : end_list_) idle = idle && e->wire.empty();
   return idle;
 }
 

@@ -100,6 +100,16 @@ class FabricSim {
   // retries run out, and come back when restored.
   enum class Direction { kOut, kIn, kBoth };
   void cut(routing::PortId end, bool cut, Direction direction = Direction::kBoth);
+  // `ttemu links down|up END`: the operator takes the port out of service (or back), as the
+  // launcher tells its chip in processes; the far end finds out over the wire.
+  void admin_down(routing::PortId end, bool down);
+  // A corrupted routing table (spec 5.4's forwarding loop): the next hop of `at` toward `dest`
+  // sends packets for `dest` back to `at`, on every plane, until turned off (that chip gets the
+  // tables in force again; a reload by the control plane repairs it too). Throws when `at` has
+  // no route to `dest` or is its neighbour.
+  void loop(routing::ChipId at, routing::ChipId dest, bool on);
+  // The chip ports that would send packets for `dest` back to `at`, by plane (throws as loop()).
+  std::vector<routing::PortId> loop_ends(routing::ChipId at, routing::ChipId dest) const;
   // The faults on what `end` sends, from now on (its own fault stream, seeded from the
   // simulation's seed).
   void set_faults(routing::PortId end, const link::DirectionFaults& faults);
@@ -155,6 +165,7 @@ class FabricSim {
   link::Time now_{0};
   std::vector<std::unique_ptr<Node>> nodes_;
   std::map<routing::PortId, std::unique_ptr<End>> ends_;
+  std::vector<End*> end_list_;  // ends_ in its order, for the per-step scans
   std::vector<std::string> trace_;
   std::vector<routing::RouterEvent> events_;
   std::vector<EfcEvent> efc_events_;

@@ -94,13 +94,19 @@ struct RunContext {
   RunContext(const RunContext&) = delete;
   RunContext& operator=(const RunContext&) = delete;
 
-  // The worker on chip i (core 0), opened on first use and kept for the run.
+  // The worker on chip i (core 0), opened on first use and kept for the run; null when the
+  // chip died meanwhile. A chip being restarted may not listen yet: it gets two seconds.
   tt_fabric* worker(int i) {
     if (auto it = workers_.find(i); it != workers_.end()) return it->second;
     const auto& c = desc.chips.at(static_cast<size_t>(i));
     char err[256];
-    tt_fabric* w = tt_fabric_open(desc.job.text().c_str(), c.mesh, c.device, 0, err, sizeof err);
-    if (!w) throw Error(err);
+    tt_fabric* w = nullptr;
+    for (const auto give_up = Clock::now() + std::chrono::seconds(2);;) {
+      if ((w = tt_fabric_open(desc.job.text().c_str(), c.mesh, c.device, 0, err, sizeof err))) break;
+      if (!running()[static_cast<size_t>(i)]) return nullptr;
+      if (Clock::now() > give_up) throw Error(err);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     if (retry > 0) tt_fabric_set_retry(w, retry, 1000);
     return workers_[i] = w;
   }
@@ -167,7 +173,11 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   // One worker per source chip (the run keeps them); sources keep their data in the upper half
   // of their L1.
   std::map<int, tt_fabric*> workers;
-  for (auto [s, d] : pairs) workers[s] = run.worker(s);
+  for (auto [s, d] : pairs) workers.emplace(s, run.worker(s));
+  // (A chip that died since it was seen running sends nothing either.)
+  std::erase_if(pairs, [&](const auto& p) { return workers.at(p.first) == nullptr; });
+  std::erase_if(workers, [](const auto& w) { return w.second == nullptr; });
+  if (pairs.empty()) throw Error(fmt::format("pattern {}: no source chip is running", pattern));
   auto src_addr = [&](int, int d) { return l1 / 2 + static_cast<uint64_t>(d) * block; };
   auto dst_addr = [&](int s) { return static_cast<uint64_t>(s) * block; };
   for (auto [s, d] : pairs) {
