@@ -122,5 +122,40 @@ TEST(Verdict, RetriedWritesMustLandUnlessTheTablesLeftPairsUnreachable) {
   EXPECT_EQ(judge(s, 3, 0, false, {result}, {reload(20)}, "", {"/dev/shm/x"}).invariant, "nothing_left_behind");
 }
 
+// Spec 5.4 and 5.5 as the verdict judges them from the event log.
+TEST(Verdict, TtlRunsOutOnlyInALoopAndALoopOrAStallPastTheTimeoutDropsSomething) {
+  const nlohmann::json result{{"pattern", "all_to_all"}, {"bytes", 100}, {"verified", 100}, {"unverified", 0},
+                              {"dead_pair_bytes", 0}, {"nacks", 3}, {"errors", 0}};
+  auto dropped = [](const char* reason, const char* dst) {
+    return nlohmann::json{{"kind", "dropped"}, {"reason", reason}, {"chip", "M0D1"}, {"src", "M0D0"}, {"dst", dst}};
+  };
+  Scenario none;
+  none.nacks_allowed = true;
+  const Verdict stray = judge(none, 3, 0, false, {result}, {dropped("ttl_expired", "M0D3")}, "");
+  EXPECT_FALSE(stray.pass) << "TTL ran out where no loop was made";
+  EXPECT_EQ(stray.invariant, "ttl_loops_dropped");
+  EXPECT_TRUE(judge(none, 3, 0, false, {result}, {}, "").pass) << "nothing to say when no TTL ran out";
+
+  Scenario loop;
+  loop.loops = {"m0d0:m0d3@0-3500"};  // (names as a user may spell them)
+  EXPECT_TRUE(judge(loop, 3, 0, false, {result}, {dropped("ttl_expired", "M0D3")}, "").pass);
+  EXPECT_TRUE(judge(loop, 3, 0, false, {result}, {dropped("timeout", "M0D3")}, "").pass) << "a loop whose buffers filled in a cycle";
+  EXPECT_EQ(judge(loop, 3, 0, false, {result}, {dropped("ttl_expired", "M0D2")}, "").invariant, "ttl_loops_dropped")
+      << "another destination's TTL ran out";
+  const Verdict uncaught = judge(loop, 3, 0, false, {result}, {dropped("timeout", "M0D2")}, "");
+  EXPECT_EQ(uncaught.invariant, "ttl_loops_dropped") << "a loop longer than the timeout that nothing caught";
+  loop.loops = {"M0D0:M0D3@0-500"};
+  EXPECT_TRUE(judge(loop, 3, 0, false, {result}, {}, "").pass) << "a loop repaired before the timeout may go unseen";
+
+  Scenario stall;
+  stall.stalls = {"M0D3:0@0-3500"};
+  const Verdict missed = judge(stall, 3, 0, false, {result}, {}, "");
+  EXPECT_EQ(missed.invariant, "timeouts_detected");
+  EXPECT_NE(missed.reason.find("M0D3"), std::string::npos) << missed.reason;
+  EXPECT_TRUE(judge(stall, 3, 0, false, {result}, {dropped("timeout", "M0D3")}, "").pass) << "NACKs are allowed with a stall";
+  stall.stalls = {"M0D3:0@0-50"};
+  EXPECT_TRUE(judge(stall, 3, 0, false, {result}, {}, "").pass) << "shorter than the timeout";
+}
+
 }  // namespace
 }  // namespace ttemu::tools

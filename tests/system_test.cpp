@@ -683,7 +683,11 @@ TEST(Fabric, TrafficRunsThroughACutAndAnUnreliableLinkOnTheFallbackChannel) {
   const json diag = json::parse(d.stdout_text);
   ASSERT_GE(diag["links"].size(), 2u) << diag.dump();
   EXPECT_EQ(diag["links"][0]["ends"], json({"M0D0P5", "M0D1P13"})) << diag.dump();
-  EXPECT_EQ(diag["links"][1]["ends"], json({"M0D0P4", "M0D1P12"})) << diag.dump();
+  // The cut link is named too; on a loaded machine another link may have timed out onto its
+  // fallback channel as well, and rank level with it.
+  const auto& links = diag["links"];
+  EXPECT_NE(std::find_if(links.begin() + 1, links.end(), [](const json& l) { return l["ends"] == json({"M0D0P4", "M0D1P12"}); }),
+            links.end()) << diag.dump();
   EXPECT_EQ(sys.stop(), 0);
   expect_nothing_left(held);
 }
@@ -956,7 +960,8 @@ TEST(Fabric, TrafficRefusesToGuessBetweenTwoRunningSystems) {
 }
 
 // The campaign's processes engine: a small matrix of real systems (faults, a chip killed and
-// restarted), each judged by the invariants, including that nothing of its job outlived it.
+// restarted, a consumer stalled past the routers' timeout), each judged by the invariants,
+// including that nothing of its job outlived it.
 TEST(Fabric, TheProcessesCampaignPasses) {
   TempDir dir;
   const RunResult r = test::ttemu({"campaign", std::string(TTEMU_TOPOLOGIES) + "/../tools/campaigns/processes.yaml", "--engine",
@@ -971,8 +976,8 @@ TEST(Fabric, TheProcessesCampaignPasses) {
     EXPECT_NE(run["sim"].get<std::string>().find("ttemu launch "), std::string::npos) << "its reproduction is a launch";
     scenarios.insert(run["scenario"].get<std::string>());
   }
-  EXPECT_EQ(runs, 14u) << "2 topologies x 3 scenarios x 2 seeds, and the kill on the T3K x 2 seeds";
-  EXPECT_EQ(scenarios.size(), 4u);
+  EXPECT_EQ(runs, 16u) << "2 topologies x 3 scenarios x 2 seeds, and the kill and the stall on the T3K x 2 seeds each";
+  EXPECT_EQ(scenarios.size(), 5u);
 }
 
 // What the processes engine's last invariant looks for is there while a job runs, and gone

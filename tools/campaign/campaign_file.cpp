@@ -83,9 +83,48 @@ std::string find_topology(const Reader& rd, const YAML::Node& n, const fs::path&
   rd.fail(n, fmt::format("topology '{}' is neither a file next to the campaign nor a name in topologies/", t));
 }
 
+// "NAME@MS" or "NAME@MS-MS", as ttemu sim takes them: the name, and one or two times.
+struct Timed {
+  std::string what;
+  std::vector<double> ms;
+};
+Timed timed(const std::string& text) {
+  const auto at = text.find('@');
+  Timed t{text.substr(0, at), {}};
+  const auto bad = [&] { return Error(fmt::format("'{}': expected NAME@MS or NAME@MS-MS", text)); };
+  if (at == std::string::npos || at == 0) throw bad();
+  std::string rest = text.substr(at + 1);
+  for (size_t from = 0; from <= rest.size();) {
+    const size_t dash = std::min(rest.find('-', from), rest.size());
+    size_t used = 0;
+    try {
+      t.ms.push_back(std::stod(rest.substr(from, dash - from), &used));
+    } catch (const std::exception&) {
+      throw bad();
+    }
+    if (used != dash - from || t.ms.back() < 0 || t.ms.size() > 2) throw bad();
+    from = dash + 1;
+  }
+  return t;
+}
+
+// A stall or a loop: A:B@MS-MS, both times given.
+void check_pair_at(const Reader& rd, const YAML::Node& n, const std::string& text, const char* form) {
+  Timed t;
+  try {
+    t = timed(text);
+  } catch (const Error& e) {
+    rd.fail(n, e.what());
+  }
+  const auto colon = t.what.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == t.what.size() || t.ms.size() != 2 || t.ms[1] <= t.ms[0]) {
+    rd.fail(n, fmt::format("'{}': expected {}@MS-MS, the second time after the first", text, form));
+  }
+}
+
 SwarmSpec swarm_spec(const Reader& rd, const YAML::Node& n, const Scenario& s) {
-  if (!s.faults_yaml.empty() || !s.cuts.empty() || !s.kills.empty() || !s.restarts.empty()) {
-    rd.fail(n, "a swarm scenario draws its own faults: leave out faults, cut, kill and restart");
+  if (!s.faults_yaml.empty() || !s.cuts.empty() || !s.kills.empty() || !s.restarts.empty() || !s.stalls.empty() || !s.loops.empty()) {
+    rd.fail(n, "a swarm scenario draws its own faults: leave out faults, cut, kill, restart, stall and loop");
   }
   if (n.IsNull()) return {};
   rd.keys(n, {"faults", "kinds", "span_ms"}, "swarm");
@@ -138,8 +177,8 @@ Campaign load_campaign(const std::string& path) {
     c.scenarios.push_back(clean);
   } else if (!scenarios.IsSequence()) rd.fail(scenarios, "'scenarios' must be a list");
   for (const auto& s : scenarios ? scenarios : YAML::Node(YAML::NodeType::Sequence)) {
-    rd.keys(s, {"name", "faults", "cut", "kill", "restart", "only", "nacks_allowed", "expect_fallback", "expect_reload", "swarm",
-                "patterns"},
+    rd.keys(s, {"name", "faults", "cut", "kill", "restart", "stall", "loop", "only", "nacks_allowed", "expect_fallback",
+                "expect_reload", "swarm", "patterns"},
             "a scenario");
     Scenario x;
     if (!s["name"]) rd.fail(s, "a scenario needs a name");
@@ -152,6 +191,10 @@ Campaign load_campaign(const std::string& path) {
     x.cuts = rd.strings(s, "cut");
     x.kills = rd.strings(s, "kill");
     x.restarts = rd.strings(s, "restart");
+    x.stalls = rd.strings(s, "stall");
+    x.loops = rd.strings(s, "loop");
+    for (const auto& t : x.stalls) check_pair_at(rd, s["stall"], t, "CHIP:FVC");
+    for (const auto& t : x.loops) check_pair_at(rd, s["loop"], t, "CHIP:DESTINATION");
     x.only = rd.strings(s, "only");
     x.patterns = rd.strings(s, "patterns");
     x.nacks_allowed = rd.flag(s, "nacks_allowed");
@@ -227,37 +270,10 @@ std::vector<std::string> sim_args(const RunPlan& p, const std::string& dir) {
   for (const auto& x : s.cuts) a.insert(a.end(), {"--cut", x});
   for (const auto& x : s.kills) a.insert(a.end(), {"--kill", x});
   for (const auto& x : s.restarts) a.insert(a.end(), {"--restart", x});
+  for (const auto& x : s.stalls) a.insert(a.end(), {"--stall", x});
+  for (const auto& x : s.loops) a.insert(a.end(), {"--loop", x});
   return a;
 }
-
-namespace {
-
-// "NAME@MS" or "NAME@MS-MS", as ttemu sim takes them: the name, and one or two times.
-struct Timed {
-  std::string what;
-  std::vector<double> ms;
-};
-Timed timed(const std::string& text) {
-  const auto at = text.find('@');
-  Timed t{text.substr(0, at), {}};
-  const auto bad = [&] { return Error(fmt::format("'{}': expected NAME@MS or NAME@MS-MS", text)); };
-  if (at == std::string::npos || at == 0) throw bad();
-  std::string rest = text.substr(at + 1);
-  for (size_t from = 0; from <= rest.size();) {
-    const size_t dash = std::min(rest.find('-', from), rest.size());
-    size_t used = 0;
-    try {
-      t.ms.push_back(std::stod(rest.substr(from, dash - from), &used));
-    } catch (const std::exception&) {
-      throw bad();
-    }
-    if (used != dash - from || t.ms.back() < 0 || t.ms.size() > 2) throw bad();
-    from = dash + 1;
-  }
-  return t;
-}
-
-}  // namespace
 
 ProcessesRun processes_run(const RunPlan& p, const std::string& dir, const std::string& ttemu) {
   const Workload& w = p.workload;
@@ -276,6 +292,13 @@ ProcessesRun processes_run(const RunPlan& p, const std::string& dir, const std::
   }
   for (const auto& k : s.kills) actions.emplace(timed(k).ms[0], "chip kill " + shell_word(timed(k).what));
   for (const auto& k : s.restarts) actions.emplace(timed(k).ms[0], "chip restart " + shell_word(timed(k).what));
+  for (const auto& x : s.stalls) {
+    const Timed t = timed(x);
+    const auto colon = t.what.find(':');
+    const std::string chip = shell_word(t.what.substr(0, colon)), fvc = shell_word(t.what.substr(colon + 1));
+    actions.emplace(t.ms[0], fmt::format("fabric stall {} --fvc {}", chip, fvc));
+    actions.emplace(t.ms[1], fmt::format("fabric resume {} --fvc {}", chip, fvc));
+  }
   const std::string t = shell_word(ttemu);
   r.script = fmt::format(
       "# ttemu campaign, processes engine: the workload, and the faults at their times (ms since it started)\n"

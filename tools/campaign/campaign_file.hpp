@@ -23,6 +23,9 @@ struct Scenario {
   std::string name;
   std::string faults_yaml;  // an inline fault plan (docs/fault-plan.md), as YAML text; empty: none
   std::vector<std::string> cuts, kills, restarts;  // as ttemu sim takes them
+  // Stalled consumers (CHIP:FVC@MS-MS) and forwarding loops (CHIP:DEST@MS-MS), as ttemu sim
+  // takes them; either lets writes be NACKed. Loops run in the simulator only.
+  std::vector<std::string> stalls, loops;
   std::vector<std::string> only;      // the topologies it applies to (names); empty: all
   std::vector<std::string> patterns;  // the workloads' patterns it applies to; empty: all
   // What the run must show besides the invariants every run checks (verdict.hpp).

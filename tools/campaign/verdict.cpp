@@ -1,6 +1,12 @@
 #include "tools/campaign/verdict.hpp"
 
+#include <map>
+#include <set>
+
 #include <fmt/format.h>
+
+#include "emulator/routing/address.hpp"
+#include "emulator/routing/fabric_router.hpp"
 
 namespace ttemu::tools {
 
@@ -24,6 +30,62 @@ double unreachable_pairs(const std::vector<json>& events) {
     if (e.value("kind", "") == "tables_reloaded") pairs = e.value("unreachable_pairs", 0.0);
   }
   return pairs;
+}
+
+// The chip a stall or loop names after its colon (CHIP:FVC@..., CHIP:DEST@...), or before it.
+std::string named(const std::string& text, bool after) {
+  const auto colon = text.find(':');
+  std::string name = after ? text.substr(colon + 1, text.find('@') - colon - 1) : text.substr(0, colon);
+  const auto id = routing::parse_chip(name);  // as the event log spells it
+  return id ? routing::to_string(*id) : name;
+}
+
+// A stall's or a loop's window, in milliseconds (the campaign file's reader checked the form).
+double window_ms(const std::string& text) {
+  const auto at = text.find('@'), dash = text.find('-', at);
+  return std::stod(text.substr(dash + 1)) - std::stod(text.substr(at + 1, dash - at - 1));
+}
+
+double router_timeout_ms() { return std::chrono::duration<double, std::milli>(routing::RouterConfig{}.timeout).count(); }
+
+// Spec 5.4: TTL runs out only in a forwarding loop, for the loop's destinations. A loop may
+// also fill its routers' buffers in a cycle (credits never return): then the timeout of spec
+// 5.5 drops what waits. A loop that lasts longer than that timeout must have been caught by
+// one or the other.
+Verdict ttl_verdict(const Scenario& s, const std::vector<json>& events) {
+  std::set<std::string> loop_dests;
+  for (const auto& l : s.loops) loop_dests.insert(named(l, true));
+  std::map<std::string, int> caught;  // drops of packets for a loop's destination, by it
+  for (const auto& e : events) {
+    if (e.value("kind", "") != "dropped") continue;
+    const std::string reason = e.value("reason", ""), dst = e.value("dst", "");
+    if (reason == "ttl_expired" && !loop_dests.count(dst)) {
+      return fail("ttl_loops_dropped", fmt::format("TTL ran out at {} for a packet from {} to {}, where no loop was made",
+                                                   e.value("chip", "?"), e.value("src", "?"), dst));
+    }
+    if (reason == "ttl_expired" || reason == "timeout") ++caught[dst];
+  }
+  for (const auto& l : s.loops) {
+    if (window_ms(l) > router_timeout_ms() && caught[named(l, true)] == 0) {
+      return fail("ttl_loops_dropped", fmt::format("a forwarding loop for {} lasted {:.0f} ms, and neither TTL nor the timeout dropped a packet",
+                                                   named(l, true), window_ms(l)));
+    }
+  }
+  return {};
+}
+
+// Spec 5.5: a consumer stalled for longer than the routers' timeout has packets dropped by it.
+Verdict timeout_verdict(const Scenario& s, const std::vector<json>& events) {
+  int timed_out = 0;
+  for (const auto& e : events) timed_out += e.value("kind", "") == "dropped" && e.value("reason", "") == "timeout";
+  for (const auto& st : s.stalls) {
+    if (window_ms(st) > router_timeout_ms() && timed_out == 0) {
+      return fail("timeouts_detected",
+                  fmt::format("{} stopped consuming for {:.0f} ms, longer than the routers' timeout ({:.0f} ms), and no packet timed out",
+                              named(st, false), window_ms(st), router_timeout_ms()));
+    }
+  }
+  return {};
 }
 
 }  // namespace
@@ -51,7 +113,7 @@ Verdict judge(const Scenario& s, int retry, int exit_status, bool timed_out, con
       return fail("accounted", fmt::format("{}: {} B written, {} verified, {} NACKed, {} to or from dead chips", where, u("bytes"),
                                            u("verified"), u("unverified"), u("dead_pair_bytes")));
     }
-    if (!s.nacks_allowed && u("nacks") > 0) {
+    if (!s.nacks_allowed && s.stalls.empty() && s.loops.empty() && u("nacks") > 0) {
       return fail("no_nacks", fmt::format("{}: {} write(s) NACKed where the fabric should carry everything", where, u("nacks")));
     }
     // Pairs the control plane found no route for (dead chips can cut a chip off) are rightly
@@ -59,6 +121,9 @@ Verdict judge(const Scenario& s, int retry, int exit_status, bool timed_out, con
     if (retry > 0 && u("unverified") > 0 && unreachable_pairs(events) == 0) {
       return fail("retried_writes_land", fmt::format("{}: {} B still NACKed after {} retry round(s)", where, u("unverified"), retry));
     }
+  }
+  for (const Verdict& v : {ttl_verdict(s, events), timeout_verdict(s, events)}) {
+    if (!v.pass) return v;
   }
   if (s.expect_fallback && !logged(events, "fallback")) {
     return fail("fallback_channel", "a link broke while a parallel one lived, and no traffic moved onto the fallback channel");

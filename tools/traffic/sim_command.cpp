@@ -1,5 +1,7 @@
 #include "tools/traffic/sim_command.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -43,7 +45,7 @@ struct SimOptions {
   uint64_t seed = 1;
   bool seed_given = false;
   std::string faults;
-  std::vector<std::string> kills, restarts, cuts;
+  std::vector<std::string> kills, restarts, cuts, stalls, loops;
   std::string trace;
   std::string events;
   int retry = 0;
@@ -137,7 +139,12 @@ class PatternRun {
       auto at = sim_.memory(id(d), dst_addr(s), block);
       std::fill(at.begin(), at.end(), uint8_t{0});
     }
-    const auto before = link_bytes();
+    const auto before = link_counts(&link::LinkCounters::bytes_tx);
+    // The simulator's own speed (ttemu_bench_sim): packet-hops (a packet delivered across one
+    // TT-link; acks and NACKs are packets too) per second of this thread's CPU while the
+    // writes go (filling and checking the data is the workers' work, not the fabric's).
+    const auto hops_before = link_counts(&link::LinkCounters::frames_rx);
+    const double cpu_before = thread_cpu_s();
     const link::Time start = sim_.now(), limit = start + duration_cast<link::Time>(std::chrono::duration<double>(o_.limit_s));
     // Rounds: every pair's writes, then (retry mode) again the pairs whose writes were NACKed
     // or never answered, once the control plane has had its say, as the client library's
@@ -186,13 +193,17 @@ class PatternRun {
       // New routes first, as the library's retry mode waits for them: the control plane
       // reloads a settling time after the news (a NACK from a congested router brings none:
       // after a second, the writes go again over the same routes).
+      // (An idle system with nothing scheduled has no reload coming: its clock stands still.)
       for (const link::Time until = sim_.now() + kLostAfter; sim_.tables_version() == version && sim_.now() < until;) {
-        sim_.run(std::chrono::milliseconds(1));
+        if (sim_.run(std::chrono::milliseconds(1))) break;
       }
       retried += again.size() * o_.count;
       todo = std::move(again);
     }
     const double seconds = std::chrono::duration<double>(sim_.now() - start).count();
+    const double cpu_s = thread_cpu_s() - cpu_before;
+    uint64_t packet_hops = 0;
+    for (const auto& [end, delivered] : counted_since(hops_before, &link::LinkCounters::frames_rx)) packet_hops += delivered;
     // How each pair's writes ended, and what landed.
     const PairSplit split = split_dead(
         n, pairs, [&](int i) { return died(i); }, [&](int i) { return routing::to_string(id(i)); });
@@ -232,11 +243,10 @@ class PatternRun {
       if (pending() == 0) rtt.push_back(std::chrono::duration<double, std::micro>(sim_.now() - t0).count());
       drain(sim_.worker(id(s), core(d)));
     }
-    const auto after = link_bytes();
     double max_link = 0;
     int links_used = 0;
-    for (const auto& [end, bytes] : after) {
-      const double moved = static_cast<double>(bytes - before.at(end));
+    for (const auto& [end, sent] : counted_since(before, &link::LinkCounters::bytes_tx)) {
+      const double moved = static_cast<double>(sent);
       if (moved > 0) ++links_used;
       if (seconds > 0) max_link = std::max(max_link, moved / seconds / 1e9);
     }
@@ -251,7 +261,9 @@ class PatternRun {
             {"tables_version", sim_.tables_version()}, {"latency_us", lat.to_json()},
             {"link_directions_used", links_used}, {"max_link_gb_per_s", max_link}, {"mean_hops", hops},
             {"per_hop_us", hops > 0 ? lat.p50 / (2 * hops) : 0.0},
-            {"sim_time_s", std::chrono::duration<double>(sim_.now()).count()}};
+            {"sim_time_s", std::chrono::duration<double>(sim_.now()).count()},
+            {"packet_hops", packet_hops}, {"cpu_s", cpu_s},
+            {"packet_hops_per_cpu_s", cpu_s > 0 ? static_cast<double>(packet_hops) / cpu_s : 0.0}};
   }
 
  private:
@@ -310,12 +322,30 @@ class PatternRun {
     }
   }
 
-  std::map<routing::PortId, uint64_t> link_bytes() const {
+  std::map<routing::PortId, uint64_t> link_counts(std::atomic<uint64_t> link::LinkCounters::*counter) const {
     std::map<routing::PortId, uint64_t> out;
     for (const auto& l : sys_.links) {
-      for (const auto& end : {l.a, l.b}) out[end] = sim_.counters(end).bytes_tx.load();
+      for (const auto& end : {l.a, l.b}) out[end] = (sim_.counters(end).*counter).load(std::memory_order_relaxed);
     }
     return out;
+  }
+
+  // What each link end's counter counted since `before` (a chip restarted meanwhile counts
+  // again from zero: its ends give what they counted since).
+  std::map<routing::PortId, uint64_t> counted_since(const std::map<routing::PortId, uint64_t>& before,
+                                                    std::atomic<uint64_t> link::LinkCounters::*counter) const {
+    auto out = link_counts(counter);
+    for (auto& [end, now] : out) {
+      const uint64_t then = before.at(end);
+      if (now >= then) now -= then;
+    }
+    return out;
+  }
+
+  static double thread_cpu_s() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
   }
 
   sim::FabricSim& sim_;
@@ -419,6 +449,41 @@ void run_sim(const SimOptions& o, int& exit_status) {
     sim.at(s.at, [&sim, p] { sim.cut(p, true); });
     if (s.has_until) sim.at(s.until, [&sim, p] { sim.cut(p, false); });
   }
+  // "A:B": the two names of a stall (chip, FVC) or a loop (chip, destination).
+  auto halves = [](const Scheduled& s, const std::string& option, const char* form) {
+    const auto colon = s.what.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == s.what.size() || !s.has_until) {
+      throw Error(fmt::format("{} '{}': expected {}@MS-MS (simulated milliseconds)", option, s.what, form));
+    }
+    return std::pair{s.what.substr(0, colon), s.what.substr(colon + 1)};
+  };
+  for (const auto& x : o.stalls) {
+    auto s = parse_at(x, "--stall");
+    const auto [chip, fvc_text] = halves(s, "--stall", "CHIP:FVC");
+    const ChipId c = chip_named(sys, chip, "--stall");
+    int fvc = -1;
+    if (fvc_text.size() == 1 && fvc_text[0] >= '0' && fvc_text[0] <= '9') fvc = fvc_text[0] - '0';
+    if (fvc < 0 || fvc > cfg.router.data_fvcs) {
+      throw Error(fmt::format("--stall '{}': FVC '{}' is not one of 0-{} (the data FVCs, then the control FVC)", x, fvc_text, cfg.router.data_fvcs));
+    }
+    last = std::max(last, s.until);
+    const auto v = static_cast<uint8_t>(fvc);
+    sim.at(s.at, [&sim, c, v] { sim.stall_center(c, v, true); });
+    sim.at(s.until, [&sim, c, v] { sim.stall_center(c, v, false); });
+  }
+  for (const auto& x : o.loops) {
+    auto s = parse_at(x, "--loop");
+    const auto [from, to] = halves(s, "--loop", "CHIP:DESTINATION");
+    const ChipId a = chip_named(sys, from, "--loop"), d = chip_named(sys, to, "--loop");
+    try {
+      sim.loop_ends(a, d);
+    } catch (const std::invalid_argument& e) {
+      throw Error(fmt::format("--loop '{}': {}", x, e.what()));
+    }
+    last = std::max(last, s.until);
+    sim.at(s.at, [&sim, a, d] { sim.loop(a, d, true); });
+    sim.at(s.until, [&sim, a, d] { sim.loop(a, d, false); });
+  }
   sim.run(std::chrono::milliseconds(1));  // every link comes up
   if (!o.json) {
     fmt::print("ttemu sim: {}: {} chip(s), {} link(s), seed {}, simulated\n", file, sys.node_count(), sys.links.size(), cfg.seed);
@@ -488,6 +553,9 @@ void add_sim_command(CLI::App& app, int& exit_status) {
   c->add_option("--kill", o->kills, "Kill a chip at a simulated time: CHIP@MS (repeatable)");
   c->add_option("--restart", o->restarts, "Restart a killed chip: CHIP@MS (repeatable)");
   c->add_option("--cut", o->cuts, "Cut a link at a simulated time, and restore it: PORT@MS or PORT@MS-MS (repeatable)");
+  c->add_option("--stall", o->stalls, "Stop a chip's center consuming an FVC, then resume: CHIP:FVC@MS-MS (repeatable)");
+  c->add_option("--loop", o->loops,
+                "A forwarding loop (a corrupted table): CHIP's next hop toward DEST sends it back, then is repaired: CHIP:DEST@MS-MS (repeatable)");
   c->add_option("--trace", o->trace, "Write the event trace to FILE ('-': standard output)");
   c->add_option("--events", o->events, "Write the control plane's event log (JSON lines, as a launch's) to FILE ('-': standard output)");
   c->add_option("--plane", o->planes, "Routing plane(s): each pattern runs on each in turn (default 0)")
