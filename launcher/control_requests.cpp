@@ -97,16 +97,23 @@ std::optional<json> respond(std::string_view line, ControlTarget& target, const 
     return target.status();
   }
   if (cmd == "faults") {
-    only_fields(req, cmd, {"plan", "source"});
+    only_fields(req, cmd, {"plan", "source", "from_now"});
     const std::string plan = string_field(req, "plan");
     const std::string source = string_field(req, "source", "plan");
+    const bool from_now = bool_field(req, "from_now", false);
     require_ready(target);
-    return target.apply_faults(plan, source);
+    return target.apply_faults(plan, source, from_now);
   }
   if (cmd == "stream" || cmd == "ping") {
     LinkTestRequest t = link_test_request(req, cmd == "ping");
     require_ready(target);
     target.link_test(t, later);
+    return std::nullopt;
+  }
+  if (cmd == "snapshot") {
+    only_fields(req, cmd, {});
+    require_ready(target);
+    target.snapshot(later);
     return std::nullopt;
   }
   if (cmd == "stall") {
@@ -158,7 +165,7 @@ std::optional<json> respond(std::string_view line, ControlTarget& target, const 
     stop = true;
     return json{{"ok", true}};
   }
-  throw Error(fmt::format("unknown cmd '{}' (status, faults, stream, ping, stall, tables, link_admin, chip, injection, stop)", printable(cmd)));
+  throw Error(fmt::format("unknown cmd '{}' (status, faults, stream, ping, snapshot, stall, tables, link_admin, chip, injection, stop)", printable(cmd)));
 }
 
 }  // namespace

@@ -56,7 +56,8 @@ class ControlTarget {
   virtual bool ready() const = 0;     // every link came up; until then only status is served
   virtual int data_fvcs() const = 0;  // FVCs 0..data_fvcs(), the last being the control FVC
   virtual nlohmann::json status() = 0;
-  virtual nlohmann::json apply_faults(const std::string& plan, const std::string& source) = 0;
+  // from_now: the plan's down intervals count from now, not from when each link started.
+  virtual nlohmann::json apply_faults(const std::string& plan, const std::string& source, bool from_now) = 0;
   virtual void stall(const std::string& chip, int fvc, bool stalled) = 0;
   // The live control plane's operator actions (spec 1.1.2). Each refuses by throwing.
   // Tables recomputed around `fail` (chips "M0D1", links "M0D1P2") and what the fabric reported.
@@ -67,6 +68,9 @@ class ControlTarget {
   // Replies through `reply`, at once or when the test ends. Refuses by throwing, before it
   // holds anything (the port, a timer).
   virtual void link_test(const LinkTestRequest& test, Reply reply) = 0;
+  // Every chip's routing buffers, credits and links (ttemu snapshot), through `reply` once the
+  // chips have answered.
+  virtual void snapshot(Reply reply) = 0;
   virtual void stop() = 0;  // called once the reply is out
 };
 

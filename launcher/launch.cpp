@@ -196,6 +196,7 @@ class Launcher : public ControlTarget {
                    },
                    [&](const msg::StreamDone& d) { finish(d.id); },
                    [&](const msg::PingDone& d) { finish(d.id); },
+                   [&](const msg::SnapshotTaken& t) { finish(t.id); },
                    [&](const msg::StatusPushed&) { drain_status(node); },
                    [&](const msg::ChipError& e) { fmt::print(stderr, "ttemu: chip {}: {}\n", name, e.message); },
                },
@@ -466,7 +467,45 @@ class Launcher : public ControlTarget {
             {"chips", chips}, {"links", links}};
   }
 
-  json apply_faults(const std::string& text, const std::string& source) override {
+  // Every live chip's state (ttemu snapshot): each answers on its control socket; one that has
+  // not within kSnapshotWait (its event loop is stuck) is named as silent.
+  void snapshot(Reply reply) override {
+    struct Gather {
+      json chips;
+      int waiting = 0;
+      bool replied = false;
+      std::vector<uint64_t> ids;
+    };
+    auto g = std::make_shared<Gather>();
+    auto timer = std::make_shared<asio::steady_timer>(io_);
+    auto answer = [this, g, timer, reply] {
+      if (g->replied) return;
+      g->replied = true;
+      timer->cancel();
+      for (uint64_t id : g->ids) pending_.erase(id);
+      reply({{"job", job_.text()}, {"uptime_s", uptime()}, {"tables_version", live_ ? live_->version() : 1}, {"chips", g->chips}});
+    };
+    for (int v = 0; v < sys_.node_count(); ++v) {
+      const std::string name = to_string(sys_.chips[static_cast<size_t>(v)].id);
+      g->chips.push_back(chips_->alive(v) ? json{{"chip", name}, {"answered", false}} : json{{"chip", name}, {"dead", true}});
+      if (!chips_->alive(v)) continue;
+      const uint64_t id = ++next_test_;
+      g->ids.push_back(id);
+      ++g->waiting;
+      pending_[id] = [g, v, answer](const json& taken) {
+        g->chips[static_cast<size_t>(v)] = taken.at("state");
+        if (--g->waiting == 0) answer();
+      };
+      send(v, msg::Snapshot{id});
+    }
+    if (g->waiting == 0) return answer();
+    timer->expires_after(kSnapshotWait);
+    timer->async_wait([answer](auto ec) {
+      if (!ec) answer();
+    });
+  }
+
+  json apply_faults(const std::string& text, const std::string& source, bool from_now) override {
     link::FaultPlan plan = link::parse_fault_plan(text, source, sys_.wiring());
     int changed = 0;
     for (int v = 0; v < sys_.node_count(); ++v) {
@@ -476,7 +515,7 @@ class Launcher : public ControlTarget {
         auto it = plan.tx.find(self);
         link::DirectionFaults f = it == plan.tx.end() ? link::DirectionFaults{} : it->second;
         changed += f.any();
-        send(v, msg::Faults{port, link::to_json(f), plan.seed ? *plan.seed : seed_});
+        send(v, msg::Faults{port, link::to_json(f), plan.seed ? *plan.seed : seed_, from_now});
       }
     }
     plan_ = plan;
@@ -675,7 +714,8 @@ class Launcher : public ControlTarget {
   std::set<routing::PortId> busy_;  // ports with a link test or ping running
   std::unique_ptr<EventLog> log_;
   std::deque<json> events_;         // the event log's last 1000 entries, newest last
-  uint64_t next_test_ = 0;
+  uint64_t next_test_ = 0;  // ids of link tests and snapshot requests
+  static constexpr std::chrono::seconds kSnapshotWait{2};
   Clock::time_point started_;
   int bound_ = 0, exit_status_ = 0;
   pid_t client_pid_ = 0;

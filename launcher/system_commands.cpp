@@ -6,6 +6,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "emulator/process/chip_process.hpp"
@@ -24,6 +25,49 @@ namespace ttemu::launcher {
 using nlohmann::json;
 
 namespace {
+
+// A lane as people read it: "fvc 0 class 1 answer".
+std::string lane_text(const json& l) {
+  return fmt::format("fvc {} class {} {}", l["fvc"].get<int>(), l["class"].get<int>(), l["kind"].get<std::string>());
+}
+
+// Only what holds something: a chip that is idle, with every credit, takes no line.
+void print_snapshot(const json& s) {
+  fmt::print("job {}  up {:.1f} s  tables v{}\n", s["job"].get<std::string>(), s["uptime_s"].get<double>(), s["tables_version"].get<int>());
+  int quiet = 0;
+  for (const auto& c : s["chips"]) {
+    const std::string chip = c["chip"];
+    if (c.value("dead", false) || !c.value("answered", true)) {
+      fmt::print("{}  {}\n", chip, c.value("dead", false) ? "dead" : "did not answer (its event loop is stuck?)");
+      continue;
+    }
+    std::vector<std::string> lines;
+    for (const auto& b : c["buffers"]) {
+      const json& h = b["head"];
+      lines.push_back(fmt::format("  {} {}: {} packet(s); head {} {} -> {} id {} ttl {}, waited {:.1f} ms", b["input"].get<std::string>(),
+                                  lane_text(b), b["packets"].get<size_t>(), h["command"].get<std::string>(), h["src"].get<std::string>(),
+                                  h["dst"].get<std::string>(), h["packet_id"].get<uint64_t>(), h["ttl"].get<int>(), h["waited_ms"].get<double>()));
+    }
+    for (const auto& p : c["ports"]) {
+      std::vector<std::string> starved;
+      for (const auto& l : p["starved_lanes"]) starved.push_back(lane_text(l));
+      const bool note = p["state"] != "up" || p["backlog"].get<size_t>() > 0 || !starved.empty() || p.contains("fallback_via");
+      if (!note) continue;
+      lines.push_back(fmt::format("  {} {}{}: backlog {}, window room {}{}", p["port"].get<std::string>(), p["state"].get<std::string>(),
+                                  p.contains("fallback_via") ? " via " + p["fallback_via"].get<std::string>() : "",
+                                  p["backlog"].get<size_t>(), p["window_room"].get<size_t>(),
+                                  starved.empty() ? "" : fmt::format(", no credit on {}", fmt::join(starved, ", "))));
+    }
+    if (!c["stalled_fvcs"].empty()) lines.insert(lines.begin(), fmt::format("  stalled FVCs: {}", c["stalled_fvcs"].dump()));
+    if (lines.empty()) {
+      ++quiet;
+      continue;
+    }
+    fmt::print("{}\n", chip);
+    for (const auto& l : lines) fmt::print("{}\n", l);
+  }
+  fmt::print("{} chip(s) hold nothing and have every credit\n", quiet);
+}
 
 void print_status(const json& s) {
   int alive = 0;
@@ -233,6 +277,16 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
     else print_status(s);
   });
 
+  // snapshot
+  auto* snap = app.add_subcommand("snapshot", "Show what every chip holds now: routing buffers (their head packets and how long they waited), credits, links");
+  snap->add_option("--job", *job, kJobHelp);
+  snap->add_flag("--json", *json_out, "Print the snapshot as one JSON object");
+  snap->callback([job, json_out] {
+    auto s = request(control_socket(*job), {{"cmd", "snapshot"}});
+    if (*json_out) fmt::print("{}\n", s.dump());
+    else print_snapshot(s);
+  });
+
   // link test / ping
   auto* linkcmd = app.add_subcommand("link", "Drive one TT-link of a running system");
   linkcmd->require_subcommand(1);
@@ -292,15 +346,17 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   auto* faults = app.add_subcommand("faults", "Change fault injection on a running system");
   faults->require_subcommand(1);
   auto plan_file = std::make_shared<std::string>();
+  auto from_now = std::make_shared<bool>(false);
   auto* apply = faults->add_subcommand("apply", "Replace the running system's faults with a plan");
   apply->add_option("PLAN", *plan_file, "Fault plan (YAML); an empty file clears all faults")->required();
   apply->add_option("--job", *job, kJobHelp);
-  apply->callback([plan_file, job] {
+  apply->add_flag("--from-now", *from_now, "The plan's down intervals count from now, not from when the links started");
+  apply->callback([plan_file, job, from_now] {
     // Checked here, before anything is sent: bytes that are not UTF-8 cannot travel in JSON,
     // and the launcher reads requests of up to kMaxRequestBytes.
     const std::string text = read_text_file(*plan_file);
     check_utf8(text, *plan_file);
-    const json req = {{"cmd", "faults"}, {"plan", text}, {"source", *plan_file}};
+    const json req = {{"cmd", "faults"}, {"plan", text}, {"source", *plan_file}, {"from_now", *from_now}};
     if (const size_t n = req.dump(-1, ' ', false, json::error_handler_t::replace).size() + 1; n > kMaxRequestBytes) {
       throw Error(fmt::format("{}: too large to send ({} bytes as a request; the launcher takes up to {})",
                               *plan_file, n, kMaxRequestBytes));

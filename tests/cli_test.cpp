@@ -338,6 +338,33 @@ TEST(Campaign, AFailingRunPrintsALineThatReproducesIt) {
   expect_one_line_error(cli("campaign " + (dir / "c.yaml").string() + " --out " + out + " --run 9"), "--run 9: the campaign has runs 0 to 3");
 }
 
+// A run past its bound is a hang: it fails as one, and keeps where it stopped - every chip's
+// routing buffers, credits and links, and the event log up to then. (A Galaxy all_to_all of
+// 100 writes per pair takes the simulator seconds; the bound is 1. Where exactly it stops
+// depends on the machine's speed, so what the buffers hold is not asserted here: the
+// processes engine's test, Fabric.AHungRunKeepsItsRoutersState, asserts a stalled FVC.)
+TEST(Campaign, ARunPastItsBoundKeepsEveryChipsStateWhereItStopped) {
+  TempDir dir;
+  write_file(dir / "c.yaml",
+             "name: hang\ntopologies: [galaxy]\nseeds: [1]\nlimit_s: 1\nworkloads: [{pattern: all_to_all, count: 100}]\n"
+             "scenarios:\n  - {name: clean}\n");
+  const std::string out = (dir / "out").string();
+  RunResult r = ttemu({"campaign", (dir / "c.yaml").string(), "--out", out});
+  EXPECT_EQ(r.status, 1) << r.out;
+  ASSERT_NE(r.stdout_text.find("FAIL run 0 (galaxy x all_to_all x clean x seed 1): bounded:"), std::string::npos) << r.out;
+  const std::filesystem::path run = dir / "out" / "runs" / "0";
+  const auto state = nlohmann::json::parse(slurp(run / "state.json"));
+  ASSERT_EQ(state["chips"].size(), 32u);
+  for (const auto& c : state["chips"]) {
+    EXPECT_TRUE(c["buffers"].is_array()) << c["chip"];
+    EXPECT_GE(c["ports"].size(), 8u) << c["chip"] << ": every wired port, with its link's state";
+    for (const auto& p : c["ports"]) EXPECT_EQ(p["state"], "up") << p;
+  }
+  EXPECT_GT(state["sim_ns"].get<int64_t>(), 0);
+  EXPECT_FALSE(read_event_log((run / "events.jsonl").string()).empty()) << "the event log up to the stop";
+  EXPECT_NE(slurp(run / "stderr.txt").find("stopped by signal 15"), std::string::npos) << slurp(run / "stderr.txt");
+}
+
 // A swarm scenario whose expectation the fabric does not meet (the fallback channel, with only
 // corrupted and dropped frames) fails; the first failure is shrunk to the smallest schedule and
 // workload that still fail that way (here: no fault, one write per pair), kept with its trace.

@@ -314,6 +314,25 @@ TEST(System, FaultsChangeAtRunTime) {
   EXPECT_EQ(stream(sys, "M0D0P2", 3000, 1024)["crc_errors"], 0);
 }
 
+// A plan's down intervals count from when the links started; with --from-now, from when the
+// plan arrives: the same plan, applied both ways to a system up for longer than the interval,
+// cuts the wire only the second way (and the stream still arrives whole, after it).
+TEST(System, AFaultPlanAppliedFromNowCutsTheWireFromNow) {
+  System sys({topo("n300.yaml")});
+  TempFile plan("links:\n  - link: M0D0P2\n    down: [{at: 0, for: 0.3}]\n");
+  auto drops = [&] { return sys.status()["links"][0]["ends"][0]["counters"]["injected_drop"].get<uint64_t>(); };
+  for (auto end = Clock::now() + 60s; sys.status()["uptime_s"].get<double>() < 0.5;) {
+    ASSERT_LT(Clock::now(), end) << "the system's uptime does not grow";
+  }
+  ASSERT_EQ(sys.ttemu({"faults", "apply", plan.path()}).status, 0);
+  EXPECT_EQ(stream(sys, "M0D0P2", 1000, 1024)["verified"], 1000);
+  EXPECT_EQ(drops(), 0u) << "the interval ended long ago";
+  const RunResult r = sys.ttemu({"faults", "apply", "--from-now", plan.path()});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(stream(sys, "M0D0P2", 1000, 1024)["verified"], 1000);
+  EXPECT_GT(drops(), 0u) << "the wire was cut from the moment the plan arrived";
+}
+
 TEST(System, StrayDatagramsAreDroppedAndCounted) {
   if (transport_under_test() == "shm") GTEST_SKIP() << "sends to the chips' UDP sockets";
   System sys({topo("n300.yaml")});
@@ -949,6 +968,26 @@ TEST(Fabric, TrafficStartsASystemItselfWhenNoneRuns) {
   expect_nothing_left(held);
 }
 
+// ttemu snapshot: a stalled FVC is shown on its chip; an idle chip with every credit is not.
+TEST(System, SnapshotShowsWhatEachChipHolds) {
+  System sys({topo("n300.yaml")});
+  ASSERT_EQ(sys.ttemu({"fabric", "stall", "M0D1", "--fvc", "1"}).status, 0);
+  const RunResult text = sys.ttemu({"snapshot"});
+  ASSERT_EQ(text.status, 0) << text.out;
+  EXPECT_NE(text.stdout_text.find("M0D1\n  stalled FVCs: [1]"), std::string::npos) << text.out;
+  EXPECT_NE(text.stdout_text.find("1 chip(s) hold nothing and have every credit"), std::string::npos) << text.out;
+  const RunResult j = sys.ttemu({"snapshot", "--json"});
+  ASSERT_EQ(j.status, 0) << j.out;
+  const json s = json::parse(j.stdout_text);
+  ASSERT_EQ(s["chips"].size(), 2u) << s.dump();
+  EXPECT_EQ(s["chips"][0]["chip"], "M0D0");
+  EXPECT_EQ(s["chips"][1]["stalled_fvcs"], json({1}));
+  for (const auto& p : s["chips"][0]["ports"]) {
+    EXPECT_EQ(p["state"], "up") << p;
+    EXPECT_TRUE(p["starved_lanes"].empty()) << p;
+  }
+}
+
 // With two systems running and none named, traffic must not guess, nor start a third.
 TEST(Fabric, TrafficRefusesToGuessBetweenTwoRunningSystems) {
   System first({topo("n150.yaml")});
@@ -978,6 +1017,26 @@ TEST(Fabric, TheProcessesCampaignPasses) {
   }
   EXPECT_EQ(runs, 16u) << "2 topologies x 3 scenarios x 2 seeds, and the kill and the stall on the T3K x 2 seeds each";
   EXPECT_EQ(scenarios.size(), 5u);
+}
+
+// A processes run past its bound (a consumer stalled for ten minutes, the bound 8 s) fails as
+// a hang and keeps what the routers held then (ttemu snapshot) and the system's status.
+TEST(Fabric, AHungRunKeepsItsRoutersState) {
+  TempDir dir;
+  write_file(dir / "c.yaml",
+             "name: hung\ntopologies: [t3k]\nseeds: [1]\nlimit_s: 8\nworkloads: [{pattern: all_to_all, count: 2, fvc: 0}]\n"
+             "scenarios:\n  - {name: stalled_forever, stall: ['M0D3:0@0-600000']}\n");
+  const RunResult r = test::ttemu({"campaign", (dir / "c.yaml").string(), "--engine", "processes", "--out", (dir / "out").string()});
+  EXPECT_EQ(r.status, 1) << r.out;
+  ASSERT_NE(r.stdout_text.find("FAIL run 0 (t3k x all_to_all x stalled_forever x seed 1): bounded:"), std::string::npos) << r.out;
+  const fs::path run = dir / "out" / "runs" / "0";
+  const json state = json::parse(slurp(run / "state.json"));
+  ASSERT_EQ(state["chips"].size(), 8u) << state.dump();
+  for (const auto& c : state["chips"]) {
+    EXPECT_EQ(c["stalled_fvcs"], c["chip"] == "M0D3" ? json({0}) : json::array()) << c.dump();
+    EXPECT_FALSE(c["ports"].empty()) << c.dump();
+  }
+  EXPECT_EQ(json::parse(slurp(run / "status.json"))["links"].size(), 20u);
 }
 
 // What the processes engine's last invariant looks for is there while a job runs, and gone

@@ -103,6 +103,11 @@ struct ChipNode::Port {
   StreamPattern tx_pattern, rx_pattern;
 };
 
+ChipNode::PortView ChipNode::view(size_t i) const {
+  const Port& p = *ports_.at(i);
+  return {p.number, p.wire, p.admin_down, *p.link};
+}
+
 namespace {
 
 std::vector<uint8_t> wired_ports(const ChipNodeConfig& c) {

@@ -23,6 +23,8 @@
 #include <span>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "emulator/chip/chip_control.hpp"
 #include "emulator/link/efc.hpp"
 #include "emulator/link/fault_injector.hpp"
@@ -114,6 +116,8 @@ class ChipNode {
   void admin_down(uint8_t port, bool down, Time now);
   // The faults of the wire `port` transmits into (whatever link's traffic travels it).
   void set_faults(uint8_t port, std::unique_ptr<link::FaultInjector> faults);
+  // Since the links started: the clock of their fault plans' down intervals.
+  link::Duration link_age(Time now) const { return now - started_; }
   void stall(uint8_t fvc, bool stalled, Time now);  // a stalled consumer (ttemu fabric stall)
   // New routing tables (one per plane), from the next packet on; `version` goes to the control
   // block for clients that wait for a table change.
@@ -132,11 +136,24 @@ class ChipNode {
   // tests); false when its FVC's buffer is full.
   bool inject(routing::Packet packet, Time now);
 
+  // What the chip holds now, as JSON (chip_snapshot.cpp; ttemu snapshot, a campaign's hung
+  // run): every routing buffer with packets (its lane, its head packet and how long it has
+  // waited), and per port the link's state, its backlog, its window room, the lanes with no
+  // credit left toward the far end, and the fallback wire it travels; stalled FVCs.
+  nlohmann::json snapshot(Time now) const;
+
   const link::LinkCounters& counters(uint8_t port) const;
   link::LinkState link_state(uint8_t port) const;
 
  private:
   struct Port;
+  // What snapshot() shows of the i-th port (chip_snapshot.cpp does not see Port).
+  struct PortView {
+    uint8_t number, wire;
+    bool admin_down;
+    const link::TtLink& link;
+  };
+  PortView view(size_t i) const;
   Port& port(uint8_t number);
   const Port& port(uint8_t number) const;
   void on_delivery(Port& p, uint32_t dest, std::span<const uint8_t> payload);

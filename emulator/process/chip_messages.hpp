@@ -4,9 +4,9 @@
 //
 // Launcher -> chip: Config (once, first), Peers (after every chip is Bound; again for a port
 // whose far end restarted), Faults, Stream and Ping (link tests), Stall, PeerDown, Tables
-// (reload them from L1), Injection (pause or resume), AdminDown, Stop.
+// (reload them from L1), Injection (pause or resume), AdminDown, Snapshot, Stop.
 // Chip -> launcher: Bound, LinkState, StreamDone, PingDone, StatusPushed (drain my status queue),
-// ChipError (the chip stops after it).
+// SnapshotTaken, ChipError (the chip stops after it).
 #pragma once
 
 #include <chrono>
@@ -68,6 +68,7 @@ struct Faults {
   uint8_t port = 0;
   nlohmann::json faults;  // link::to_json(DirectionFaults)
   uint64_t seed = 1;
+  bool from_now = false;  // its down intervals count from now, not from when the links started
 };
 
 struct Stream {
@@ -114,11 +115,17 @@ struct AdminDown {
   bool down = true;
 };
 
+// What the chip holds now (ttemu snapshot): answered with SnapshotTaken.
+struct Snapshot {
+  static constexpr const char* kType = "snapshot";
+  uint64_t id = 0;
+};
+
 struct Stop {
   static constexpr const char* kType = "stop";
 };
 
-using ToChip = std::variant<Config, Peers, Faults, Stream, Ping, Stall, PeerDown, Tables, Injection, AdminDown, Stop>;
+using ToChip = std::variant<Config, Peers, Faults, Stream, Ping, Stall, PeerDown, Tables, Injection, AdminDown, Snapshot, Stop>;
 
 // --- chip -> launcher -----------------------------------------------------------------------
 
@@ -154,12 +161,18 @@ struct StatusPushed {
   uint64_t pushed = 0;  // entries pushed so far
 };
 
+struct SnapshotTaken {
+  static constexpr const char* kType = "snapshot_taken";
+  uint64_t id = 0;
+  nlohmann::json state;  // node::ChipNode::snapshot
+};
+
 struct ChipError {
   static constexpr const char* kType = "error";
   std::string message;
 };
 
-using FromChip = std::variant<Bound, LinkState, StreamDone, PingDone, StatusPushed, ChipError>;
+using FromChip = std::variant<Bound, LinkState, StreamDone, PingDone, StatusPushed, SnapshotTaken, ChipError>;
 
 // One handler per message type, for std::visit: std::visit(Overloaded{[](const Config&) {...}, ...}, m).
 template <class... F>

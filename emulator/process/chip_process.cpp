@@ -180,7 +180,7 @@ class Chip final : public node::NodeObserver {
                    [&](const msg::Peers& p) { connect(p); },
                    [&](const msg::Faults& f) {
                      seed_ = f.seed;
-                     install_faults(f.port, f.faults);
+                     install_faults(f.port, f.faults, f.from_now);
                    },
                    [&](const msg::Stream& t) { node().start_stream(t.port, t.id, t.frames, t.size, now()); },
                    [&](const msg::Ping& p) { node().start_ping(p.port, p.id, p.count, p.size, now()); },
@@ -189,6 +189,7 @@ class Chip final : public node::NodeObserver {
                    [&](const msg::Tables& t) { node().load_tables(read_tables(), t.version, now()); },
                    [&](const msg::Injection& i) { node().pause_injection(i.paused, now()); },
                    [&](const msg::AdminDown& a) { node().admin_down(a.port, a.down, now()); },
+                   [&](const msg::Snapshot& q) { send_control(msg::SnapshotTaken{q.id, node().snapshot(now())}); },
                    [&](const msg::Stop&) { finish(); },
                },
                m);
@@ -304,8 +305,11 @@ class Chip final : public node::NodeObserver {
     return tables;
   }
 
-  void install_faults(uint8_t port, const json& f) {
+  void install_faults(uint8_t port, const json& f, bool from_now = false) {
     link::DirectionFaults faults = link::faults_from_json(f);
+    if (from_now) {
+      for (auto& w : faults.down) w.from += node().link_age(now()), w.to += node().link_age(now());
+    }
     uint64_t seed = seed_ * 0x9E3779B97F4A7C15ull ^ (uint64_t{o_.chip.mesh} << 40) ^
                     (uint64_t{o_.chip.device} << 20) ^ port;
     node().set_faults(port, faults.any() ? std::make_unique<link::FaultInjector>(faults, seed) : nullptr);

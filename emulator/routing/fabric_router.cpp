@@ -110,6 +110,20 @@ bool FabricRouter::inject(Packet packet, Time now) {
 
 void FabricRouter::stall_center(uint8_t fvc, bool stalled) { center_stalled_.at(fvc) = stalled; }
 
+std::vector<FabricRouter::BufferState> FabricRouter::buffers() const {
+  std::vector<BufferState> out;
+  for (const Input& in : inputs_) {
+    if (!in.q.empty()) out.push_back({in.port, in.lane, in.q.size(), in.q.front().packet.header, in.q.front().head_since});
+  }
+  return out;
+}
+
+uint32_t FabricRouter::credits(uint8_t port, uint8_t l) const {
+  const int i = slot(port, l);
+  if (i < 0) throw std::invalid_argument("credits: port " + std::to_string(port) + " lane " + std::to_string(l) + " is not wired");
+  return credits_[static_cast<size_t>(i)];
+}
+
 void FabricRouter::set_port_down(uint8_t port, bool down) {
   const int rank = port_index(port);
   if (rank < 0) throw std::invalid_argument("set_port_down: port " + std::to_string(port) + " is not wired");

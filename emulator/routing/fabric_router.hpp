@@ -126,6 +126,20 @@ class FabricRouter {
     std::vector<RouterEvent> events;
     void clear() { sends.clear(), credits.clear(), delivered.clear(), events.clear(); }
   };
+  // What a snapshot shows (ttemu snapshot, a campaign's hung run): each routing buffer that
+  // holds packets, with its head packet and since when that head has waited.
+  struct BufferState {
+    uint8_t port;  // or kCenter
+    uint8_t lane;
+    size_t packets;
+    PacketHeader head;
+    Time head_since;
+  };
+  std::vector<BufferState> buffers() const;
+  // Free slots this router may still fill in the buffer of `lane` on the far end of `port`.
+  uint32_t credits(uint8_t port, uint8_t lane) const;
+  bool center_stalled(uint8_t fvc) const { return center_stalled_.at(fvc); }
+
   // Moves every packet that can move now.
   void poll(Time now, Actions& out);
   // When a blocked head would time out; nullopt when nothing waits.

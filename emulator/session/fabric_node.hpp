@@ -34,6 +34,7 @@ class FabricNode {
 
   routing::ChipId self() const { return router_.self(); }
   routing::FabricRouter& router() { return router_; }
+  const routing::FabricRouter& router() const { return router_; }
   // The chip's packet buffers: a packet's buffer travels from here through the router to a
   // link's window and back.
   BufferPool& buffers() { return buffers_; }
@@ -64,6 +65,7 @@ class FabricNode {
   // whether anything moved (and so perhaps made room for local packets).
   bool poll(routing::Time now, Output& out);
   Fifo<LinkPayload>& backlog(uint8_t port) { return backlog_[rank(port)]; }
+  const Fifo<LinkPayload>& backlog(uint8_t port) const { return backlog_[rank(port)]; }
   // Hands the payloads waiting for `port` to send(dest_addr, bytes) in order, while it takes
   // them (returns true): send may move the buffer away (into a link's window, no copy); what
   // it leaves goes back to the pool.

@@ -399,12 +399,26 @@ bool FabricSim::step(link::Time limit) {
 
 bool FabricSim::run(link::Duration limit) {
   const link::Time end = now_ + limit;
-  while (step(end)) {
-  }
+  auto interrupted = [&] {
+    if (interrupt_ && *interrupt_) throw Interrupted(fmt::format("interrupted at {:.3f} simulated ms", std::chrono::duration<double, std::milli>(now_).count()));
+  };
+  interrupted();  // (also a caller that calls run() again and again without the clock moving)
+  while (step(end)) interrupted();
   bool idle = actions_.empty();
   for (auto& n : nodes_) idle = idle && (n->dead || n->chip->idle());
   for (const End* e : end_list_) idle = idle && e->wire.empty();
   return idle;
+}
+
+nlohmann::json FabricSim::snapshot() const {
+  nlohmann::json chips = nlohmann::json::array(), wire = nlohmann::json::object();
+  for (const auto& n : nodes_) {
+    chips.push_back(n->dead ? nlohmann::json{{"chip", to_string(n->id)}, {"dead", true}} : n->chip->snapshot(now_));
+  }
+  for (const End* e : end_list_) {
+    if (!e->wire.empty()) wire[to_string(e->self)] = e->wire.size();
+  }
+  return {{"sim_ns", now_.count()}, {"chips", std::move(chips)}, {"on_the_wire", std::move(wire)}};
 }
 
 }  // namespace ttemu::sim

@@ -6,15 +6,18 @@
 // reproduction.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
-#include <vector>
+#include <nlohmann/json.hpp>
 
 #include "emulator/chip/command_buffer.hpp"
 #include "emulator/chip/status_queue.hpp"
@@ -94,6 +97,15 @@ class FabricSim {
   // Runs until nothing moves and nothing waits, or the simulated limit passes (then the clock
   // stands at the limit). True if idle.
   bool run(link::Duration limit = std::chrono::seconds(10));
+  // Once *flag is set (by a signal handler: SIGTERM at a campaign's bound), run() throws
+  // Interrupted instead of going on: a hung run stops where it hangs, its state intact.
+  void interrupt_on(const volatile std::sig_atomic_t* flag) { interrupt_ = flag; }
+  struct Interrupted : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+  // Every chip's state now (ChipNode::snapshot; a dead chip says so), and the datagrams on
+  // each wire: {"sim_ns", "chips": [...], "on_the_wire": {PORT: n}}.
+  nlohmann::json snapshot() const;
   void stall_center(routing::ChipId at, uint8_t fvc, bool stalled);
   // Cuts (or restores) the link of `end`: everything on the wire in that direction (kOut: what
   // `end` sends, kIn: what it receives) is lost from now on. Its ends go down once their
@@ -163,6 +175,7 @@ class FabricSim {
   const control::System& sys_;
   SimConfig cfg_;
   link::Time now_{0};
+  const volatile std::sig_atomic_t* interrupt_ = nullptr;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::map<routing::PortId, std::unique_ptr<End>> ends_;
   std::vector<End*> end_list_;  // ends_ in its order, for the per-step scans

@@ -24,7 +24,7 @@ class Stub : public ControlTarget {
   bool ready() const override { return up; }
   int data_fvcs() const override { return 2; }
   json status() override { return {{"job", "1-00000001"}, {"ready", up}}; }
-  json apply_faults(const std::string& plan, const std::string& source) override {
+  json apply_faults(const std::string& plan, const std::string& source, bool) override {
     if (!plan.empty()) throw Error(source + ":1: not a plan: " + plan.substr(0, 100));
     return {{"ok", true}, {"directions_with_faults", 0}};
   }
@@ -55,6 +55,7 @@ class Stub : public ControlTarget {
     return {{"ok", true}};
   }
   json pause_injection(bool paused) override { return {{"paused", paused}}; }
+  void snapshot(Reply reply) override { reply({{"chips", json::array()}}); }
   void stop() override { ++stops; }
   int stops = 0;
 };

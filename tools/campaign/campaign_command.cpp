@@ -68,8 +68,9 @@ struct Ran {
 };
 
 // The processes engine: a launch whose client runs the traffic and the faults (run.sh). The
-// event log is moved to dir/events.jsonl; at the bound, the hung system's status is kept in
-// dir/state.json before the launcher is stopped; then what the job left behind is looked for.
+// event log is moved to dir/events.jsonl; at the bound, the hung system's routers (ttemu
+// snapshot) are kept in dir/state.json and its status in dir/status.json before the launcher
+// is stopped; then what the job left behind is looked for.
 Ran run_processes(const RunPlan& p, const fs::path& dir, double limit_s) {
   const ProcessesRun pr = processes_run(p, dir.string(), launcher::self_exe());
   std::ofstream(dir / "run.sh") << pr.script;
@@ -79,8 +80,10 @@ Ran run_processes(const RunPlan& p, const fs::path& dir, double limit_s) {
     return std::string();
   };
   const auto at_bound = [&] {
-    run_child(launcher::self_exe(), {"status", "--json", "--job", job()}, (dir / "state.json").string(),
+    run_child(launcher::self_exe(), {"snapshot", "--json", "--job", job()}, (dir / "state.json").string(),
               (dir / "state.stderr.txt").string(), 10);
+    run_child(launcher::self_exe(), {"status", "--json", "--job", job()}, (dir / "status.json").string(),
+              (dir / "status.stderr.txt").string(), 10);
   };
   Ran ran;
   ran.child = run_child(launcher::self_exe(), pr.args, (dir / "launch.txt").string(), (dir / "stderr.txt").string(), limit_s, at_bound);

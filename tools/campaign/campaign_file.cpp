@@ -265,7 +265,8 @@ std::vector<std::string> sim_args(const RunPlan& p, const std::string& dir) {
   const Scenario& s = p.scenario;
   std::vector<std::string> a{"sim", p.topology_path, "--pattern", w.pattern, "--size", std::to_string(w.size),
                              "--count", std::to_string(w.count), "--fvc", std::to_string(w.fvc), "--seed", std::to_string(p.seed),
-                             "--retry", std::to_string(p.retry), "--json", "--events", (fs::path(dir) / "events.jsonl").string()};
+                             "--retry", std::to_string(p.retry), "--json", "--events", (fs::path(dir) / "events.jsonl").string(),
+                             "--snapshot", (fs::path(dir) / "state.json").string()};
   if (!s.faults_yaml.empty()) a.insert(a.end(), {"--faults", (fs::path(dir) / "plan.yaml").string()});
   for (const auto& x : s.cuts) a.insert(a.end(), {"--cut", x});
   for (const auto& x : s.kills) a.insert(a.end(), {"--kill", x});
@@ -300,8 +301,11 @@ ProcessesRun processes_run(const RunPlan& p, const std::string& dir, const std::
     actions.emplace(t.ms[1], fmt::format("fabric resume {} --fvc {}", chip, fvc));
   }
   const std::string t = shell_word(ttemu);
-  r.script = fmt::format(
-      "# ttemu campaign, processes engine: the workload, and the faults at their times (ms since it started)\n"
+  // The plan again as the traffic starts, its down intervals counted from then (in the
+  // simulator, traffic starts as the links do).
+  r.script = "# ttemu campaign, processes engine: the workload, and the faults at their times (ms since it started)\n";
+  if (!s.faults_yaml.empty()) r.script += fmt::format("{} faults apply --from-now {} > /dev/null\n", t, shell_word((d / "plan.yaml").string()));
+  r.script += fmt::format(
       "{} traffic --pattern {} --size {} --count {} --fvc {} --seed {} --retry {} --json > {} &\n"
       "traffic=$!\n",
       t, shell_word(w.pattern), w.size, w.count, w.fvc, p.seed, p.retry, shell_word((d / "stdout.jsonl").string()));

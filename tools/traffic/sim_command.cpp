@@ -1,8 +1,10 @@
 #include "tools/traffic/sim_command.hpp"
 
+#include <signal.h>
 #include <time.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -48,6 +50,7 @@ struct SimOptions {
   std::vector<std::string> kills, restarts, cuts, stalls, loops;
   std::string trace;
   std::string events;
+  std::string snapshot;
   int retry = 0;
   int status_interval_ms = 1000;
   std::vector<int> planes{0};
@@ -406,6 +409,25 @@ std::vector<std::string> event_lines(const control::System& sys, const std::stri
   return lines;
 }
 
+// SIGTERM or SIGINT (a campaign's bound, Ctrl-C): the simulation stops where it is and says
+// what it held. A second signal ends the process at once (a hang outside the simulation).
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+void on_stop_signal(int sig) {
+  if (g_stop_signal != 0) {
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+  }
+  g_stop_signal = sig;
+}
+
+void catch_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT}) ::sigaction(sig, &sa, nullptr);
+}
+
 void run_sim(const SimOptions& o, int& exit_status) {
   const std::string file = o.file.empty() ? default_system_file() : o.file;
   const control::System sys = control::load_system(file);
@@ -427,109 +449,126 @@ void run_sim(const SimOptions& o, int& exit_status) {
   if (need > (uint64_t{1} << 32)) throw Error(fmt::format("--size x --count x chips is too large ({} bytes of L1 per chip)", need));
   cfg.l1_bytes = std::max<size_t>(cfg.l1_bytes, need);
   // Opened first: a bad path fails before the run, not after it.
-  std::ofstream trace_file = open_output(o.trace, "--trace"), events_file = open_output(o.events, "--events");
+  std::ofstream trace_file = open_output(o.trace, "--trace"), events_file = open_output(o.events, "--events"),
+                snapshot_file = open_output(o.snapshot, "--snapshot");
   sim::FabricSim sim(sys, tables, cfg);
-  link::Time last = link::Time{0};  // the last scheduled event: the run goes on a second past it
-  for (const auto& k : o.kills) {
-    auto s = parse_at(k, "--kill");
-    last = std::max(last, s.at);
-    const ChipId c = chip_named(sys, s.what, "--kill");
-    sim.at(s.at, [&sim, c] { sim.kill(c); });
-  }
-  for (const auto& r : o.restarts) {
-    auto s = parse_at(r, "--restart");
-    last = std::max(last, s.at);
-    const ChipId c = chip_named(sys, s.what, "--restart");
-    sim.at(s.at, [&sim, c] { sim.restart(c); });
-  }
-  for (const auto& c : o.cuts) {
-    auto s = parse_at(c, "--cut");
-    last = std::max(last, s.has_until ? s.until : s.at);
-    const routing::PortId p = port_named(sys, s.what, "--cut");
-    sim.at(s.at, [&sim, p] { sim.cut(p, true); });
-    if (s.has_until) sim.at(s.until, [&sim, p] { sim.cut(p, false); });
-  }
-  // "A:B": the two names of a stall (chip, FVC) or a loop (chip, destination).
-  auto halves = [](const Scheduled& s, const std::string& option, const char* form) {
-    const auto colon = s.what.find(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == s.what.size() || !s.has_until) {
-      throw Error(fmt::format("{} '{}': expected {}@MS-MS (simulated milliseconds)", option, s.what, form));
-    }
-    return std::pair{s.what.substr(0, colon), s.what.substr(colon + 1)};
+  catch_stop_signals();
+  sim.interrupt_on(&g_stop_signal);
+  // The files of the run, written at its end or where a signal stopped it.
+  auto write_files = [&] {
+    write_output(o.trace, "--trace", trace_file, sim.trace());
+    if (!o.events.empty()) write_output(o.events, "--events", events_file, event_lines(sys, file, cfg.seed, sim.control_log()));
+    if (!o.snapshot.empty()) write_output(o.snapshot, "--snapshot", snapshot_file, {sim.snapshot().dump(1)});
   };
-  for (const auto& x : o.stalls) {
-    auto s = parse_at(x, "--stall");
-    const auto [chip, fvc_text] = halves(s, "--stall", "CHIP:FVC");
-    const ChipId c = chip_named(sys, chip, "--stall");
-    int fvc = -1;
-    if (fvc_text.size() == 1 && fvc_text[0] >= '0' && fvc_text[0] <= '9') fvc = fvc_text[0] - '0';
-    if (fvc < 0 || fvc > cfg.router.data_fvcs) {
-      throw Error(fmt::format("--stall '{}': FVC '{}' is not one of 0-{} (the data FVCs, then the control FVC)", x, fvc_text, cfg.router.data_fvcs));
-    }
-    last = std::max(last, s.until);
-    const auto v = static_cast<uint8_t>(fvc);
-    sim.at(s.at, [&sim, c, v] { sim.stall_center(c, v, true); });
-    sim.at(s.until, [&sim, c, v] { sim.stall_center(c, v, false); });
-  }
-  for (const auto& x : o.loops) {
-    auto s = parse_at(x, "--loop");
-    const auto [from, to] = halves(s, "--loop", "CHIP:DESTINATION");
-    const ChipId a = chip_named(sys, from, "--loop"), d = chip_named(sys, to, "--loop");
-    try {
-      sim.loop_ends(a, d);
-    } catch (const std::invalid_argument& e) {
-      throw Error(fmt::format("--loop '{}': {}", x, e.what()));
-    }
-    last = std::max(last, s.until);
-    sim.at(s.at, [&sim, a, d] { sim.loop(a, d, true); });
-    sim.at(s.until, [&sim, a, d] { sim.loop(a, d, false); });
-  }
-  sim.run(std::chrono::milliseconds(1));  // every link comes up
-  if (!o.json) {
-    fmt::print("ttemu sim: {}: {} chip(s), {} link(s), seed {}, simulated\n", file, sys.node_count(), sys.links.size(), cfg.seed);
-  }
-  PatternRun runner(sim, sys, tables, o, cfg.l1_bytes);
   bool bad = false;
-  std::vector<std::pair<std::string, int>> runs;  // each pattern on each plane
-  for (const auto& p : patterns) {
-    for (int plane : o.planes) {
-      if (plane >= tables.planes()) throw Error(fmt::format("--plane {}: {} has {} routing plane(s)", plane, file, tables.planes()));
-      runs.emplace_back(p, plane);
+  try {
+    link::Time last = link::Time{0};  // the last scheduled event: the run goes on a second past it
+    for (const auto& k : o.kills) {
+      auto s = parse_at(k, "--kill");
+      last = std::max(last, s.at);
+      const ChipId c = chip_named(sys, s.what, "--kill");
+      sim.at(s.at, [&sim, c] { sim.kill(c); });
     }
-  }
-  for (const auto& [p, plane] : runs) {
-    json r = runner.run(p, plane);
-    bad = bad || r["errors"].get<uint64_t>() > 0;
-    if (o.json) {
-      fmt::print("{}\n", r.dump());
+    for (const auto& r : o.restarts) {
+      auto s = parse_at(r, "--restart");
+      last = std::max(last, s.at);
+      const ChipId c = chip_named(sys, s.what, "--restart");
+      sim.at(s.at, [&sim, c] { sim.restart(c); });
+    }
+    for (const auto& c : o.cuts) {
+      auto s = parse_at(c, "--cut");
+      last = std::max(last, s.has_until ? s.until : s.at);
+      const routing::PortId p = port_named(sys, s.what, "--cut");
+      sim.at(s.at, [&sim, p] { sim.cut(p, true); });
+      if (s.has_until) sim.at(s.until, [&sim, p] { sim.cut(p, false); });
+    }
+    // "A:B": the two names of a stall (chip, FVC) or a loop (chip, destination).
+    auto halves = [](const Scheduled& s, const std::string& option, const char* form) {
+      const auto colon = s.what.find(':');
+      if (colon == std::string::npos || colon == 0 || colon + 1 == s.what.size() || !s.has_until) {
+        throw Error(fmt::format("{} '{}': expected {}@MS-MS (simulated milliseconds)", option, s.what, form));
+      }
+      return std::pair{s.what.substr(0, colon), s.what.substr(colon + 1)};
+    };
+    for (const auto& x : o.stalls) {
+      auto s = parse_at(x, "--stall");
+      const auto [chip, fvc_text] = halves(s, "--stall", "CHIP:FVC");
+      const ChipId c = chip_named(sys, chip, "--stall");
+      int fvc = -1;
+      if (fvc_text.size() == 1 && fvc_text[0] >= '0' && fvc_text[0] <= '9') fvc = fvc_text[0] - '0';
+      if (fvc < 0 || fvc > cfg.router.data_fvcs) {
+        throw Error(fmt::format("--stall '{}': FVC '{}' is not one of 0-{} (the data FVCs, then the control FVC)", x, fvc_text, cfg.router.data_fvcs));
+      }
+      last = std::max(last, s.until);
+      const auto v = static_cast<uint8_t>(fvc);
+      sim.at(s.at, [&sim, c, v] { sim.stall_center(c, v, true); });
+      sim.at(s.until, [&sim, c, v] { sim.stall_center(c, v, false); });
+    }
+    for (const auto& x : o.loops) {
+      auto s = parse_at(x, "--loop");
+      const auto [from, to] = halves(s, "--loop", "CHIP:DESTINATION");
+      const ChipId a = chip_named(sys, from, "--loop"), d = chip_named(sys, to, "--loop");
+      try {
+        sim.loop_ends(a, d);
+      } catch (const std::invalid_argument& e) {
+        throw Error(fmt::format("--loop '{}': {}", x, e.what()));
+      }
+      last = std::max(last, s.until);
+      sim.at(s.at, [&sim, a, d] { sim.loop(a, d, true); });
+      sim.at(s.until, [&sim, a, d] { sim.loop(a, d, false); });
+    }
+    sim.run(std::chrono::milliseconds(1));  // every link comes up
+    if (!o.json) {
+      fmt::print("ttemu sim: {}: {} chip(s), {} link(s), seed {}, simulated\n", file, sys.node_count(), sys.links.size(), cfg.seed);
+    }
+    PatternRun runner(sim, sys, tables, o, cfg.l1_bytes);
+    std::vector<std::pair<std::string, int>> runs;  // each pattern on each plane
+    for (const auto& p : patterns) {
+      for (int plane : o.planes) {
+        if (plane >= tables.planes()) throw Error(fmt::format("--plane {}: {} has {} routing plane(s)", plane, file, tables.planes()));
+        runs.emplace_back(p, plane);
+      }
+    }
+    for (const auto& [p, plane] : runs) {
+      json r = runner.run(p, plane);
+      bad = bad || r["errors"].get<uint64_t>() > 0;
+      if (o.json) {
+        fmt::print("{}\n", r.dump());
+        std::fflush(stdout);
+        continue;
+      }
+      fmt::print("{:<18} {:>5} pairs {:>10.0f} B in {:.6f} s (simulated): {:7.3f} GB/s  verified {} B, errors {}, "
+                 "nacks {}, unanswered {}  latency min/avg/p99 {:.1f}/{:.1f}/{:.1f} us (per hop {:.1f} us)  "
+                 "link directions {} (busiest {:.3f} GB/s)\n",
+                 o.planes.size() > 1 ? fmt::format("{} plane {}", p, plane) : p, r["pairs"].get<size_t>(), r["bytes"].get<double>(), r["seconds"].get<double>(),
+                 r["gb_per_s"].get<double>(), r["verified"].get<uint64_t>(), r["errors"].get<uint64_t>(),
+                 r["nacks"].get<uint64_t>(), r["unanswered"].get<uint64_t>(), r["latency_us"]["min"].get<double>(),
+                 r["latency_us"]["avg"].get<double>(), r["latency_us"]["p99"].get<double>(),
+                 r["per_hop_us"].get<double>(), r["link_directions_used"].get<int>(),
+                 r["max_link_gb_per_s"].get<double>());
+      if (!r["dead_chips"].empty() || r["retried"].get<uint64_t>() > 0 || r["tables_version"].get<int>() > 1) {
+        fmt::print("{:<18} chips that died: {}; {} pair(s) to them, {} from them; {} write(s) retried; routing tables v{}\n",
+                   "", r["dead_chips"].dump(), r["pairs_to_dead"].get<size_t>(), r["pairs_from_dead"].get<size_t>(),
+                   r["retried"].get<uint64_t>(), r["tables_version"].get<int>());
+      }
       std::fflush(stdout);
-      continue;
     }
-    fmt::print("{:<18} {:>5} pairs {:>10.0f} B in {:.6f} s (simulated): {:7.3f} GB/s  verified {} B, errors {}, "
-               "nacks {}, unanswered {}  latency min/avg/p99 {:.1f}/{:.1f}/{:.1f} us (per hop {:.1f} us)  "
-               "link directions {} (busiest {:.3f} GB/s)\n",
-               o.planes.size() > 1 ? fmt::format("{} plane {}", p, plane) : p, r["pairs"].get<size_t>(), r["bytes"].get<double>(), r["seconds"].get<double>(),
-               r["gb_per_s"].get<double>(), r["verified"].get<uint64_t>(), r["errors"].get<uint64_t>(),
-               r["nacks"].get<uint64_t>(), r["unanswered"].get<uint64_t>(), r["latency_us"]["min"].get<double>(),
-               r["latency_us"]["avg"].get<double>(), r["latency_us"]["p99"].get<double>(),
-               r["per_hop_us"].get<double>(), r["link_directions_used"].get<int>(),
-               r["max_link_gb_per_s"].get<double>());
-    if (!r["dead_chips"].empty() || r["retried"].get<uint64_t>() > 0 || r["tables_version"].get<int>() > 1) {
-      fmt::print("{:<18} chips that died: {}; {} pair(s) to them, {} from them; {} write(s) retried; routing tables v{}\n",
-                 "", r["dead_chips"].dump(), r["pairs_to_dead"].get<size_t>(), r["pairs_from_dead"].get<size_t>(),
-                 r["retried"].get<uint64_t>(), r["tables_version"].get<int>());
+    // What follows the traffic: the sim runs on until the last cut, restart and fault window
+    // are a second behind (links come back, ports return from the fallback channel).
+    for (const auto& [port, f] : plan.tx) {
+      for (const auto& w : f.down) last = std::max(last, link::Time(w.to));
     }
+    if (last + std::chrono::seconds(1) > sim.now()) sim.run(last + std::chrono::seconds(1) - sim.now());
+    sim.final_rates();
+  } catch (const sim::FabricSim::Interrupted& e) {
+    write_files();
     std::fflush(stdout);
+    fmt::print(stderr, "ttemu sim: stopped by signal {}, {}{}\n", static_cast<int>(g_stop_signal), e.what(),
+               o.snapshot.empty() ? std::string() : fmt::format("; every chip's state is in {}", o.snapshot));
+    exit_status = 128 + g_stop_signal;
+    return;
   }
-  // What follows the traffic: the sim runs on until the last cut, restart and fault window
-  // are a second behind (links come back, ports return from the fallback channel).
-  for (const auto& [port, f] : plan.tx) {
-    for (const auto& w : f.down) last = std::max(last, link::Time(w.to));
-  }
-  if (last + std::chrono::seconds(1) > sim.now()) sim.run(last + std::chrono::seconds(1) - sim.now());
-  sim.final_rates();
-  write_output(o.trace, "--trace", trace_file, sim.trace());
-  if (!o.events.empty()) write_output(o.events, "--events", events_file, event_lines(sys, file, cfg.seed, sim.control_log()));
+  write_files();
   if (bad) exit_status = 1;
 }
 
@@ -557,6 +596,8 @@ void add_sim_command(CLI::App& app, int& exit_status) {
   c->add_option("--loop", o->loops,
                 "A forwarding loop (a corrupted table): CHIP's next hop toward DEST sends it back, then is repaired: CHIP:DEST@MS-MS (repeatable)");
   c->add_option("--trace", o->trace, "Write the event trace to FILE ('-': standard output)");
+  c->add_option("--snapshot", o->snapshot,
+                "Write every chip's state (routing buffers and their heads, credits, links) as JSON to FILE at the end, or where SIGTERM/SIGINT stops the run");
   c->add_option("--events", o->events, "Write the control plane's event log (JSON lines, as a launch's) to FILE ('-': standard output)");
   c->add_option("--plane", o->planes, "Routing plane(s): each pattern runs on each in turn (default 0)")
       ->delimiter(',')
