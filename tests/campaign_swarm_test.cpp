@@ -123,6 +123,26 @@ TEST(Verdict, RetriedWritesMustLandUnlessTheTablesLeftPairsUnreachable) {
 }
 
 // Spec 5.4 and 5.5 as the verdict judges them from the event log.
+// Atomics and read-backs: a counter that differs from its acknowledged increments, bytes read
+// back that differ from what was written, and reads never answered each fail the run.
+TEST(Verdict, AtomicCountersAndReadBacksAreJudged) {
+  const nlohmann::json clean{{"pattern", "all_to_all"}, {"bytes", 100}, {"verified", 100}, {"unverified", 0},
+                             {"dead_pair_bytes", 0}, {"nacks", 0}, {"errors", 0}, {"atomic_errors", 0},
+                             {"read_errors", 0}, {"reads_unanswered", 0}};
+  const Scenario s;
+  EXPECT_TRUE(judge(s, 0, 0, false, {clean}, {}, "").pass);
+  auto with = [&](const char* key, int n) {
+    nlohmann::json r = clean;
+    r[key] = n;
+    return judge(s, 0, 0, false, {r}, {}, "");
+  };
+  EXPECT_EQ(with("atomic_errors", 1).invariant, "atomic_counters");
+  EXPECT_EQ(with("read_errors", 4096).invariant, "reads_return_what_was_written");
+  const Verdict silent = with("reads_unanswered", 2);
+  EXPECT_EQ(silent.invariant, "never_silent");
+  EXPECT_NE(silent.reason.find("2 read(s)"), std::string::npos) << silent.reason;
+}
+
 TEST(Verdict, TtlRunsOutOnlyInALoopAndALoopOrAStallPastTheTimeoutDropsSomething) {
   const nlohmann::json result{{"pattern", "all_to_all"}, {"bytes", 100}, {"verified", 100}, {"unverified", 0},
                               {"dead_pair_bytes", 0}, {"nacks", 3}, {"errors", 0}};

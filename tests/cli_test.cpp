@@ -306,7 +306,7 @@ TEST(Campaign, TheQuickCampaignPasses) {
     ids.insert(run["id"].get<int>());
     scenarios.insert(run["scenario"].get<std::string>());
   }
-  EXPECT_EQ(ids.size(), 88u) << "3 topologies x 2 workloads x 11 scenarios (some on one or two topologies, or one pattern) x 2 seeds";
+  EXPECT_EQ(ids.size(), 176u) << "3 topologies x 4 workloads x 11 scenarios (some on one or two topologies, or one pattern) x 2 seeds";
   EXPECT_EQ(scenarios.size(), 11u);
   EXPECT_FALSE(std::filesystem::exists(dir / "runs" / "0")) << "a passing run leaves nothing behind";
 }
@@ -585,6 +585,31 @@ TEST(Sim, AForwardingLoopRunsOutOfTtlAndTheRetriedWritesLandOnceItIsMended) {
   EXPECT_GT(expired, 0);
   ASSERT_EQ(run((dir / "b.jsonl").string()).status, 0);
   EXPECT_EQ(slurp(dir / "a.jsonl"), slurp(dir / "b.jsonl")) << "the same seed, the same event log";
+}
+
+// Atomic increments through dropped and corrupted frames, a chip killed and restarted, and
+// retries: each pair's counter holds every acknowledged increment and at most the unanswered
+// ones besides; and blocks written then read back come back as written.
+TEST(Sim, AtomicCountersAndReadBacksHoldThroughFaults) {
+  TempDir dir;
+  write_file(dir / "plan.yaml", "defaults: {corrupt: 0.01, drop: 0.01}\n");
+  const std::string base = "sim " + topo("t3k.yaml") + " --pattern all_to_all --json --seed 5 --retry 3 --faults " + (dir / "plan.yaml").string();
+  const RunResult a = cli(base + " --op atomic --count 20 --kill M0D5@1 --restart M0D5@20");
+  ASSERT_EQ(a.status, 0) << a.out;
+  const auto p = nlohmann::json::parse(a.stdout_text);
+  EXPECT_EQ(p["op"], "atomic");
+  EXPECT_EQ(p["errors"], 0) << p;
+  EXPECT_EQ(p["atomic_errors"], 0) << p;
+  EXPECT_EQ(p["bytes"].get<double>(), 56 * 20 * 4) << "an increment counts 4 bytes: " << p;
+  EXPECT_EQ(p["verified"].get<double>() + p["unverified"].get<double>() + p["dead_pair_bytes"].get<double>(), p["bytes"].get<double>()) << p;
+  EXPECT_GT(p["verified"].get<double>(), 0) << p;
+  const RunResult r = cli(base + " --op read --count 4 --size 8192");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto q = nlohmann::json::parse(r.stdout_text);
+  EXPECT_EQ(q["read_errors"], 0) << q;
+  EXPECT_EQ(q["reads_unanswered"], 0) << q;
+  EXPECT_EQ(q["read_verified"], q["read_bytes"]) << q;
+  EXPECT_EQ(q["read_bytes"].get<double>(), 56 * 4 * 8192) << q;
 }
 
 // A chip killed mid-traffic and restarted: the pairs among the other chips verify, the tables

@@ -131,7 +131,7 @@ json run_one(const Campaign& c, const Run& r, const fs::path& out, bool keep, bo
   const fs::path dir = out / "runs" / std::to_string(r.id);
   const Ran ran = run_in(p, dir, c.limit_s, keep, processes);
   const Verdict& v = ran.verdict;
-  json j{{"id", r.id}, {"topology", p.topology}, {"workload", r.workload}, {"pattern", p.workload.pattern},
+  json j{{"id", r.id}, {"topology", p.topology}, {"workload", r.workload}, {"pattern", p.workload.pattern}, {"op", p.workload.op},
          {"scenario", p.scenario.name}, {"seed", r.seed}, {"pass", v.pass}, {"invariant", v.invariant}, {"reason", v.reason},
          {"seconds", ran.child.seconds}, {"reproduce", shell_line({"ttemu", "campaign", c.file, "--run", std::to_string(r.id)})},
          {"sim", shell_line(ran.sim_line)}, {"engine", processes ? "processes" : "sim"},
@@ -222,6 +222,10 @@ int run_campaign(const CampaignOptions& o) {
       if (processes && !c.scenarios[runs[i].scenario].loops.empty()) {
         // (No operator command corrupts a running system's tables.)
         records[i] = {{"id", runs[i].id}, {"skipped", "a forwarding loop runs in the simulator only"}};
+        continue;
+      }
+      if (processes && c.workloads[runs[i].workload].op != "write") {
+        records[i] = {{"id", runs[i].id}, {"skipped", "reads and atomics run in the simulator only"}};
         continue;
       }
       try {

@@ -157,9 +157,11 @@ Campaign load_campaign(const std::string& path) {
   const YAML::Node workloads = root["workloads"];
   if (!workloads || !workloads.IsSequence() || workloads.size() == 0) rd.fail(root, "'workloads' must be a list of one or more");
   for (const auto& w : workloads) {
-    rd.keys(w, {"pattern", "size", "count", "fvc"}, "a workload");
+    rd.keys(w, {"pattern", "op", "size", "count", "fvc"}, "a workload");
     Workload x;
     if (w["pattern"]) x.pattern = w["pattern"].Scalar();
+    if (w["op"]) x.op = w["op"].Scalar();
+    if (x.op != "write" && x.op != "read" && x.op != "atomic") rd.fail(w["op"], fmt::format("op '{}' is not write, read or atomic", x.op));
     try {
       control::expand_patterns({x.pattern});
     } catch (const Error& e) {
@@ -267,6 +269,7 @@ std::vector<std::string> sim_args(const RunPlan& p, const std::string& dir) {
                              "--count", std::to_string(w.count), "--fvc", std::to_string(w.fvc), "--seed", std::to_string(p.seed),
                              "--retry", std::to_string(p.retry), "--json", "--events", (fs::path(dir) / "events.jsonl").string(),
                              "--snapshot", (fs::path(dir) / "state.json").string()};
+  if (w.op != "write") a.insert(a.end(), {"--op", w.op});
   if (!s.faults_yaml.empty()) a.insert(a.end(), {"--faults", (fs::path(dir) / "plan.yaml").string()});
   for (const auto& x : s.cuts) a.insert(a.end(), {"--cut", x});
   for (const auto& x : s.kills) a.insert(a.end(), {"--kill", x});

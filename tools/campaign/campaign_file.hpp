@@ -15,6 +15,7 @@ namespace ttemu::tools {
 
 struct Workload {
   std::string pattern = "all_to_all";
+  std::string op = "write";  // write | read (written, then read back) | atomic (increments)
   uint32_t size = 4096, count = 4;
   int fvc = -1;
 };

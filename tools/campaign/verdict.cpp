@@ -106,8 +106,15 @@ Verdict judge(const Scenario& s, int retry, int exit_status, bool timed_out, con
     if (u("errors") > 0) {
       return fail("no_acknowledged_write_lost", fmt::format("{}: {} B acknowledged but missing or corrupted", where, u("errors")));
     }
-    if (u("unanswered") > 0) {
-      return fail("never_silent", fmt::format("{}: {} write(s) neither acknowledged nor NACKed", where, u("unanswered")));
+    if (u("atomic_errors") > 0) {
+      return fail("atomic_counters", fmt::format("{}: {} counter(s) differ from their acknowledged increments", where, u("atomic_errors")));
+    }
+    if (u("read_errors") > 0) {
+      return fail("reads_return_what_was_written", fmt::format("{}: {} B read back differ from what was written", where, u("read_errors")));
+    }
+    if (u("unanswered") > 0 || u("reads_unanswered") > 0) {
+      return fail("never_silent", fmt::format("{}: {} write(s) and {} read(s) neither answered nor NACKed", where, u("unanswered"),
+                                              u("reads_unanswered")));
     }
     if (u("verified") + u("unverified") + u("dead_pair_bytes") != u("bytes")) {
       return fail("accounted", fmt::format("{}: {} B written, {} verified, {} NACKed, {} to or from dead chips", where, u("bytes"),

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -51,6 +52,7 @@ struct SimOptions {
   std::string trace;
   std::string events;
   std::string snapshot;
+  std::string op = "write";  // write | read (the writes, then read back) | atomic (increments)
   int retry = 0;
   int status_interval_ms = 1000;
   std::vector<int> planes{0};
@@ -138,7 +140,9 @@ class PatternRun {
       if (died(s)) continue;
       drain(sim_.worker(id(s), core(d)));
       auto mem = sim_.memory(id(s), src_addr(d), block);
-      for (uint32_t k = 0; k < o_.count; ++k) control::fill_pattern(mem.subspan(uint64_t{k} * o_.size, o_.size), s, d, k);
+      if (!atomic()) {
+        for (uint32_t k = 0; k < o_.count; ++k) control::fill_pattern(mem.subspan(uint64_t{k} * o_.size, o_.size), s, d, k);
+      }
       auto at = sim_.memory(id(d), dst_addr(s), block);
       std::fill(at.begin(), at.end(), uint8_t{0});
     }
@@ -154,6 +158,10 @@ class PatternRun {
     // retry mode does. Each round is a transaction id of its own (in turn: a late answer to an
     // earlier round's write cannot pass for this one's).
     std::vector<Outcome> outcome(pairs.size());
+    // Atomics: each increment is sent once, and again only if it was NACKed or never answered
+    // (writes are idempotent and go again whole). By pair: increments acknowledged, and
+    // increments never answered (each may or may not have been counted).
+    std::vector<uint32_t> sends(pairs.size(), o_.count), acked(pairs.size(), 0), unanswered_sum(pairs.size(), 0);
     std::vector<size_t> todo;
     for (size_t i = 0; i < pairs.size(); ++i) {
       if (!died(pairs[i].first)) todo.push_back(i);
@@ -168,7 +176,7 @@ class PatternRun {
         auto& w = sim_.worker(id(pairs[i].first), core(pairs[i].second));
         base[i] = {w.nacked(txn), w.in_flight(txn)};
       }
-      submit(pattern, plane, pairs, todo, txn, limit);
+      submit(pattern, plane, pairs, todo, sends, txn, limit);
       // Until every write is answered, or nothing moves any more, or the limit. As the client
       // library's retry mode judges: writes still unanswered a second after the last answer,
       // once new tables are in force, are lost (in a dead chip, or in the window of a link
@@ -190,6 +198,9 @@ class PatternRun {
         auto& w = sim_.worker(id(s), core(d));
         outcome[i] = {since(w.nacked(txn), base[i].nacked), since(w.in_flight(txn), base[i].pending)};
         nacks += outcome[i].nacked;
+        acked[i] += sends[i] - std::min(sends[i], outcome[i].nacked + outcome[i].pending);
+        unanswered_sum[i] += outcome[i].pending;
+        if (atomic()) sends[i] = outcome[i].nacked + outcome[i].pending;
         if ((outcome[i].nacked > 0 || outcome[i].pending > 0) && !died(d)) again.push_back(i);
       }
       if (again.empty() || round >= o_.retry || sim_.now() >= limit) break;
@@ -200,7 +211,7 @@ class PatternRun {
       for (const link::Time until = sim_.now() + kLostAfter; sim_.tables_version() == version && sim_.now() < until;) {
         if (sim_.run(std::chrono::milliseconds(1))) break;
       }
-      retried += again.size() * o_.count;
+      for (size_t i : again) retried += sends[i];
       todo = std::move(again);
     }
     const double seconds = std::chrono::duration<double>(sim_.now() - start).count();
@@ -210,11 +221,25 @@ class PatternRun {
     // How each pair's writes ended, and what landed.
     const PairSplit split = split_dead(
         n, pairs, [&](int i) { return died(i); }, [&](int i) { return routing::to_string(id(i)); });
-    uint64_t verified = 0, errors = 0, unverified = 0, unanswered = 0;
+    uint64_t verified = 0, errors = 0, unverified = 0, unanswered = 0, atomic_errors = 0;
+    std::vector<bool> landed(pairs.size(), false);  // every write of the pair verified (read back)
     for (size_t i = 0; i < pairs.size(); ++i) {
       auto [s, d] = pairs[i];
       if (died(s) || died(d)) continue;  // (counted in split)
       unanswered += outcome[i].pending;
+      if (atomic()) {
+        // The counter holds every acknowledged increment, and at most the unanswered ones
+        // besides (an answer lost after the count). What was not acknowledged is unverified.
+        uint32_t counter = 0;
+        std::memcpy(&counter, sim_.memory(id(d), dst_addr(s), 4).data(), 4);
+        const uint32_t ok = std::min(acked[i], o_.count);
+        if (counter >= acked[i] && counter <= acked[i] + unanswered_sum[i]) {
+          verified += uint64_t{unit()} * ok, unverified += uint64_t{unit()} * (o_.count - ok);
+        } else {
+          errors += uint64_t{unit()} * o_.count, ++atomic_errors;
+        }
+        continue;
+      }
       auto mem = sim_.memory(id(d), dst_addr(s), block);
       for (uint32_t k = 0; k < o_.count; ++k) {
         const bool ok = control::check_pattern(mem.subspan(uint64_t{k} * o_.size, o_.size), s, d, k);
@@ -224,7 +249,10 @@ class PatternRun {
         else if (outcome[i].nacked > 0 || outcome[i].pending > 0) unverified += o_.size;
         else errors += o_.size;
       }
+      landed[i] = true;
+      for (uint32_t k = 0; k < o_.count && landed[i]; ++k) landed[i] = control::check_pattern(mem.subspan(uint64_t{k} * o_.size, o_.size), s, d, k);
     }
+    const json reads = o_.op == "read" ? read_back(pairs, landed, plane, limit) : json();
     // Latency: single small writes between chips that live, each waited for, in simulated time.
     std::vector<double> rtt;
     constexpr uint8_t kProbe = chip::kTxnIds - 1;
@@ -255,18 +283,21 @@ class PatternRun {
     }
     const double hops = mean_hops(sys_, tables_, plane, pairs);
     const Percentiles lat = percentiles(rtt);
-    const double bytes = static_cast<double>(pairs.size()) * static_cast<double>(block);
-    return {{"pattern", pattern}, {"plane", plane}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
+    const double bytes = static_cast<double>(pairs.size()) * static_cast<double>(uint64_t{unit()} * o_.count);
+    json out = {{"pattern", pattern}, {"op", o_.op}, {"plane", plane}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
             {"gb_per_s", seconds > 0 ? bytes / seconds / 1e9 : 0.0}, {"verified", verified}, {"errors", errors},
             {"nacks", nacks}, {"unanswered", unanswered}, {"unverified", unverified}, {"retried", retried},
             {"dead_chips", split.dead_chips}, {"pairs_to_dead", split.to_dead}, {"pairs_from_dead", split.from_dead},
-            {"dead_pair_bytes", (split.to_dead + split.from_dead) * block},
+            {"dead_pair_bytes", (split.to_dead + split.from_dead) * uint64_t{unit()} * o_.count},
             {"tables_version", sim_.tables_version()}, {"latency_us", lat.to_json()},
             {"link_directions_used", links_used}, {"max_link_gb_per_s", max_link}, {"mean_hops", hops},
             {"per_hop_us", hops > 0 ? lat.p50 / (2 * hops) : 0.0},
             {"sim_time_s", std::chrono::duration<double>(sim_.now()).count()},
             {"packet_hops", packet_hops}, {"cpu_s", cpu_s},
             {"packet_hops_per_cpu_s", cpu_s > 0 ? static_cast<double>(packet_hops) / cpu_s : 0.0}};
+    if (atomic()) out["atomic_errors"] = atomic_errors;
+    if (reads.is_object()) out.update(reads);
+    return out;
   }
 
  private:
@@ -295,6 +326,11 @@ class PatternRun {
     return !sim_.alive(id(i)) || sim_.incarnation(id(i)) != incarnation_[static_cast<size_t>(i)];
   }
   static uint32_t since(uint32_t now, uint32_t base) { return now > base ? now - base : 0; }
+  bool atomic() const { return o_.op == "atomic"; }
+  // The bytes a command stands for in the figures: an increment's counter is 4.
+  uint32_t unit() const { return atomic() ? 4 : o_.size; }
+  // Where a source reads a destination's block back to (--op read): above its own data.
+  uint64_t readback_addr(int d) const { return src_addr(d) + uint64_t{o_.size} * o_.count * chips_.size(); }
   static uint16_t core(int d) { return static_cast<uint16_t>(d % chip::kMaxWorkers); }
   uint64_t src_addr(int d) const { return l1_ / 2 + static_cast<uint64_t>(d) * uint64_t{o_.size} * o_.count; }
   uint64_t dst_addr(int s) const { return static_cast<uint64_t>(s) * uint64_t{o_.size} * o_.count; }
@@ -302,14 +338,18 @@ class PatternRun {
   // Every write of the pairs in `todo`, one from each in turn, as transaction `txn`; a full
   // command buffer lets the chip run until it takes some.
   void submit(const std::string& pattern, int plane, const std::vector<std::pair<int, int>>& pairs, const std::vector<size_t>& todo,
-              uint8_t txn, link::Time limit) {
+              const std::vector<uint32_t>& sends, uint8_t txn, link::Time limit, routing::Command command = routing::Command::kWrite) {
+    if (atomic()) command = routing::Command::kAtomicInc;
     for (uint32_t k = 0; k < o_.count; ++k) {
       for (size_t i : todo) {
+        if (k >= sends[i]) continue;
         auto [s, d] = pairs[i];
-        chip::CommandRequest r{.command = routing::Command::kWrite, .fvc = static_cast<int8_t>(o_.fvc), .plane = static_cast<uint8_t>(plane), .txn_id = txn,
+        chip::CommandRequest r{.command = command, .fvc = static_cast<int8_t>(o_.fvc), .plane = static_cast<uint8_t>(plane), .txn_id = txn,
                                .dst_mesh = id(d).mesh, .dst_device = id(d).device, .size = o_.size,
                                .src_addr = src_addr(d) + uint64_t{k} * o_.size,
                                .dst_addr = dst_addr(s) + uint64_t{k} * o_.size};
+        if (command == routing::Command::kAtomicInc) r.size = 4, r.arg = 1, r.dst_addr = dst_addr(s);  // one counter per pair
+        if (command == routing::Command::kReadRequest) r.return_addr = readback_addr(d) + uint64_t{k} * o_.size;
         while (!died(s) && !sim_.worker(id(s), core(d)).try_submit(r)) {  // died: its workers are gone
           if (sim_.now() >= limit) throw Error(fmt::format("pattern {}: no room in {}'s command buffer within {} s",
                                                            pattern, routing::to_string(id(s)), o_.limit_s));
@@ -317,6 +357,46 @@ class PatternRun {
         }
       }
     }
+  }
+
+  // --op read: every pair whose writes all landed reads its block back into the source's
+  // memory, and what comes back must be what was written. One round, no retry: a read NACKed
+  // or never answered is counted, not checked.
+  json read_back(const std::vector<std::pair<int, int>>& pairs, const std::vector<bool>& landed, int plane, link::Time limit) {
+    const uint8_t txn = next_txn_;
+    next_txn_ = static_cast<uint8_t>((next_txn_ + 1) % (chip::kTxnIds - 1));
+    std::vector<size_t> todo;
+    std::vector<Outcome> base(pairs.size());
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      auto [s, d] = pairs[i];
+      if (!landed[i] || died(s) || died(d)) continue;
+      todo.push_back(i);
+      auto back = sim_.memory(id(s), readback_addr(d), uint64_t{o_.size} * o_.count);
+      std::fill(back.begin(), back.end(), uint8_t{0});
+      auto& w = sim_.worker(id(s), core(d));
+      base[i] = {w.nacked(txn), w.in_flight(txn)};
+    }
+    submit("read", plane, pairs, todo, std::vector<uint32_t>(pairs.size(), o_.count), txn, limit, routing::Command::kReadRequest);
+    const link::Time give_up = std::min(limit, sim_.now() + kGiveUp);
+    while (unanswered(pairs, todo, txn, base) > 0 && sim_.now() < give_up) {
+      if (sim_.run(std::chrono::milliseconds(1)) && unanswered(pairs, todo, txn, base) > 0) break;
+    }
+    uint64_t read_bytes = 0, read_verified = 0, read_errors = 0, nacked = 0, pending = 0;
+    for (size_t i : todo) {
+      auto [s, d] = pairs[i];
+      if (died(s) || died(d)) continue;
+      auto& w = sim_.worker(id(s), core(d));
+      const uint32_t n = since(w.nacked(txn), base[i].nacked), p = since(w.in_flight(txn), base[i].pending);
+      nacked += n, pending += p;
+      auto back = sim_.memory(id(s), readback_addr(d), uint64_t{o_.size} * o_.count);
+      for (uint32_t k = 0; k < o_.count; ++k) {
+        read_bytes += o_.size;
+        if (control::check_pattern(back.subspan(uint64_t{k} * o_.size, o_.size), s, d, k)) read_verified += o_.size;
+        else if (n == 0 && p == 0) read_errors += o_.size;  // answered, and wrong
+      }
+    }
+    return {{"read_bytes", read_bytes}, {"read_verified", read_verified}, {"read_errors", read_errors},
+            {"reads_nacked", nacked}, {"reads_unanswered", pending}};
   }
 
   static void drain(chip::CommandBufferClient& w) {
@@ -445,7 +525,8 @@ void run_sim(const SimOptions& o, int& exit_status) {
   // Sources keep their data in the upper half of L1, destinations take each source's writes
   // in the lower half: room for every chip's block in each.
   const uint64_t block = uint64_t{o.size} * o.count;
-  const uint64_t need = 2 * block * static_cast<uint64_t>(sys.node_count());
+  // (--op read: the blocks read back too, above the sources' data.)
+  const uint64_t need = (o.op == "read" ? 4 : 2) * block * static_cast<uint64_t>(sys.node_count());
   if (need > (uint64_t{1} << 32)) throw Error(fmt::format("--size x --count x chips is too large ({} bytes of L1 per chip)", need));
   cfg.l1_bytes = std::max<size_t>(cfg.l1_bytes, need);
   // Opened first: a bad path fails before the run, not after it.
@@ -602,6 +683,8 @@ void add_sim_command(CLI::App& app, int& exit_status) {
   c->add_option("--plane", o->planes, "Routing plane(s): each pattern runs on each in turn (default 0)")
       ->delimiter(',')
       ->check(whole_number<int>(0, 15));
+  c->add_option("--op", o->op, "write; read (the writes, then every pair reads its block back); atomic (each write an increment of one counter per pair)")
+      ->check(CLI::IsMember({"write", "read", "atomic"}));
   c->add_option("--retry", o->retry, "Write again what was NACKed or lost, after the control plane's reroute, up to this many rounds (0: off)")
       ->check(whole_number<int>(0, chip::kTxnIds - 2));
   c->add_option("--status-interval-ms", o->status_interval_ms,
