@@ -197,11 +197,21 @@ int run_campaign(const CampaignOptions& o) {
     runs = {runs[static_cast<size_t>(o.run)]};
   }
   const fs::path out = o.out.empty() ? fs::path("campaign-" + c.name) : fs::path(o.out);
-  fs::create_directories(out);
   // Simulations share nothing and run side by side; systems of processes one at a time (each
   // takes every CPU, and their timing is part of what is tested).
   const bool processes = o.engine == "processes";
   if (processes && o.jobs > 1) throw Error("--jobs: the processes engine runs one system at a time");
+  // Why the engine does not run a run, or nullptr. (No operator command corrupts a running
+  // system's tables, and ttemu traffic only writes.)
+  auto engine_skips = [&](const Run& r) -> const char* {
+    if (processes && !c.scenarios[r.scenario].loops.empty()) return "a forwarding loop runs in the simulator only";
+    if (processes && c.workloads[r.workload].op != "write") return "reads and atomics run in the simulator only";
+    return nullptr;
+  };
+  if (o.run >= 0) {
+    if (const char* why = engine_skips(runs.front())) throw Error(fmt::format("run {} does not run in the {} engine: {}", o.run, o.engine, why));
+  }
+  fs::create_directories(out);
   const int jobs = processes ? 1 : o.jobs > 0 ? o.jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   fmt::print(stderr, "ttemu campaign: {}: {} run(s) ({} topologies x {} workloads x {} scenarios x {} seeds), {} at once, into {}\n",
              c.name, runs.size(), c.topologies.size(), c.workloads.size(), c.scenarios.size(), c.seeds.size(), jobs, out.string());
@@ -230,11 +240,7 @@ int run_campaign(const CampaignOptions& o) {
   auto work = [&] {
     for (size_t i; (i = next.fetch_add(1)) < runs.size();) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      // (No operator command corrupts a running system's tables, and ttemu traffic only writes.)
-      const char* skip = o.budget_s > 0 && elapsed > o.budget_s                      ? "over the budget"
-                         : processes && !c.scenarios[runs[i].scenario].loops.empty() ? "a forwarding loop runs in the simulator only"
-                         : processes && c.workloads[runs[i].workload].op != "write"  ? "reads and atomics run in the simulator only"
-                                                                                     : nullptr;
+      const char* skip = o.budget_s > 0 && elapsed > o.budget_s ? "over the budget" : engine_skips(runs[i]);
       if (skip) {
         records[i] = {{"id", runs[i].id}, {"skipped", skip}};
         std::lock_guard lock(progress);
