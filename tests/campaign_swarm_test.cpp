@@ -143,6 +143,15 @@ TEST(Verdict, AtomicCountersAndReadBacksAreJudged) {
   EXPECT_NE(silent.reason.find("2 read(s)"), std::string::npos) << silent.reason;
 }
 
+// An acknowledged write that is not found is named in the reason: which pair, which write.
+TEST(Verdict, ALostWriteIsNamed) {
+  const nlohmann::json lost{{"pattern", "all_to_all"}, {"bytes", 100}, {"verified", 96}, {"unverified", 0},
+                            {"dead_pair_bytes", 0}, {"nacks", 0}, {"errors", 4}, {"error_writes", {"M0D0->M0D10 #2"}}};
+  const Verdict v = judge(Scenario{}, 0, 0, false, {lost}, {}, "");
+  EXPECT_EQ(v.invariant, "no_acknowledged_write_lost");
+  EXPECT_NE(v.reason.find("M0D0->M0D10 #2"), std::string::npos) << v.reason;
+}
+
 TEST(Verdict, TtlRunsOutOnlyInALoopAndALoopOrAStallPastTheTimeoutDropsSomething) {
   const nlohmann::json result{{"pattern", "all_to_all"}, {"bytes", 100}, {"verified", 100}, {"unverified", 0},
                               {"dead_pair_bytes", 0}, {"nacks", 3}, {"errors", 0}};

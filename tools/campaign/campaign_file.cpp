@@ -318,7 +318,14 @@ ProcessesRun processes_run(const RunPlan& p, const std::string& dir, const std::
     now = std::max(now, at);
     r.script += fmt::format("{} {} > /dev/null\n", t, command);
   }
-  r.script += "wait $traffic\n";
+  // As the simulator runs on past the last fault, the system lives on a moment after the
+  // traffic when faults were scheduled: the control plane's reload (LiveRoutes::kSettle after
+  // the news) and the EFC's moves are judged too, not cut short by the end of the run.
+  if (actions.empty() && s.faults_yaml.empty()) {
+    r.script += "wait $traffic\n";
+  } else {
+    r.script += "wait $traffic\nstatus=$?\nsleep 0.5\nexit $status\n";
+  }
   return r;
 }
 

@@ -104,7 +104,10 @@ Verdict judge(const Scenario& s, int retry, int exit_status, bool timed_out, con
     const auto u = [&](const char* k) { return r.value(k, 0.0); };
     const std::string where = fmt::format("{} on plane {}", r.value("pattern", "?"), r.value("plane", 0));
     if (u("errors") > 0) {
-      return fail("no_acknowledged_write_lost", fmt::format("{}: {} B acknowledged but missing or corrupted", where, u("errors")));
+      const json none = json::array();
+      const json& which = r.contains("error_writes") ? r["error_writes"] : none;
+      return fail("no_acknowledged_write_lost", fmt::format("{}: {} B acknowledged but missing or corrupted{}", where, u("errors"),
+                                                            which.empty() ? "" : " (" + which.dump() + ")"));
     }
     if (u("atomic_errors") > 0) {
       return fail("atomic_counters", fmt::format("{}: {} counter(s) differ from their acknowledged increments", where, u("atomic_errors")));

@@ -222,7 +222,8 @@ class PatternRun {
     const PairSplit split = split_dead(
         n, pairs, [&](int i) { return died(i); }, [&](int i) { return routing::to_string(id(i)); });
     uint64_t verified = 0, errors = 0, unverified = 0, unanswered = 0, atomic_errors = 0;
-    std::vector<bool> landed(pairs.size(), false);  // every write of the pair verified (read back)
+    std::vector<bool> landed(pairs.size(), false);
+    json error_writes = json::array();  // which writes were acknowledged and not found: "SRC->DST #k" (the first 8)  // every write of the pair verified (read back)
     for (size_t i = 0; i < pairs.size(); ++i) {
       auto [s, d] = pairs[i];
       if (died(s) || died(d)) continue;  // (counted in split)
@@ -247,7 +248,10 @@ class PatternRun {
         // must be there, bit-exact.
         if (ok) verified += o_.size;
         else if (outcome[i].nacked > 0 || outcome[i].pending > 0) unverified += o_.size;
-        else errors += o_.size;
+        else {
+          errors += o_.size;
+          if (error_writes.size() < 8) error_writes.push_back(fmt::format("{}->{} #{}", routing::to_string(id(s)), routing::to_string(id(d)), k));
+        }
       }
       landed[i] = true;
       for (uint32_t k = 0; k < o_.count && landed[i]; ++k) landed[i] = control::check_pattern(mem.subspan(uint64_t{k} * o_.size, o_.size), s, d, k);
@@ -284,7 +288,7 @@ class PatternRun {
     const double hops = mean_hops(sys_, tables_, plane, pairs);
     const Percentiles lat = percentiles(rtt);
     const double bytes = static_cast<double>(pairs.size()) * static_cast<double>(uint64_t{unit()} * o_.count);
-    json out = {{"pattern", pattern}, {"op", o_.op}, {"plane", plane}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
+    json out = {{"pattern", pattern}, {"op", o_.op}, {"error_writes", error_writes}, {"plane", plane}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
             {"gb_per_s", seconds > 0 ? bytes / seconds / 1e9 : 0.0}, {"verified", verified}, {"errors", errors},
             {"nacks", nacks}, {"unanswered", unanswered}, {"unverified", unverified}, {"retried", retried},
             {"dead_chips", split.dead_chips}, {"pairs_to_dead", split.to_dead}, {"pairs_from_dead", split.from_dead},
