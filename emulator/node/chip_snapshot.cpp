@@ -13,7 +13,7 @@ using nlohmann::json;
 namespace {
 
 json lane_json(uint8_t lane) {
-  return {{"fvc", transport::fvc_of_lane(lane)}, {"class", lane % 2}, {"kind", transport::answer_lane(lane) ? "answer" : "request"}};
+  return {{"fvc", transport::fvc_of_lane(lane)}, {"class", transport::class_of_lane(lane)}, {"kind", transport::answer_lane(lane) ? "answer" : "request"}};
 }
 
 double ms(Time t) { return std::chrono::duration<double, std::milli>(t).count(); }

@@ -308,7 +308,8 @@ class Chip final : public node::NodeObserver {
   void install_faults(uint8_t port, const json& f, bool from_now = false) {
     link::DirectionFaults faults = link::faults_from_json(f);
     if (from_now) {
-      for (auto& w : faults.down) w.from += node().link_age(now()), w.to += node().link_age(now());
+      const link::Duration age = node().link_age(now());
+      for (auto& w : faults.down) w.from += age, w.to += age;
     }
     uint64_t seed = seed_ * 0x9E3779B97F4A7C15ull ^ (uint64_t{o_.chip.mesh} << 40) ^
                     (uint64_t{o_.chip.device} << 20) ^ port;

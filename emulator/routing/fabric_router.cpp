@@ -255,7 +255,7 @@ void FabricRouter::poll(Time now, Actions& out) {
           // may come back in a moment (over a fallback channel), or new tables route it
           // another way.
           in.answer_waits = true;
-          if (now - q.front().head_since >= std::min(cfg_.answer_down_wait, cfg_.timeout)) {
+          if (now - q.front().head_since >= answer_wait()) {
             drop(in, RouterEvent::kLinkDown, now, out);
             progress = true;
           }
@@ -279,9 +279,8 @@ void FabricRouter::poll(Time now, Actions& out) {
 std::optional<Time> FabricRouter::next_deadline() const {
   std::optional<Time> t;
   if (queued_ == 0) return t;
-  const Duration answer_wait = std::min(cfg_.answer_down_wait, cfg_.timeout);
   for (const auto& in : inputs_) {
-    if (!in.q.empty()) t = earlier(t, in.q.front().head_since + (in.answer_waits ? answer_wait : cfg_.timeout));
+    if (!in.q.empty()) t = earlier(t, in.q.front().head_since + (in.answer_waits ? answer_wait() : cfg_.timeout));
   }
   return t;
 }

@@ -26,6 +26,7 @@
 // (set_center_room); until then they wait in their buffers, under the timeout like any other.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -159,6 +160,8 @@ class FabricRouter {
     bool answer_waits = false;  // its head is an answer waiting for a down link (answer_down_wait)
   };
 
+  // How long an answer waits for a down link: answer_down_wait, never past the timeout.
+  Duration answer_wait() const { return std::min(cfg_.answer_down_wait, cfg_.timeout); }
   // Index into inputs_ (or credits_) of (port, lane); -1 when the port is not wired.
   int slot(uint8_t port, uint8_t lane) const;
   void drop(Input& in, RouterEvent::Kind why, Time now, Actions& out);

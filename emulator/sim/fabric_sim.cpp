@@ -1,5 +1,7 @@
 #include "emulator/sim/fabric_sim.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <array>
 #include <cstring>
 #include <stdexcept>

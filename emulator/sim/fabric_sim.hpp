@@ -17,7 +17,7 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "emulator/chip/command_buffer.hpp"
 #include "emulator/chip/status_queue.hpp"

@@ -19,6 +19,7 @@ inline constexpr uint8_t lane(uint8_t fvc, int cls, bool answer) {
   return static_cast<uint8_t>(kLanesPerFvc * fvc + 2 * (answer ? 1 : 0) + cls);
 }
 inline constexpr uint8_t fvc_of_lane(uint8_t lane) { return static_cast<uint8_t>(lane / kLanesPerFvc); }
+inline constexpr int class_of_lane(uint8_t lane) { return lane % 2; }
 inline constexpr bool answer_lane(uint8_t lane) { return (lane / 2) % 2 == 1; }
 inline constexpr int lanes_for(int fvcs) { return kLanesPerFvc * fvcs; }
 inline constexpr uint8_t control_fvc(int data_fvcs) { return static_cast<uint8_t>(data_fvcs); }

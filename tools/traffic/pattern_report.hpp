@@ -8,11 +8,19 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "emulator/control/table_check.hpp"
 
 namespace ttemu::tools {
+
+// A result's "error_writes": the acknowledged writes not found bit-exact, the first few named
+// "SRC->DST #k" (the k-th write of the pair).
+inline void name_error_write(nlohmann::json& error_writes, const std::string& src, const std::string& dst, uint32_t k) {
+  constexpr size_t kShown = 8;
+  if (error_writes.size() < kShown) error_writes.push_back(fmt::format("{}->{} #{}", src, dst, k));
+}
 
 struct Percentiles {
   double min = 0, avg = 0, p50 = 0, p99 = 0;

@@ -222,8 +222,8 @@ class PatternRun {
     const PairSplit split = split_dead(
         n, pairs, [&](int i) { return died(i); }, [&](int i) { return routing::to_string(id(i)); });
     uint64_t verified = 0, errors = 0, unverified = 0, unanswered = 0, atomic_errors = 0;
-    std::vector<bool> landed(pairs.size(), false);
-    json error_writes = json::array();  // which writes were acknowledged and not found: "SRC->DST #k" (the first 8)  // every write of the pair verified (read back)
+    std::vector<bool> landed(pairs.size(), false);  // every write of the pair verified (--op read reads them back)
+    json error_writes = json::array();
     for (size_t i = 0; i < pairs.size(); ++i) {
       auto [s, d] = pairs[i];
       if (died(s) || died(d)) continue;  // (counted in split)
@@ -242,19 +242,19 @@ class PatternRun {
         continue;
       }
       auto mem = sim_.memory(id(d), dst_addr(s), block);
+      landed[i] = true;
       for (uint32_t k = 0; k < o_.count; ++k) {
         const bool ok = control::check_pattern(mem.subspan(uint64_t{k} * o_.size, o_.size), s, d, k);
+        landed[i] = landed[i] && ok;
         // A write that was NACKed or never answered may be missing; one that was acknowledged
         // must be there, bit-exact.
         if (ok) verified += o_.size;
         else if (outcome[i].nacked > 0 || outcome[i].pending > 0) unverified += o_.size;
         else {
           errors += o_.size;
-          if (error_writes.size() < 8) error_writes.push_back(fmt::format("{}->{} #{}", routing::to_string(id(s)), routing::to_string(id(d)), k));
+          name_error_write(error_writes, routing::to_string(id(s)), routing::to_string(id(d)), k);
         }
       }
-      landed[i] = true;
-      for (uint32_t k = 0; k < o_.count && landed[i]; ++k) landed[i] = control::check_pattern(mem.subspan(uint64_t{k} * o_.size, o_.size), s, d, k);
     }
     const json reads = o_.op == "read" ? read_back(pairs, landed, plane, limit) : json();
     // Latency: single small writes between chips that live, each waited for, in simulated time.

@@ -32,9 +32,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Writes named in a result's "error_writes" (acknowledged, and not found bit-exact).
-constexpr size_t kErrorWritesShown = 8;
-
 struct TrafficOptions {
   std::vector<std::string> patterns{"all_to_all"};
   uint32_t size = 4096;
@@ -229,15 +226,13 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   // A source whose writes stayed NACKed after its retries (ENACKED) was told so: what of them
   // is missing is unverified, not an error (as ttemu sim judges a NACKed pair).
   uint64_t unverified = 0;
-  json error_writes = json::array();  // which writes: "SRC->DST #k" (the first few)
+  json error_writes = json::array();
   for (auto [s, d] : split.live) {
     const uint8_t* mem = run.l1(d) + dst_addr(s);
     for (uint32_t k = 0; k < o.count; ++k) {
       const bool ok = control::check_pattern({mem + uint64_t{k} * o.size, o.size}, s, d, k);
       (ok ? verified : rc[s] == TT_FABRIC_ENACKED ? unverified : errors) += o.size;
-      if (!ok && rc[s] != TT_FABRIC_ENACKED && error_writes.size() < kErrorWritesShown) {
-        error_writes.push_back(fmt::format("{}->{} #{}", chips[static_cast<size_t>(s)].name, chips[static_cast<size_t>(d)].name, k));
-      }
+      if (!ok && rc[s] != TT_FABRIC_ENACKED) name_error_write(error_writes, chips[static_cast<size_t>(s)].name, chips[static_cast<size_t>(d)].name, k);
     }
   }
   // Hops per pair, from the system's computed routing tables (the description lists chips in
