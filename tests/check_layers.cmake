@@ -13,7 +13,7 @@ set(layers
   "emulator/wire:emulator/common"
   "emulator/link:emulator/common,emulator/transport,emulator/routing,emulator/wire"
   "emulator/session:emulator/common,emulator/transport,emulator/routing"
-  "emulator/chip:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/wire,emulator/link"
+  "emulator/chip:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/wire,emulator/link,emulator/session"
   "emulator/node:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/wire,emulator/link,emulator/session,emulator/chip"
   "emulator/sim:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node"
   "emulator/process:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node"

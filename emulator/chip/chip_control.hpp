@@ -18,12 +18,13 @@
 #include "emulator/routing/address.hpp"
 #include "emulator/routing/packet.hpp"
 #include "emulator/routing/routing_table.hpp"
+#include "emulator/session/socket_endpoint.hpp"
 
 namespace ttemu::chip {
 
 inline constexpr uint64_t kControlMagic = 0x4c5254434d455454ull;  // "TTEMCTRL"
 inline constexpr uint64_t kRouterMagic = 0x52544f524d455454ull;   // "TTEMROTR"
-inline constexpr uint32_t kControlVersion = 10;  // bumped whenever the layout below changes
+inline constexpr uint32_t kControlVersion = 11;  // bumped whenever the layout below changes
 
 // How the chip's links move datagrams, as the chip found it could (ChipControl::transport_mode).
 enum TransportMode : uint32_t {
@@ -149,6 +150,9 @@ struct ChipControl {
   // takes no new commands; what is in the fabric moves on.
   std::atomic<uint32_t> injection_paused{0};
   StatusQueue status;  // the fabric node status queue (spec 1.1.2.1): the router's messages
+  // The socket table (spec 2.4.2-2.4.4, 4): endpoints the chip's workers own and its session
+  // layer serves (session/socket_endpoint.hpp, chip/socket_client.hpp).
+  session::SocketEndpoint sockets[session::kSocketEndpoints];
 };
 
 // Whether the chip's process runs: one killed with SIGKILL leaves its block as it was, and its

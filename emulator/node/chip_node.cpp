@@ -130,7 +130,7 @@ ChipNode::ChipNode(ChipNodeConfig config, session::Center::Memory memory, chip::
       ctl_(control),
       transport_(transport),
       observer_(observer),
-      fabric_(cfg_.self, cfg_.router, cfg_.tables, wired_ports(cfg_), memory, buffers_),
+      fabric_(cfg_.self, cfg_.router, cfg_.tables, wired_ports(cfg_), memory, buffers_, std::span(control.sockets)),
       intake_(cfg_.self, control, memory),
       rates_(cfg_.rates, wired_ports(cfg_)),
       by_number_(routing::kMaxPorts, nullptr) {

@@ -19,6 +19,7 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
   if (ctl_.injection_paused.load(std::memory_order_relaxed)) return false;  // the control plane holds it
   uint32_t full = 0;  // FVCs found without room in this pass: their later commands wait too
   bool all_full = false;
+  uint64_t credit_wait = 0;  // socket endpoints whose send waits for credit: their later commands wait too
   const uint32_t start = cb.served.load(std::memory_order_relaxed);
   const uint32_t end = cb.next_ticket.load(std::memory_order_acquire);
   for (uint32_t t = start; t != end && t - start < kCommandSlots; ++t) {
@@ -30,14 +31,19 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
     const int fvc = pr.fvc >= 0 ? pr.fvc : slot.fvc;  // -1: chosen when it starts
     // An earlier command of its FVC waits; or an automatic choice found every data FVC full,
     // and then nothing else goes either (a pass over a long queue stays cheap).
-    if (all_full || (fvc >= 0 && fvc < 32 && (full >> fvc) & 1u)) {
+    const bool socket = routing::is_socket(slot.command);
+    const uint64_t ep_bit = socket && slot.dst_addr < 64 ? uint64_t{1} << slot.dst_addr : 0;
+    if (all_full || (fvc >= 0 && fvc < 32 && (full >> fvc) & 1u) || (credit_wait & ep_bit)) {
       blocked_[i] = waiting_ = true;
       continue;
     }
     int no_room = -1;
-    if (!issue(slot, pr, node, now, no_room)) {
-      if (no_room >= 0 && no_room < 32) full |= 1u << no_room;
-      if (no_room < 0) all_full = true;
+    if (!(socket ? issue_socket(slot, pr, node, now, no_room) : issue(slot, pr, node, now, no_room))) {
+      // A send waiting for credits holds back only its own socket (end-to-end handshake:
+      // a slow consumer stalls nobody else, spec 2.4.4).
+      if (no_room == kWaitsForCredit) credit_wait |= ep_bit;
+      else if (no_room >= 0 && no_room < 32) full |= 1u << no_room;
+      else if (no_room < 0) all_full = true;
       blocked_[i] = waiting_ = true;
       continue;
     }
@@ -141,6 +147,78 @@ bool CommandIntake::issue(const FabricCommand& c, Progress& pr, session::FabricN
     pr.offset += chunk;
   } while (pr.offset < total);
   return true;
+}
+
+bool CommandIntake::issue_socket(const FabricCommand& c, Progress& pr, session::FabricNode& node, routing::Time now,
+                                 int& no_room) {
+  auto& socks = node.sockets();
+  auto& router = node.router();
+  const auto ep = static_cast<uint16_t>(c.dst_addr);
+  session::SocketEndpoint* e = c.dst_addr < session::kSocketEndpoints ? socks.endpoint(ep) : nullptr;
+  if (!e || e->core != c.core) {  // not an endpoint of this worker: nothing is done
+    write_status(c, session::kSocketNoEndpoint, -1);
+    return true;
+  }
+  const auto state = e->state.load(std::memory_order_acquire);
+  switch (c.command) {
+    case Command::kSocketOpen: node.socket_open(ep); return true;
+    case Command::kSocketPoke: socks.poke(ep); return true;
+    case Command::kSocketData: {
+      if (state != session::kSocketConnected) return true;  // broken or closed meanwhile: its owner sees why
+      if (mem_(c.src_addr, c.size).size() != c.size) {
+        socks.break_endpoint(ep, kStatusBadAddress);
+        return true;
+      }
+      while (pr.offset < c.size) {
+        const uint64_t allowed = socks.may_send(ep);
+        if (allowed == 0) {
+          no_room = kWaitsForCredit;
+          return false;
+        }
+        if (router.inject_room(e->fvc) == 0) {
+          no_room = e->fvc;
+          return false;
+        }
+        const auto chunk = static_cast<uint32_t>(std::min<uint64_t>({c.size - pr.offset, routing::kMaxPacketPayload, allowed}));
+        routing::Packet p;
+        p.header = socks.data_header(ep, chunk);
+        p.header.packet_id = packet_id_ + 1;
+        p.bytes = node.buffers().take();
+        p.set_payload(mem_(c.src_addr + pr.offset, chunk));  // the pull, straight from worker memory
+        if (!node.inject(std::move(p), now)) {
+          no_room = e->fvc;
+          return false;
+        }
+        ++packet_id_;
+        ctl_.packets_injected.fetch_add(1, std::memory_order_relaxed);
+        socks.sent(ep, chunk);
+        pr.offset += chunk;
+      }
+      return true;
+    }
+    case Command::kSocketClose: {
+      if (e->direction == session::kSocketSend && state == session::kSocketConnected) {
+        // Behind the socket's data, on its FVC: the receiver sees every byte before the close.
+        if (router.inject_room(e->fvc) == 0) {
+          no_room = e->fvc;
+          return false;
+        }
+        routing::Packet p;
+        p.header = socks.close_header(ep);
+        p.header.packet_id = ++packet_id_;
+        p.bytes = node.buffers().take();
+        if (!node.inject(std::move(p), now)) {
+          --packet_id_;
+          no_room = e->fvc;
+          return false;
+        }
+      }
+      socks.close(ep);
+      write_status(c, kStatusOk, e->fvc);
+      return true;
+    }
+    default: return true;
+  }
 }
 
 void CommandIntake::refuse(const FabricCommand& c, int32_t status) {

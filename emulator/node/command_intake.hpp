@@ -48,6 +48,10 @@ class CommandIntake {
   // counts as sent.
   bool issue(const chip::FabricCommand& c, Progress& progress, session::FabricNode& node, routing::Time now,
              int& no_room);
+  // A socket command (open, send, close, poke) for an endpoint of the chip's socket table.
+  bool issue_socket(const chip::FabricCommand& c, Progress& progress, session::FabricNode& node, routing::Time now,
+                    int& no_room);
+  static constexpr int kWaitsForCredit = -2;  // no_room: a socket send waits for its consumer's credit
   void refuse(const chip::FabricCommand& c, int32_t status);
   void write_status(const chip::FabricCommand& c, int32_t status, int32_t fvc);
   // Counts answered packets down in the worker's transaction and posts a completion.

@@ -225,7 +225,8 @@ void FabricRouter::poll(Time now, Actions& out) {
         // A stalled consumer, or a request whose answer has no room yet: it waits.
         const bool answer = is_answer(p.header.command);
         size_t* room = answer ? nullptr : &center_room_[answer_fvc(p.header, control_fvc())];
-        if (center_stalled_[p.header.fvc] || (room && *room == 0)) {
+        const bool gated = p.header.command == Command::kSocketData && socket_gate_ && !socket_gate_(p.header);
+        if (center_stalled_[p.header.fvc] || (room && *room == 0) || gated) {
           if (now - q.front().head_since >= cfg_.timeout) drop(in, RouterEvent::kTimeout, now, out), progress = true;
           continue;
         }

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -94,6 +95,10 @@ class FabricRouter {
   void set_center_room(uint8_t answer_fvc, size_t n) { center_room_.at(answer_fvc) = n; }
   // While stalled, the center takes no deliveries on this FVC (a stalled consumer).
   void stall_center(uint8_t fvc, bool stalled);
+  // Socket data is delivered only once `gate` says its consumer has room (local handshake:
+  // a full consumer backs up the FVC, spec 2.4.4); until then it waits at the head of its
+  // buffer, under the timeout like any other.
+  void set_socket_gate(std::function<bool(const PacketHeader&)> gate) { socket_gate_ = std::move(gate); }
   // The TT-link on a wired port went down (or came back). While it is down, packets whose next
   // hop is that port are dropped with kLinkDown at the next poll instead of waiting for credits.
   void set_port_down(uint8_t port, bool down);
@@ -183,6 +188,7 @@ class FabricRouter {
   std::vector<int16_t> input_of_;   // rank * lanes + lane -> index into inputs_
   std::vector<uint32_t> credits_;   // rank * lanes + lane -> free slots downstream
   std::vector<bool> center_stalled_;
+  std::function<bool(const PacketHeader&)> socket_gate_;
   std::vector<size_t> center_room_;  // by answer FVC
   std::vector<bool> port_down_;  // by rank
   std::vector<Packet> pending_nacks_;

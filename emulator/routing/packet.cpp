@@ -13,6 +13,13 @@ const char* to_string(Command c) {
     case Command::kAtomicReadInc: return "atomic_read_inc";
     case Command::kWriteAck: return "ack";
     case Command::kNack: return "nack";
+    case Command::kSocketOpen: return "socket_open";
+    case Command::kSocketAccept: return "socket_accept";
+    case Command::kSocketCredit: return "socket_credit";
+    case Command::kSocketData: return "socket_data";
+    case Command::kSocketClose: return "socket_close";
+    case Command::kSocketReject: return "socket_reject";
+    case Command::kSocketPoke: return "socket_poke";
   }
   return "?";
 }

@@ -22,6 +22,15 @@ enum class Command : uint8_t {
   kAtomicReadInc = 5,  // same, answering the old value
   kWriteAck = 6,       // a write (or atomic) was committed
   kNack = 7,           // a packet was dropped (TTL, timeout); sent to its source
+  // Sockets (spec 2.4.2-2.4.4, 4; session/socket_layer.hpp). Their fields: see SocketTag.
+  kSocketOpen = 8,     // a sender's session asks the receiver's for socket `arg` in an epoch
+  kSocketAccept = 9,   // the receiver matched it: the session is active; dst_addr: credit limit
+  kSocketCredit = 10,  // end-to-end handshake: the sender may have sent up to dst_addr bytes
+  kSocketData = 11,    // stream bytes at offset dst_addr (the address is not an address here)
+  kSocketClose = 12,   // the sender closed after dst_addr bytes (behind its data, on its FVC)
+  kSocketReject = 13,  // the receiver's session refuses: dst_addr holds a SocketStatus
+  // Worker commands that never travel: open an endpoint, tell the session layer room was made.
+  kSocketPoke = 14,
 };
 const char* to_string(Command c);
 
@@ -106,8 +115,9 @@ inline PacketHeader answer_to(ChipId self, const PacketHeader& h, Command c, uin
 inline bool moves_data(Command c) { return c == Command::kWrite || c == Command::kReadRequest; }
 // Answers (acks, NACKs, read responses) end at a worker and cause nothing further; requests
 // cause answers. They travel in separate lanes, so answers never wait behind requests.
+inline bool is_socket_answer(Command c);
 inline bool is_answer(Command c) {
-  return c == Command::kWriteAck || c == Command::kNack || c == Command::kReadResponse;
+  return c == Command::kWriteAck || c == Command::kNack || c == Command::kReadResponse || is_socket_answer(c);
 }
 // Requests answered with data (a read response to return_addr).
 inline bool answered_with_data(Command c) { return c == Command::kReadRequest || c == Command::kAtomicReadInc; }
@@ -116,8 +126,31 @@ inline bool answered_with_data(Command c) { return c == Command::kReadRequest ||
 inline uint8_t answer_fvc(const PacketHeader& h, uint8_t control_fvc) {
   return answered_with_data(h.command) ? h.fvc : control_fvc;
 }
+inline bool is_socket(Command c) { return c >= Command::kSocketOpen && c <= Command::kSocketPoke; }
+// Answers never wait behind requests; a socket's accepts, credits and rejects go back to the
+// sender in answer lanes too, so a stream's credits always flow.
+inline bool is_socket_answer(Command c) {
+  return c == Command::kSocketAccept || c == Command::kSocketCredit || c == Command::kSocketReject;
+}
+// A worker counts the packets of its transaction: socket commands are not counted (a socket
+// reports through its endpoint).
 inline uint32_t packets_for(Command c, uint32_t size) {
+  if (is_socket(c)) return 0;
   return moves_data(c) ? (size + kMaxPacketPayload - 1) / kMaxPacketPayload : 1;
 }
+
+// Where a socket packet's session fields travel (docs/packet-format.md): `arg` is the socket
+// id, `return_addr` packs the epoch and both ends' endpoints, `wrap` the socket's type and
+// handshake (opens), `txn_id` is kSocketTxn and `src_core` the sender's endpoint, so that a
+// NACK of a socket packet names the endpoint whose stream broke.
+inline constexpr uint8_t kSocketTxn = 0xFF;
+struct SocketTag {
+  uint32_t epoch = 0;
+  uint16_t sender = 0, receiver = 0;  // endpoints in their chips' socket tables
+  uint64_t pack() const { return uint64_t{epoch} | uint64_t{sender} << 32 | uint64_t{receiver} << 48; }
+  static SocketTag unpack(uint64_t v) {
+    return {static_cast<uint32_t>(v), static_cast<uint16_t>(v >> 32), static_cast<uint16_t>(v >> 48)};
+  }
+};
 
 }  // namespace ttemu::routing

@@ -93,6 +93,8 @@ void Center::on_packet(Packet& p, Result& out) {
     case Command::kNack:
       out.for_workers.push_back(std::move(p));
       break;
+    default:  // sockets: the fabric node hands those to its SocketLayer
+      break;
   }
 }
 

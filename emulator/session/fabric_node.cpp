@@ -15,15 +15,32 @@ using routing::Packet;
 
 FabricNode::FabricNode(routing::ChipId self, const routing::RouterConfig& config,
                        std::vector<routing::RouterTable> tables, const std::vector<uint8_t>& ports,
-                       Center::Memory memory, BufferPool& buffers)
+                       Center::Memory memory, BufferPool& buffers, std::span<SocketEndpoint> sockets)
     : router_(self, config, std::move(tables), ports),
-      center_(self, config.data_fvcs, std::move(memory), buffers),
+      center_(self, config.data_fvcs, memory, buffers),
+      sockets_(self, config.data_fvcs, sockets, std::move(memory), buffers),
       config_(config),
       credits_owed_(router_.wired_ports() * static_cast<size_t>(router_.lanes()),
                     static_cast<uint32_t>(std::max(1, config.rb_packets / 2)), config.credit_delay),
       buffers_(buffers) {
   backlog_.resize(router_.wired_ports());
   replies_.resize(static_cast<size_t>(router_.fvcs()));
+  router_.set_socket_gate([this](const routing::PacketHeader& h) { return sockets_.accepts(h); });
+}
+
+void FabricNode::socket_open(uint16_t ep) {
+  sockets_.open(ep, socket_out_);
+  take_socket_out();
+}
+
+void FabricNode::take_socket_out() {
+  for (auto& a : socket_out_.answers) {
+    replies_.at(router_.control_fvc()).push_back(std::move(a));
+    ++replies_waiting_;
+  }
+  for (auto& r : socket_out_.requests) socket_requests_.push_back(std::move(r));
+  socket_out_.answers.clear();
+  socket_out_.requests.clear();
 }
 
 size_t FabricNode::rank(uint8_t port) const {
@@ -108,6 +125,15 @@ bool FabricNode::poll(routing::Time now, Output& out) {
   bool any = false;
   while (true) {
     size_t injected = 0;
+    if (sockets_.busy()) {  // DSCB data into L1CBs where consumers made room, credits
+      sockets_.pump(socket_out_);
+      take_socket_out();
+    }
+    while (!socket_requests_.empty() && router_.inject_room(router_.control_fvc()) > 0) {
+      router_.inject(std::move(socket_requests_.front()), now);
+      socket_requests_.pop_front();
+      ++injected;
+    }
     for (size_t v = 0; v < replies_.size() && replies_waiting_ > 0; ++v) {  // a full FVC holds back only its own answers
       auto& q = replies_[v];
       while (!q.empty() && router_.inject_room(static_cast<uint8_t>(v), true) > 0) {
@@ -135,9 +161,15 @@ bool FabricNode::poll(routing::Time now, Output& out) {
     center_out_.for_workers.clear();
     for (auto& p : actions_.delivered) {
       out.committed.push_back(p.header);
-      center_.on_packet(p, center_out_);
+      const auto c = p.header.command;
+      if (routing::is_socket(c) || (c == routing::Command::kNack && p.header.txn_id == routing::kSocketTxn)) {
+        sockets_.on_packet(p, socket_out_);
+      } else {
+        center_.on_packet(p, center_out_);
+      }
       buffers_.give(std::move(p.bytes));
     }
+    take_socket_out();
     for (auto& reply : center_out_.replies) {
       replies_.at(reply.header.fvc).push_back(std::move(reply));
       ++replies_waiting_;
@@ -171,6 +203,7 @@ std::optional<routing::Time> FabricNode::next_deadline() const {
 
 bool FabricNode::idle() const {
   if (!router_.idle() || !credits_owed_.empty() || replies_waiting_ > 0) return false;
+  if (sockets_.busy() || !socket_requests_.empty()) return false;
   for (const auto& q : backlog_) {
     if (!q.empty()) return false;
   }

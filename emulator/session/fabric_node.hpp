@@ -14,6 +14,7 @@
 #include "emulator/common/fifo.hpp"
 #include "emulator/routing/fabric_router.hpp"
 #include "emulator/session/center.hpp"
+#include "emulator/session/socket_layer.hpp"
 #include "emulator/transport/credit_returns.hpp"
 #include "emulator/transport/lanes.hpp"
 
@@ -28,9 +29,10 @@ struct LinkPayload {
 
 class FabricNode {
  public:
+  // `sockets` is the chip's socket table (empty: no sockets here).
   FabricNode(routing::ChipId self, const routing::RouterConfig& config,
              std::vector<routing::RouterTable> tables, const std::vector<uint8_t>& ports,
-             Center::Memory memory, BufferPool& buffers);
+             Center::Memory memory, BufferPool& buffers, std::span<SocketEndpoint> sockets = {});
 
   routing::ChipId self() const { return router_.self(); }
   routing::FabricRouter& router() { return router_; }
@@ -52,6 +54,10 @@ class FabricNode {
   // port, are reported (link_down) and NACKed to their sources; credits owed to the old
   // incarnation are forgotten, and the router starts afresh with the new one (full credits).
   void peer_restarted(uint8_t port, std::span<const LinkPayloadView> abandoned);
+  // The session layer's sockets (socket_layer.hpp): the intake opens, pokes and closes
+  // endpoints for their owners and asks it what a sender may send.
+  SocketLayer& sockets() { return sockets_; }
+  void socket_open(uint16_t ep);
   // A local worker's packet; false if its FVC's buffer is full.
   bool inject(routing::Packet packet, routing::Time now) { return router_.inject(std::move(packet), now); }
 
@@ -96,6 +102,11 @@ class FabricNode {
 
   routing::FabricRouter router_;
   Center center_;
+  SocketLayer sockets_;
+  SocketLayer::Out socket_out_;
+  Fifo<routing::Packet> socket_requests_;  // opens waiting for room on the control FVC
+  // What the socket layer made: answers join the control FVC's answers, requests wait above.
+  void take_socket_out();
   std::vector<Fifo<LinkPayload>> backlog_;   // by port index
   // Center answers by FVC, waiting for room in the router: at most reply_bound() each (the
   // router holds back requests meanwhile).

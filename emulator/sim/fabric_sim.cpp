@@ -47,6 +47,7 @@ struct FabricSim::Node final : node::NodeObserver, wire::Transport {
   uint64_t rings = 0;
   bool asleep() const { return control->commands.router_asleep.load(std::memory_order_seq_cst) != 0; }
   std::map<uint16_t, std::unique_ptr<chip::CommandBufferClient>> workers;
+  std::map<uint16_t, std::unique_ptr<chip::SocketClient>> socket_clients;  // over `workers`
   std::array<End*, routing::kMaxPorts> ends{};  // this chip's link ends by port (set once)
 
   size_t send(uint8_t port, std::span<const wire::Datagram> datagrams) override {
@@ -121,6 +122,7 @@ void FabricSim::build(Node& n, int v) {
   n.l1.assign(cfg_.l1_bytes, 0);
   n.dram.assign(cfg_.dram_bytes, 0);
   n.chip.reset();
+  n.socket_clients.clear();
   n.workers.clear();
   n.control = std::make_unique<chip::ChipControl>();
   n.inbox.clear();
@@ -262,6 +264,18 @@ chip::CommandBufferClient& FabricSim::worker(ChipId chip, uint16_t core) {
     });
   }
   return *w;
+}
+
+chip::SocketClient& FabricSim::sockets(ChipId chip, uint16_t core) {
+  Node& n = node(chip);
+  auto& s = n.socket_clients[core];
+  if (!s) {
+    Node* raw = &n;
+    s = std::make_unique<chip::SocketClient>(*n.control, worker(chip, core), core, [raw](uint64_t addr, size_t size) {
+      return chip::locate(addr, size, raw->l1, raw->dram);
+    });
+  }
+  return *s;
 }
 
 void FabricSim::final_rates() {

@@ -20,6 +20,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "emulator/chip/command_buffer.hpp"
+#include "emulator/chip/socket_client.hpp"
 #include "emulator/chip/status_queue.hpp"
 #include "emulator/control/live_routes.hpp"
 #include "emulator/control/system.hpp"
@@ -91,6 +92,8 @@ class FabricSim {
   // the chip takes its commands during run(), as a chip process does when it wakes. Valid
   // until the chip is restarted.
   chip::CommandBufferClient& worker(routing::ChipId chip, uint16_t core);
+  // The sockets of that worker (chip/socket_client.hpp), over its command buffer.
+  chip::SocketClient& sockets(routing::ChipId chip, uint16_t core);
   // Times a worker rang the chip's doorbell (it rings only when the chip has said it sleeps;
   // a sleeping chip sees commands only when rung, woken by a datagram or by a deadline).
   uint64_t doorbell_rings(routing::ChipId chip) const;

@@ -1,0 +1,151 @@
+#include "emulator/chip/socket_client.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ttemu::chip {
+
+using session::SocketEndpoint;
+
+namespace {
+CommandRequest socket_command(routing::Command c, const SocketEndpoint& e, int ep) {
+  CommandRequest r;
+  r.command = c;
+  // Sends and closes keep their order in the socket's FVC; opens and pokes have none.
+  r.fvc = c == routing::Command::kSocketData || c == routing::Command::kSocketClose ? static_cast<int8_t>(e.fvc) : -1;
+  r.plane = e.plane;
+  r.dst_addr = static_cast<uint64_t>(ep);
+  return r;
+}
+}  // namespace
+
+SocketEndpoint* SocketClient::endpoint(int ep) const {
+  if (ep < 0 || ep >= session::kSocketEndpoints) return nullptr;
+  SocketEndpoint& e = ctl_.sockets[ep];
+  const auto state = e.state.load(std::memory_order_acquire);
+  return state != session::kSocketFree && e.core == core_ ? &e : nullptr;
+}
+
+int SocketClient::open(const Options& o) {
+  if (o.type != session::kDSocket) return session::kSocketOpenError;  // SSockets: not yet here
+  if (o.direction == session::kSocketReceive) {
+    if (o.l1cb_size < routing::kMaxPacketPayload) return kStatusBadSize;  // a packet must fit
+    if (mem_(o.l1cb_addr, o.l1cb_size).size() != o.l1cb_size) return kStatusBadAddress;
+    if (o.dscb_size > 0 && o.dscb_size < routing::kMaxPacketPayload) return kStatusBadSize;
+    if (o.dscb_size > 0 && mem_(o.dscb_addr, o.dscb_size).size() != o.dscb_size) return kStatusBadAddress;
+  }
+  for (int i = 0; i < session::kSocketEndpoints; ++i) {
+    SocketEndpoint& e = ctl_.sockets[i];
+    uint32_t free = session::kSocketFree;
+    if (!e.state.compare_exchange_strong(free, session::kSocketClaimed, std::memory_order_acq_rel)) continue;
+    e.status.store(session::kSocketOk, std::memory_order_relaxed);
+    e.socket_id = o.socket_id;
+    e.epoch = o.epoch;
+    e.type = o.type;
+    e.direction = o.direction;
+    e.handshake = o.handshake;
+    e.fvc = o.fvc;
+    e.plane = o.plane;
+    e.core = core_;
+    e.remote_mesh = o.remote_mesh;
+    e.remote_device = o.remote_device;
+    e.peer_endpoint = 0;
+    e.l1cb_addr = o.l1cb_addr;
+    e.l1cb_size = o.l1cb_size;
+    e.dscb_addr = o.dscb_addr;
+    e.dscb_size = o.dscb_size;
+    e.l1_head.store(0, std::memory_order_relaxed);
+    e.l1_tail.store(0, std::memory_order_relaxed);
+    e.dscb_head = e.dscb_tail = e.received = e.credit_given = 0;
+    e.wants_poke.store(0, std::memory_order_relaxed);
+    e.spilled.store(0, std::memory_order_relaxed);
+    e.backed_up.store(0, std::memory_order_relaxed);
+    e.queued.store(0, std::memory_order_relaxed);
+    e.sent.store(0, std::memory_order_relaxed);
+    e.credit_limit.store(0, std::memory_order_relaxed);
+    e.state.store(session::kSocketOpening, std::memory_order_release);
+    if (!commands_.try_submit(socket_command(routing::Command::kSocketOpen, e, i))) {
+      e.state.store(session::kSocketFree, std::memory_order_release);
+      return session::kSocketNoCredits;
+    }
+    return i;
+  }
+  return session::kSocketOpenError;
+}
+
+bool SocketClient::try_send(int ep, uint64_t src_addr, uint32_t size) {
+  SocketEndpoint* e = endpoint(ep);
+  if (!e) return false;
+  CommandRequest r = socket_command(routing::Command::kSocketData, *e, ep);
+  r.src_addr = src_addr;
+  r.size = size;
+  if (!commands_.try_submit(r)) return false;
+  e->queued.fetch_add(size, std::memory_order_relaxed);
+  return true;
+}
+
+uint64_t SocketClient::sent(int ep) const {
+  const SocketEndpoint* e = endpoint(ep);
+  return e ? e->sent.load(std::memory_order_acquire) : 0;
+}
+
+uint64_t SocketClient::queued(int ep) const {
+  const SocketEndpoint* e = endpoint(ep);
+  return e ? e->queued.load(std::memory_order_relaxed) : 0;
+}
+
+uint64_t SocketClient::readable(int ep) const {
+  const SocketEndpoint* e = endpoint(ep);
+  return e ? e->l1_head.load(std::memory_order_acquire) - e->l1_tail.load(std::memory_order_relaxed) : 0;
+}
+
+size_t SocketClient::recv(int ep, std::span<uint8_t> out) {
+  SocketEndpoint* e = endpoint(ep);
+  if (!e || e->direction != session::kSocketReceive) return 0;
+  uint64_t tail = e->l1_tail.load(std::memory_order_relaxed);
+  const uint64_t head = e->l1_head.load(std::memory_order_acquire);
+  size_t n = static_cast<size_t>(std::min<uint64_t>(head - tail, out.size()));
+  for (size_t done = 0; done < n;) {
+    const auto at = static_cast<uint32_t>((tail + done) % e->l1cb_size);
+    const size_t k = std::min<size_t>(n - done, e->l1cb_size - at);
+    auto src = mem_(e->l1cb_addr + at, k);
+    std::memcpy(out.data() + done, src.data(), k);
+    done += k;
+  }
+  if (n > 0) {
+    e->l1_tail.store(tail + n, std::memory_order_seq_cst);
+    // The chip asked to hear when room is made (its DSCB or the fabric holds more, or its
+    // credits follow reads): tell it through the command buffer, which wakes it.
+    if (e->wants_poke.load(std::memory_order_seq_cst)) poke_owed_ |= uint64_t{1} << ep;
+  }
+  flush_poke(ep);
+  return n;
+}
+
+bool SocketClient::flush_poke(int ep) {
+  const uint64_t b = uint64_t{1} << ep;
+  if (!(poke_owed_ & b)) return true;
+  SocketEndpoint* e = endpoint(ep);
+  if (!e || commands_.try_submit(socket_command(routing::Command::kSocketPoke, *e, ep))) {
+    poke_owed_ &= ~b;
+    return true;
+  }
+  return false;
+}
+
+bool SocketClient::try_close(int ep, uint64_t status_addr) {
+  SocketEndpoint* e = endpoint(ep);
+  if (!e) return false;
+  CommandRequest r = socket_command(routing::Command::kSocketClose, *e, ep);
+  r.status_addr = status_addr;
+  return commands_.try_submit(r);
+}
+
+void SocketClient::release(int ep) {
+  SocketEndpoint* e = endpoint(ep);
+  if (!e) return;
+  poke_owed_ &= ~(uint64_t{1} << ep);
+  e->state.store(session::kSocketFree, std::memory_order_release);
+}
+
+}  // namespace ttemu::chip

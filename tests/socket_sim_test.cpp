@@ -1,0 +1,275 @@
+// Sockets (spec 2.4.2-2.4.4, 4) in the simulator: the chip node, session layer and socket
+// client that chip processes run, on a simulated clock, so each case replays from its seed.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "emulator/chip/address_space.hpp"
+#include "emulator/control/routing_tables.hpp"
+#include "emulator/sim/fabric_sim.hpp"
+#include "tests/test_support.hpp"
+
+namespace ttemu::sim {
+namespace {
+
+using routing::ChipId;
+using session::kAnyDevice;
+using session::kEndToEnd;
+using session::kLocalHandshake;
+using test::load;
+
+constexpr uint16_t kCore = 1;
+constexpr uint64_t kSrc = 0x10000;          // the sender's data, in its L1
+constexpr uint64_t kL1cb = 0x80000;         // the receiver's L1CB
+constexpr uint64_t kDscb = chip::kDramBit | 0x20000;
+
+std::vector<uint8_t> stream_bytes(size_t n, uint32_t salt) {
+  std::vector<uint8_t> v(n);
+  std::mt19937 rng(salt);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+struct Pair {
+  FabricSim& sim;
+  ChipId from, to;
+  int tx = -1, rx = -1;
+  chip::SocketClient& sender() { return sim.sockets(from, kCore); }
+  chip::SocketClient& receiver() { return sim.sockets(to, kCore); }
+};
+
+chip::SocketClient::Options sender_options(uint32_t id, uint32_t epoch, ChipId to, uint8_t handshake = kEndToEnd) {
+  chip::SocketClient::Options o;
+  o.socket_id = id;
+  o.epoch = epoch;
+  o.direction = session::kSocketSend;
+  o.handshake = handshake;
+  o.remote_mesh = to.mesh;
+  o.remote_device = to.device;
+  return o;
+}
+
+chip::SocketClient::Options receiver_options(uint32_t id, uint32_t epoch, uint8_t handshake, uint32_t l1cb,
+                                             uint32_t dscb, ChipId from = {kAnyDevice, kAnyDevice}) {
+  chip::SocketClient::Options o;
+  o.socket_id = id;
+  o.epoch = epoch;
+  o.direction = session::kSocketReceive;
+  o.handshake = handshake;
+  o.remote_mesh = from.mesh;
+  o.remote_device = from.device;
+  o.l1cb_addr = kL1cb;
+  o.l1cb_size = l1cb;
+  o.dscb_addr = kDscb;
+  o.dscb_size = dscb;
+  return o;
+}
+
+// Queues `data` on the sender (from its L1 at kSrc) and runs the simulation, reading whatever
+// arrives in chunks of `read` bytes, until the receiver has everything or nothing moves.
+std::vector<uint8_t> stream(Pair& p, const std::vector<uint8_t>& data, size_t read = 1 << 20) {
+  std::memcpy(p.sim.memory(p.from, kSrc, data.size()).data(), data.data(), data.size());
+  EXPECT_TRUE(p.sender().try_send(p.tx, kSrc, static_cast<uint32_t>(data.size())));
+  std::vector<uint8_t> got, buf(read);
+  for (int round = 0; round < 10000 && got.size() < data.size(); ++round) {
+    p.sim.run(std::chrono::milliseconds(1));
+    const size_t n = p.receiver().recv(p.rx, buf);
+    got.insert(got.end(), buf.begin(), buf.begin() + static_cast<long>(n));
+  }
+  return got;
+}
+
+void connect(Pair& p, uint32_t id, uint32_t epoch, const chip::SocketClient::Options& rx) {
+  p.rx = p.receiver().open(rx);
+  p.tx = p.sender().open(sender_options(id, epoch, p.to, rx.handshake));
+  ASSERT_GE(p.rx, 0);
+  ASSERT_GE(p.tx, 0);
+  p.sim.run(std::chrono::milliseconds(5));
+  ASSERT_EQ(p.sender().endpoint(p.tx)->state.load(), session::kSocketConnected);
+  ASSERT_EQ(p.receiver().endpoint(p.rx)->state.load(), session::kSocketConnected);
+}
+
+TEST(SocketSim, ADSocketStreamCrossesMeshesByteForByte) {
+  auto sys = load("spec_4mesh_3x3.yaml");
+  auto tables = control::compute_tables(sys);
+  FabricSim sim(sys, tables, {});
+  ASSERT_TRUE(sim.run());
+  Pair p{sim, {0, 0}, {3, 8}};
+  connect(p, 7, 1, receiver_options(7, 1, kEndToEnd, 16 << 10, 64 << 10));
+  const auto data = stream_bytes(200 << 10, 1);
+  const auto got = stream(p, data, 3000);
+  EXPECT_EQ(got.size(), data.size());
+  EXPECT_TRUE(got == data) << "every byte, in order";
+  EXPECT_EQ(p.sender().sent(p.tx), data.size());
+}
+
+// Spec 2.4: two senders open socket 7 toward one receiver, in epochs 1 and 2. The receiver,
+// ready for epoch 2, connects with that sender only; the other waits (told why) and connects
+// once the receiver moves to epoch 1. Neither stream mixes into the other's epoch.
+TEST(SocketSim, EpochsKeepTwoSendersApart) {
+  auto sys = load("spec_4mesh_3x3.yaml");
+  auto tables = control::compute_tables(sys);
+  FabricSim sim(sys, tables, {});
+  ASSERT_TRUE(sim.run());
+  const ChipId a{1, 4}, b{2, 0}, r{0, 8};
+  auto& sa = sim.sockets(a, kCore);
+  auto& sb = sim.sockets(b, kCore);
+  auto& rr = sim.sockets(r, kCore);
+  const int ta = sa.open(sender_options(7, 1, r));
+  const int tb = sb.open(sender_options(7, 2, r));
+  ASSERT_GE(ta, 0);
+  ASSERT_GE(tb, 0);
+  sim.run(std::chrono::milliseconds(5));
+  int rx = rr.open(receiver_options(7, 2, kEndToEnd, 16 << 10, 0));
+  ASSERT_GE(rx, 0);
+  sim.run(std::chrono::milliseconds(5));
+  EXPECT_EQ(sb.endpoint(tb)->state.load(), session::kSocketConnected);
+  EXPECT_EQ(sa.endpoint(ta)->state.load(), session::kSocketOpening) << "epoch 1 waits";
+  EXPECT_EQ(sa.endpoint(ta)->status.load(), session::kSocketEpochMismatch) << "and knows why";
+
+  Pair pb{sim, b, r, tb, rx};
+  const auto data_b = stream_bytes(40 << 10, 2);
+  EXPECT_TRUE(stream(pb, data_b) == data_b);
+  ASSERT_TRUE(sb.try_close(tb, 0));
+  sim.run(std::chrono::milliseconds(5));
+  EXPECT_EQ(rr.endpoint(rx)->state.load(), session::kSocketPeerClosed);
+  ASSERT_TRUE(rr.try_close(rx, 0));
+  sim.run(std::chrono::milliseconds(5));
+  rr.release(rx);
+  sb.release(tb);
+
+  rx = rr.open(receiver_options(7, 1, kEndToEnd, 16 << 10, 0));
+  ASSERT_GE(rx, 0);
+  sim.run(std::chrono::milliseconds(5));
+  ASSERT_EQ(sa.endpoint(ta)->state.load(), session::kSocketConnected);
+  Pair pa{sim, a, r, ta, rx};
+  const auto data_a = stream_bytes(40 << 10, 3);
+  EXPECT_TRUE(stream(pa, data_a) == data_a);
+}
+
+// Spec 2.4.4's point, both ways. A consumer stalls; its producer streams more than the
+// consumer can hold, and behind the stream, on the same FVC and route, another worker writes.
+// Local handshake: the stream backs up into the fabric and the writes wait behind it until
+// the consumer resumes. End-to-end: the producer stops at its credit, the rest of the stream
+// waits in the consumer's DSCB, and the writes complete while the consumer is still stalled.
+class StalledConsumer : public ::testing::TestWithParam<uint8_t> {};
+
+TEST_P(StalledConsumer, BlocksTheSharedFvcOnlyWithLocalHandshake) {
+  const uint8_t handshake = GetParam();
+  auto sys = load("spec_4mesh_3x3.yaml");
+  auto tables = control::compute_tables(sys);
+  SimConfig cfg;
+  cfg.router.timeout = std::chrono::seconds(600);  // the stall is longer than the test looks
+  FabricSim sim(sys, tables, cfg);
+  ASSERT_TRUE(sim.run());
+  Pair p{sim, {0, 0}, {0, 8}};
+  const uint32_t dscb = handshake == kEndToEnd ? 64 << 10 : 0;
+  connect(p, 9, 1, receiver_options(9, 1, handshake, 8 << 10, dscb));
+  const auto data = stream_bytes(512 << 10, 4);
+  std::memcpy(sim.memory(p.from, kSrc, data.size()).data(), data.data(), data.size());
+  ASSERT_TRUE(p.sender().try_send(p.tx, kSrc, static_cast<uint32_t>(data.size())));
+  // Another worker's writes toward the consumer's chip, behind the stream on FVC 0.
+  auto& writer = sim.worker(p.from, 2);
+  chip::CommandRequest w;
+  w.dst_mesh = p.to.mesh;
+  w.dst_device = p.to.device;
+  w.fvc = 0;
+  w.size = 4096;
+  w.txn_id = 3;
+  for (uint32_t i = 0; i < 4; ++i) {
+    w.src_addr = kSrc + i * 4096;
+    w.dst_addr = 0x40000 + i * 4096;
+    ASSERT_TRUE(writer.try_submit(w));
+  }
+  sim.run(std::chrono::milliseconds(50));  // the consumer reads nothing meanwhile
+  const auto& rx = *p.receiver().endpoint(p.rx);
+  if (handshake == kLocalHandshake) {
+    EXPECT_EQ(rx.backed_up.load(), 1u) << "the stream waits in the fabric";
+    EXPECT_GT(writer.in_flight(3), 0u) << "and the writes wait behind it";
+    EXPECT_EQ(rx.spilled.load(), 0u);
+  } else {
+    EXPECT_EQ(writer.in_flight(3), 0u) << "the writes completed while the consumer stalled";
+    EXPECT_EQ(rx.backed_up.load(), 0u) << "nothing waits in the fabric";
+    EXPECT_GT(rx.spilled.load(), 0u) << "the DSCB took what L1CB could not";
+    EXPECT_LT(p.sender().sent(p.tx), data.size()) << "the producer stopped at its credit";
+  }
+  // The consumer resumes: every byte, in order, and the writes complete.
+  std::vector<uint8_t> got, buf(5000);
+  for (int round = 0; round < 20000 && got.size() < data.size(); ++round) {
+    const size_t n = p.receiver().recv(p.rx, buf);
+    got.insert(got.end(), buf.begin(), buf.begin() + static_cast<long>(n));
+    sim.run(std::chrono::microseconds(200));
+  }
+  EXPECT_TRUE(got == data);
+  sim.run(std::chrono::milliseconds(5));
+  EXPECT_EQ(writer.in_flight(3), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Handshake, StalledConsumer, ::testing::Values(kLocalHandshake, kEndToEnd),
+                         [](const auto& p) { return p.param == kEndToEnd ? "EndToEnd" : "Local"; });
+
+// The DSCB keeps order (2.4.4's flowchart) under a consumer that stalls and resumes at random,
+// reading random amounts: seeded, so a failure replays.
+TEST(SocketSim, DscbSpillKeepsOrderUnderARandomlyStallingConsumer) {
+  auto sys = load("n300.yaml");
+  auto tables = control::compute_tables(sys);
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    SimConfig cfg;
+    cfg.seed = seed;
+    FabricSim sim(sys, tables, cfg);
+    ASSERT_TRUE(sim.run());
+    Pair p{sim, {0, 0}, {0, 1}};
+    connect(p, 3, seed, receiver_options(3, seed, kEndToEnd, 8 << 10, 32 << 10));
+    const auto data = stream_bytes(300 << 10, seed);
+    std::memcpy(sim.memory(p.from, kSrc, data.size()).data(), data.data(), data.size());
+    ASSERT_TRUE(p.sender().try_send(p.tx, kSrc, static_cast<uint32_t>(data.size())));
+    std::mt19937 rng(seed);
+    std::vector<uint8_t> got, buf;
+    for (int round = 0; round < 100000 && got.size() < data.size(); ++round) {
+      sim.run(std::chrono::microseconds(rng() % 400));
+      if (rng() % 3 == 0) continue;  // stalled this round
+      buf.resize(1 + rng() % 12000);
+      const size_t n = p.receiver().recv(p.rx, buf);
+      got.insert(got.end(), buf.begin(), buf.begin() + static_cast<long>(n));
+    }
+    ASSERT_EQ(got.size(), data.size());
+    EXPECT_TRUE(got == data);
+    EXPECT_GT(p.receiver().endpoint(p.rx)->spilled.load(), 0u) << "the stalls did spill";
+  }
+}
+
+TEST(SocketSim, ErrorsAreNamedNeverAHang) {
+  auto sys = load("n300.yaml");
+  auto tables = control::compute_tables(sys);
+  FabricSim sim(sys, tables, {});
+  ASSERT_TRUE(sim.run());
+  auto& rx = sim.sockets({0, 1}, kCore);
+  auto bad = receiver_options(1, 1, kEndToEnd, 100, 0);
+  EXPECT_EQ(rx.open(bad), chip::kStatusBadSize) << "an L1CB smaller than a packet";
+  bad = receiver_options(1, 1, kEndToEnd, 16 << 10, 0);
+  bad.l1cb_addr = uint64_t{1} << 40;
+  EXPECT_EQ(rx.open(bad), chip::kStatusBadAddress);
+  // Data toward a receiver that closed: the sender's socket breaks, saying so.
+  Pair p{sim, {0, 0}, {0, 1}};
+  connect(p, 5, 1, receiver_options(5, 1, kLocalHandshake, 16 << 10, 0));
+  ASSERT_TRUE(p.receiver().try_close(p.rx, 0));
+  sim.run(std::chrono::milliseconds(5));
+  const auto data = stream_bytes(8 << 10, 5);
+  std::memcpy(sim.memory(p.from, kSrc, data.size()).data(), data.data(), data.size());
+  ASSERT_TRUE(p.sender().try_send(p.tx, kSrc, static_cast<uint32_t>(data.size())));
+  sim.run(std::chrono::milliseconds(5));
+  EXPECT_EQ(p.sender().endpoint(p.tx)->state.load(), session::kSocketBroken);
+  EXPECT_EQ(p.sender().endpoint(p.tx)->status.load(), session::kSocketClosedStatus);
+  // Every endpoint taken: the open error of spec 2.4.2.
+  auto& many = sim.sockets({0, 0}, 3);
+  int opened = 0;
+  while (many.open(sender_options(100 + static_cast<uint32_t>(opened), 1, {0, 1})) >= 0) ++opened;
+  EXPECT_EQ(many.open(sender_options(999, 1, {0, 1})), session::kSocketOpenError);
+  EXPECT_EQ(opened, session::kSocketEndpoints - 1) << "all but the one already open";
+}
+
+}  // namespace
+}  // namespace ttemu::sim
