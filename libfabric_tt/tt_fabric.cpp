@@ -2,6 +2,7 @@
 // router command buffer, writes the command and rings the doorbell if the router sleeps;
 // barriers sleep on the transaction counters the router decrements as acknowledgements arrive.
 #include "libfabric_tt/tt_fabric.h"
+#include "libfabric_tt/tt_fabric_internal.hpp"
 
 #include <chrono>
 #include <cstring>
@@ -24,55 +25,9 @@
 #include "emulator/job/description.hpp"
 
 using namespace ttemu;
-
-namespace {
-// One call's arguments, checked by submit_checked().
-struct Request {
-  routing::Command command;
-  uint8_t plane;
-  tt_fabric_device dst;
-  uint64_t src_addr = 0, dst_addr = 0, return_addr = 0;
-  uint32_t size = 0, arg = 0;
-  uint8_t wrap = 31;
-  int fvc = -1;
-  uint8_t txn = 0;
-};
-}  // namespace
-
-struct tt_fabric {
-  job::JobId job;
-  routing::ChipId self;
-  uint16_t core = 0;
-  chip::Segment ctl, l1, dram;
-  chip::ChipControl* block = nullptr;
-  std::unique_ptr<chip::DoorbellRinger> doorbell;
-  std::unique_ptr<chip::CommandBufferClient> commands;
-  bool nonblocking = false;
-  std::chrono::milliseconds limit{};  // of a barrier or a wait for a slot ($TTEMU_BARRIER_TIMEOUT_MS)
-  int tensix_cores = 0;    // of this chip, from the published description
-  uint64_t tensix_l1 = 0;
-  int planes = 0, data_fvcs = 0;
-  struct Target {
-    uint64_t l1_bytes, dram_bytes;
-    int row, col, rows, cols;
-  };
-  std::map<std::pair<uint16_t, uint16_t>, Target> targets;
-  // Retry mode: each transaction's writes since its last barrier, the transaction's NACK count
-  // and the tables version when the first was issued.
-  struct Journal {
-    std::vector<Request> writes;
-    uint32_t nacks_before = 0, tables_version = 0;
-  };
-  // The transaction's journal starts counting from now: its NACKs so far, the tables in force.
-  void begin_journal(uint8_t txn) {
-    journal[txn].nacks_before = commands->nacked(txn);
-    journal[txn].tables_version = block->tables_version.load(std::memory_order_acquire);
-  }
-  int retry_rounds = 0;
-  std::chrono::milliseconds retry_wait{0};
-  uint64_t retried = 0, lost = 0;
-  Journal journal[chip::kTxnIds];
-};
+using ttemu::client::chip_alive;
+using ttemu::client::lookup;
+using ttemu::client::Request;
 
 static_assert(sizeof(tt_fabric_status) == sizeof(chip::FabricStatus));
 static_assert(TT_FABRIC_DRAM == chip::kDramBit);
@@ -106,7 +61,9 @@ Slot g_slots[kSlots];
 std::mutex g_slots_lock;
 uintptr_t g_opens = 0;
 
-tt_fabric* lookup(tt_fabric* handle) {
+}  // namespace
+
+tt_fabric* ttemu::client::lookup(tt_fabric* handle) {
   const auto key = reinterpret_cast<uintptr_t>(handle);
   const uintptr_t slot = key & kSlots;
   if (slot == 0) return nullptr;
@@ -114,6 +71,8 @@ tt_fabric* lookup(tt_fabric* handle) {
   if (s.key.load(std::memory_order_acquire) != key) return nullptr;
   return s.worker.load(std::memory_order_relaxed);
 }
+
+namespace {
 
 tt_fabric* add_handle(std::unique_ptr<tt_fabric> f) {
   std::lock_guard lock(g_slots_lock);
@@ -144,7 +103,11 @@ int fail(tt_fabric_status* status, int code) {
 }
 
 
-bool chip_alive(const tt_fabric* f) { return chip::chip_running(*f->block); }
+}  // namespace
+
+bool ttemu::client::chip_alive(const tt_fabric* f) { return chip::chip_running(*f->block); }
+
+namespace {
 
 // Checks the call and hands it to the chip's command buffer; `block`: wait for a slot.
 int submit_checked(tt_fabric* f, const Request& r, tt_fabric_status* status, bool block) {
@@ -276,6 +239,10 @@ int barrier(tt_fabric* f, uint8_t txn) {
 
 }  // namespace
 
+std::span<uint8_t> ttemu::client::memory(tt_fabric* f, uint64_t addr, size_t size) {
+  return chip::locate(addr, size, {f->l1.as<uint8_t>(), f->l1.size()}, {f->dram.as<uint8_t>(), f->dram.size()});
+}
+
 extern "C" {
 
 tt_fabric* tt_fabric_open(const char* job, uint16_t mesh, uint16_t device, uint16_t core, char* error,
@@ -315,6 +282,10 @@ tt_fabric* tt_fabric_open(const char* job, uint16_t mesh, uint16_t device, uint1
     f->limit = barrier_limit();
     auto* ringer = f->doorbell.get();
     f->commands = std::make_unique<chip::CommandBufferClient>(*f->block, core, [ringer] { ringer->ring(); });
+    auto* raw = f.get();
+    f->sockets = std::make_unique<chip::SocketClient>(*f->block, *f->commands, core, [raw](uint64_t addr, size_t size) {
+      return ttemu::client::memory(raw, addr, size);
+    });
     // A worker is a Tensix core: its own L1 and its own transaction counters.
     const int cores = std::min(f->tensix_cores, chip::kMaxWorkers);
     if (core >= cores) throw Error(fmt::format("core {} out of range: a worker is a Tensix core, 0-{}", core, cores - 1));
@@ -330,7 +301,7 @@ void tt_fabric_close(tt_fabric* handle) { remove_handle(handle); }
 void* tt_fabric_memory(tt_fabric* handle, uint64_t addr, size_t size) {
   tt_fabric* f = lookup(handle);
   if (!f) return nullptr;
-  return chip::locate(addr, size, {f->l1.as<uint8_t>(), f->l1.size()}, {f->dram.as<uint8_t>(), f->dram.size()}).data();
+  return ttemu::client::memory(f, addr, size).data();
 }
 
 uint64_t tt_fabric_core_l1(tt_fabric* handle) {
@@ -424,6 +395,12 @@ const char* tt_fabric_strerror(int code) {
     case TT_FABRIC_ENACKED: return "writes still NACKed after every retry";
     case TT_FABRIC_EARG: return "bad argument";
     case TT_FABRIC_EAGAIN: return "the command buffer is full: try again";
+    case TT_FABRIC_EEPOCH: return "the receiver is open for this socket in another epoch";
+    case TT_FABRIC_ENOENDPOINT: return "no such socket (here or at the far end)";
+    case TT_FABRIC_ENOCREDITS: return "the consumer has no room now: try again";
+    case TT_FABRIC_ECLOSED: return "the socket was closed";
+    case TT_FABRIC_ELOST: return "the fabric dropped the stream's data: the stream is broken";
+    case TT_FABRIC_ESOCKETOPEN: return "socket open error: no free endpoint or socket type not available";
   }
   return "unknown error";
 }

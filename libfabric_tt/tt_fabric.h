@@ -42,6 +42,13 @@ enum {
   TT_FABRIC_EAGAIN = -9,    /* non-blocking worker: the command buffer is full, nothing was sent; try again */
   TT_FABRIC_ECHIPDOWN = -10, /* this worker's own chip is not running (its process died) */
   TT_FABRIC_ENACKED = -11,  /* retry mode: writes of the transaction were still NACKed after every retry */
+  /* Sockets (below). */
+  TT_FABRIC_EEPOCH = -12,      /* connect: the receiver is open for this socket id in another epoch (still waiting) */
+  TT_FABRIC_ENOENDPOINT = -13, /* no such socket: a handle this worker does not hold, or none at the far end */
+  TT_FABRIC_ENOCREDITS = -14,  /* non-blocking: the consumer has no room now; try again */
+  TT_FABRIC_ECLOSED = -15,     /* the socket was closed (by the peer, or here) */
+  TT_FABRIC_ELOST = -16,       /* the fabric dropped the stream's data (a NACK, or a gap): the stream is broken */
+  TT_FABRIC_ESOCKETOPEN = -17, /* socket open error: no free endpoint, or a socket type not available */
 };
 
 /* One answer from the fabric to this worker: `packets` packets of transaction `transaction_id`
@@ -131,6 +138,73 @@ int fabric_async_atomic_read_inc(tt_fabric* f, uint8_t routing_plane, uint64_t r
                                  tt_fabric_device dst, uint64_t dst_addr, uint32_t inc_value,
                                  uint8_t wrap_boundary, int fvc, uint8_t transaction_id,
                                  tt_fabric_status* status);
+
+/* Sockets (spec 2.4.2-2.4.4, section 4). Sender and receiver each open a socket with the same
+ * socket id, epoch and type; the session is active once both have (fabric_socket_connect).
+ * A receiver ready for one epoch connects only with the sender of that epoch; senders of other
+ * epochs wait (their connect says TT_FABRIC_EEPOCH when it gives up). Data arrives in the
+ * receiving worker's L1 circular buffer (L1CB), in order; with end-to-end handshake (the
+ * default) a DRAM spill buffer (DSCB) takes what L1CB has no room for, and the sender never
+ * sends more than the receiver can hold, so a stalled receiver blocks no other traffic; with
+ * local handshake a full receiver backs its data up into the fabric (spec 2.4.4).
+ * Only datagram sockets (TT_FABRIC_DSOCKET) are available yet. A socket handle is a small
+ * number >= 0; calls return TT_FABRIC_OK (or a byte count) or a negative error. */
+enum { TT_FABRIC_DSOCKET = 0, TT_FABRIC_SSOCKET = 1 };
+enum { TT_FABRIC_SEND = 0, TT_FABRIC_RECEIVE = 1 };
+enum { TT_FABRIC_LOCAL_HANDSHAKE = 0, TT_FABRIC_END_TO_END = 1 };
+#define TT_FABRIC_ANY 0xFFFFu /* a receiver's remote {TT_FABRIC_ANY, TT_FABRIC_ANY}: any sender */
+
+typedef struct {
+  int handshake;      /* TT_FABRIC_END_TO_END or TT_FABRIC_LOCAL_HANDSHAKE */
+  uint64_t l1cb_addr; /* receiver: its L1CB in this chip's memory; size 0: a default slot of 16 KiB at the */
+  uint32_t l1cb_size; /*   top of this worker's core L1 (8 such slots per worker), at least 4096 B otherwise */
+  uint64_t dscb_addr; /* receiver: its DSCB; size 0 with end-to-end handshake: a default 256 KiB in DRAM */
+  uint32_t dscb_size; /*   (local handshake has none unless given) */
+} tt_fabric_socket_options;
+
+enum {
+  TT_FABRIC_SOCKET_OPENING = 2,
+  TT_FABRIC_SOCKET_CONNECTED = 3,
+  TT_FABRIC_SOCKET_PEER_CLOSED = 4,
+  TT_FABRIC_SOCKET_CLOSED = 5,
+  TT_FABRIC_SOCKET_BROKEN = 6,
+};
+typedef struct {
+  int32_t state;      /* TT_FABRIC_SOCKET_* */
+  int32_t status;     /* why it broke (or, opening, TT_FABRIC_EEPOCH); TT_FABRIC_OK otherwise */
+  uint64_t readable;  /* receiver: bytes waiting in L1CB */
+  uint64_t spilled;   /* receiver: bytes that went through the DSCB */
+  uint32_t backed_up; /* receiver: 1 while its data waits in the fabric for room (local handshake) */
+  uint32_t reserved;
+  uint64_t queued;    /* sender: bytes given to fabric_socket_send */
+  uint64_t sent;      /* sender: bytes the fabric has taken (their source memory may be reused) */
+} tt_fabric_socket_info;
+
+/* Opens a socket toward (send) or from (receive) `remote_addr` on the data FVC `fvc`. Returns
+ * the handle, or an error: TT_FABRIC_ESOCKETOPEN, TT_FABRIC_EDEVICE, TT_FABRIC_EFVC,
+ * TT_FABRIC_EPLANE, TT_FABRIC_EARG (type, direction), TT_FABRIC_ESIZE / TT_FABRIC_EADDR (buffers). */
+int fabric_socket_open(tt_fabric* f, uint8_t routing_plane, uint32_t epoch_id, uint32_t socket_id,
+                       int socket_type, int direction, tt_fabric_device remote_addr, int fvc);
+int fabric_socket_open_with(tt_fabric* f, uint8_t routing_plane, uint32_t epoch_id, uint32_t socket_id,
+                            int socket_type, int direction, tt_fabric_device remote_addr, int fvc,
+                            const tt_fabric_socket_options* options);
+/* TT_FABRIC_OK once the session is active. Blocking: waits up to the barrier limit
+ * ($TTEMU_BARRIER_TIMEOUT_MS), then TT_FABRIC_EEPOCH or TT_FABRIC_ETIMEDOUT; non-blocking:
+ * TT_FABRIC_EAGAIN while it is not. The socket's error if it broke. */
+int fabric_socket_connect(tt_fabric* f, int socket);
+/* Sends `size` bytes at src_addr (this chip's memory). Blocking: returns once the fabric has
+ * taken them all (src may then be reused). Non-blocking: returns once they are queued (or
+ * TT_FABRIC_EAGAIN when the command buffer is full); tt_fabric_socket_info's `sent` says
+ * when they are taken. */
+int fabric_socket_send(tt_fabric* f, int socket, uint64_t src_addr, uint32_t size);
+/* Moves up to max bytes that arrived into out: how many; 0 once the sender has closed and
+ * everything was read. Blocking: waits for at least one byte; non-blocking: TT_FABRIC_EAGAIN
+ * when none is there. */
+int64_t fabric_socket_recv(tt_fabric* f, int socket, void* out, size_t max);
+int fabric_socket_info(tt_fabric* f, int socket, tt_fabric_socket_info* info);
+/* Closes the socket (a sender's close travels behind its data) and frees its handle; the
+ * router fills *return_status when the close is done (spec 4.2). */
+int fabric_socket_close(tt_fabric* f, int socket, tt_fabric_status* return_status);
 
 #ifdef __cplusplus
 }

@@ -197,8 +197,9 @@ bool CommandIntake::issue_socket(const FabricCommand& c, Progress& pr, session::
       return true;
     }
     case Command::kSocketClose: {
-      if (e->direction == session::kSocketSend && state == session::kSocketConnected) {
-        // Behind the socket's data, on its FVC: the receiver sees every byte before the close.
+      if (e->direction == session::kSocketSend && (state == session::kSocketConnected || state == session::kSocketOpening)) {
+        // Behind the socket's data, on its FVC: the receiver sees every byte before the close
+        // (or, not yet connected, forgets the open that waits there).
         if (router.inject_room(e->fvc) == 0) {
           no_room = e->fvc;
           return false;

@@ -277,7 +277,15 @@ void SocketLayer::on_close(const PacketHeader& h, Out& out) {
   const auto ep = SocketTag::unpack(h.return_addr).receiver;
   int32_t why = 0;
   SocketEndpoint* e = receiver_of(h, why);
-  if (!e) return;  // closed here too, or never ours: nothing to tell
+  if (!e) {
+    // A sender that closed before any receiver took it: its open waits here no more.
+    const auto tag = SocketTag::unpack(h.return_addr);
+    std::erase_if(waiting_, [&](const PacketHeader& o) {
+      return o.src_mesh == h.src_mesh && o.src_device == h.src_device && o.arg == h.arg &&
+             SocketTag::unpack(o.return_addr).sender == tag.sender;
+    });
+    return;  // otherwise closed here too, or never ours: nothing to tell
+  }
   if (h.dst_addr != e->received) {
     break_endpoint(ep, kSocketDataLost);
     reply(h, Command::kSocketReject, static_cast<uint32_t>(kSocketDataLost), ep, out);

@@ -1,0 +1,213 @@
+// A worker program for sockets against a live system: run as
+// `ttemu launch spec_4mesh_3x3.yaml --timeout-ms 60000 -- ttemu_socket_client` (it finds the
+// system through TTEMU_JOB). Real chip processes, real links, the client library's socket API
+// (spec section 4); the sender and the receiver are workers on different chips, each in a
+// thread of its own.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "libfabric_tt/tt_fabric.h"
+#include "tests/eventually.hpp"
+
+namespace {
+
+struct Handle {
+  tt_fabric* f = nullptr;
+  ~Handle() { tt_fabric_close(f); }
+};
+
+void open_on(Handle& h, tt_fabric_device d, uint16_t core) {
+  char err[256] = {};
+  h.f = tt_fabric_open(nullptr, d.mesh, d.device, core, err, sizeof err);
+  ASSERT_NE(h.f, nullptr) << "M" << d.mesh << "D" << d.device << ": " << err;
+}
+
+constexpr uint64_t kSrc = 8 << 20;    // the sender's data, in its chip's L1
+constexpr uint64_t kWrites = 10 << 20;  // where the other worker's writes land
+constexpr tt_fabric_device kAny{TT_FABRIC_ANY, TT_FABRIC_ANY};
+
+std::vector<uint8_t> stream_bytes(size_t n, uint32_t salt) {
+  std::vector<uint8_t> v(n);
+  std::mt19937 rng(salt);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+// Reads until the end of the stream (or an error, which fails the test).
+std::vector<uint8_t> read_all(tt_fabric* f, int socket, size_t chunk = 3000) {
+  std::vector<uint8_t> got, buf(chunk);
+  for (;;) {
+    const int64_t n = fabric_socket_recv(f, socket, buf.data(), buf.size());
+    if (n == 0) break;
+    if (n < 0) {
+      ADD_FAILURE() << "recv: " << tt_fabric_strerror(static_cast<int>(n));
+      break;
+    }
+    got.insert(got.end(), buf.begin(), buf.begin() + n);
+  }
+  return got;
+}
+
+// Streams `data` from M0D0 to a receiver in mesh 3 and back checks every byte, with the
+// handshake given; the receiver reads in a thread of its own while the sender sends.
+void stream_across_meshes(int handshake, uint32_t socket_id) {
+  Handle tx, rx;
+  open_on(tx, {0, 0}, 2);
+  open_on(rx, {3, 8}, 2);
+  const tt_fabric_socket_options opt{handshake, 0, 0, 0, 0};
+  const int r = fabric_socket_open_with(rx.f, 0, 1, socket_id, TT_FABRIC_DSOCKET, TT_FABRIC_RECEIVE, {0, 0}, 0, &opt);
+  const int s = fabric_socket_open_with(tx.f, 0, 1, socket_id, TT_FABRIC_DSOCKET, TT_FABRIC_SEND, {3, 8}, 0, &opt);
+  ASSERT_GE(r, 0) << tt_fabric_strerror(r);
+  ASSERT_GE(s, 0) << tt_fabric_strerror(s);
+  ASSERT_EQ(fabric_socket_connect(tx.f, s), TT_FABRIC_OK);
+  ASSERT_EQ(fabric_socket_connect(rx.f, r), TT_FABRIC_OK);
+  const auto data = stream_bytes(1 << 20, socket_id);
+  std::memcpy(tt_fabric_memory(tx.f, kSrc, data.size()), data.data(), data.size());
+  std::vector<uint8_t> got;
+  std::thread reader([&] { got = read_all(rx.f, r); });
+  for (size_t at = 0; at < data.size(); at += 64 << 10) {
+    ASSERT_EQ(fabric_socket_send(tx.f, s, kSrc + at, 64 << 10), TT_FABRIC_OK);
+  }
+  tt_fabric_status st{};
+  EXPECT_EQ(fabric_socket_close(tx.f, s, &st), TT_FABRIC_OK);
+  EXPECT_EQ(st.status, TT_FABRIC_OK);
+  reader.join();
+  EXPECT_EQ(got.size(), data.size());
+  EXPECT_TRUE(got == data) << "every byte, in order";
+  EXPECT_EQ(fabric_socket_close(rx.f, r, nullptr), TT_FABRIC_OK);
+}
+
+TEST(Socket, AnEndToEndStreamCrossesMeshesByteForByte) { stream_across_meshes(TT_FABRIC_END_TO_END, 11); }
+TEST(Socket, ALocalHandshakeStreamCrossesMeshesByteForByte) { stream_across_meshes(TT_FABRIC_LOCAL_HANDSHAKE, 12); }
+
+// Spec 2.4: two senders open socket 7 toward one receiver, in epochs 1 and 2. The receiver is
+// ready for epoch 2: only that sender connects; the other keeps waiting, told why, and
+// connects once the receiver moves on to epoch 1. Each stream arrives whole and unmixed.
+TEST(Socket, EpochsKeepTwoSendersApart) {
+  Handle a, b, r;
+  open_on(a, {1, 4}, 2);
+  open_on(b, {2, 0}, 2);
+  open_on(r, {0, 8}, 2);
+  const int sa = fabric_socket_open(a.f, 0, 1, 7, TT_FABRIC_DSOCKET, TT_FABRIC_SEND, {0, 8}, 0);
+  const int sb = fabric_socket_open(b.f, 0, 2, 7, TT_FABRIC_DSOCKET, TT_FABRIC_SEND, {0, 8}, 0);
+  ASSERT_GE(sa, 0);
+  ASSERT_GE(sb, 0);
+  int rs = fabric_socket_open(r.f, 0, 2, 7, TT_FABRIC_DSOCKET, TT_FABRIC_RECEIVE, kAny, 0);
+  ASSERT_GE(rs, 0);
+  ASSERT_EQ(fabric_socket_connect(b.f, sb), TT_FABRIC_OK);
+  tt_fabric_set_nonblocking(a.f, 1);
+  tt_fabric_socket_info info{};
+  EXPECT_TRUE(ttemu::test::eventually([&] {
+    return fabric_socket_info(a.f, sa, &info) == TT_FABRIC_OK && info.status == TT_FABRIC_EEPOCH;
+  }, std::chrono::seconds(20))) << "the epoch-1 sender hears that the receiver is in another epoch";
+  EXPECT_EQ(fabric_socket_connect(a.f, sa), TT_FABRIC_EAGAIN) << "and still waits";
+
+  const auto data_b = stream_bytes(200 << 10, 2);
+  std::memcpy(tt_fabric_memory(b.f, kSrc, data_b.size()), data_b.data(), data_b.size());
+  std::vector<uint8_t> got;
+  std::thread reader([&] { got = read_all(r.f, rs); });
+  ASSERT_EQ(fabric_socket_send(b.f, sb, kSrc, static_cast<uint32_t>(data_b.size())), TT_FABRIC_OK);
+  ASSERT_EQ(fabric_socket_close(b.f, sb, nullptr), TT_FABRIC_OK);
+  reader.join();
+  EXPECT_TRUE(got == data_b) << "epoch 2 holds sender B's stream only";
+  ASSERT_EQ(fabric_socket_close(r.f, rs, nullptr), TT_FABRIC_OK);
+
+  rs = fabric_socket_open(r.f, 0, 1, 7, TT_FABRIC_DSOCKET, TT_FABRIC_RECEIVE, kAny, 0);
+  ASSERT_GE(rs, 0);
+  tt_fabric_set_nonblocking(a.f, 0);
+  ASSERT_EQ(fabric_socket_connect(a.f, sa), TT_FABRIC_OK);
+  const auto data_a = stream_bytes(200 << 10, 1);
+  std::memcpy(tt_fabric_memory(a.f, kSrc, data_a.size()), data_a.data(), data_a.size());
+  reader = std::thread([&] { got = read_all(r.f, rs); });
+  ASSERT_EQ(fabric_socket_send(a.f, sa, kSrc, static_cast<uint32_t>(data_a.size())), TT_FABRIC_OK);
+  ASSERT_EQ(fabric_socket_close(a.f, sa, nullptr), TT_FABRIC_OK);
+  reader.join();
+  EXPECT_TRUE(got == data_a) << "epoch 1 holds sender A's stream only";
+  EXPECT_EQ(fabric_socket_close(r.f, rs, nullptr), TT_FABRIC_OK);
+}
+
+// Spec 2.4.4, both ways, across chip processes. The consumer (M0D8) stalls; its producer
+// (M0D0) streams far more than the consumer holds; behind the stream, on the same FVC and
+// route, another worker writes to the consumer's chip. Local handshake: the stream backs up
+// into the fabric and the writes cannot pass it until the consumer reads. End-to-end: the
+// producer stops at its credit, the DSCB takes the rest, and the writes complete while the
+// consumer still stalls. Then the consumer reads, and every byte arrives in order.
+void stalled_consumer(int handshake, uint32_t socket_id) {
+  Handle tx, rx, writer;
+  open_on(tx, {0, 0}, 2);
+  open_on(writer, {0, 0}, 3);
+  open_on(rx, {0, 8}, 2);
+  const tt_fabric_socket_options opt{handshake, 0, 0, 0, 0};
+  const int r = fabric_socket_open_with(rx.f, 0, 1, socket_id, TT_FABRIC_DSOCKET, TT_FABRIC_RECEIVE, {0, 0}, 0, &opt);
+  const int s = fabric_socket_open_with(tx.f, 0, 1, socket_id, TT_FABRIC_DSOCKET, TT_FABRIC_SEND, {0, 8}, 0, &opt);
+  ASSERT_GE(r, 0);
+  ASSERT_GE(s, 0);
+  ASSERT_EQ(fabric_socket_connect(tx.f, s), TT_FABRIC_OK);
+  const auto data = stream_bytes(1 << 20, socket_id);
+  std::memcpy(tt_fabric_memory(tx.f, kSrc, data.size()), data.data(), data.size());
+  tt_fabric_set_nonblocking(tx.f, 1);  // queue the whole stream and go on
+  ASSERT_EQ(fabric_socket_send(tx.f, s, kSrc, static_cast<uint32_t>(data.size())), TT_FABRIC_OK);
+  for (uint32_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(fabric_async_write(writer.f, 0, kSrc, {0, 8}, kWrites + i * 4096, 4096, 0, 5, nullptr), TT_FABRIC_OK);
+  }
+  tt_fabric_socket_info in{}, out{};
+  if (handshake == TT_FABRIC_LOCAL_HANDSHAKE) {
+    ASSERT_TRUE(ttemu::test::eventually([&] { return fabric_socket_info(rx.f, r, &in) == 0 && in.backed_up == 1; },
+                                        std::chrono::seconds(20)))
+        << "the stream backs up into the fabric";
+    EXPECT_GT(tt_fabric_pending(writer.f, 5), 0) << "and the writes wait behind it";
+  } else {
+    EXPECT_EQ(fabric_async_write_barrier(writer.f, 5), TT_FABRIC_OK) << "the writes complete while the consumer stalls";
+    ASSERT_EQ(fabric_socket_info(rx.f, r, &in), TT_FABRIC_OK);
+    ASSERT_EQ(fabric_socket_info(tx.f, s, &out), TT_FABRIC_OK);
+    EXPECT_EQ(in.backed_up, 0u);
+    EXPECT_GT(in.spilled, 0u) << "the DSCB took what L1CB could not";
+    EXPECT_LT(out.sent, data.size()) << "the producer stopped at its credit";
+  }
+  // The consumer resumes.
+  std::vector<uint8_t> got, buf(5000);
+  while (got.size() < data.size()) {
+    const int64_t n = fabric_socket_recv(rx.f, r, buf.data(), buf.size());
+    ASSERT_GT(n, 0) << tt_fabric_strerror(static_cast<int>(n));
+    got.insert(got.end(), buf.begin(), buf.begin() + n);
+  }
+  EXPECT_TRUE(got == data);
+  EXPECT_EQ(fabric_async_write_barrier(writer.f, 5), TT_FABRIC_OK);
+  EXPECT_EQ(tt_fabric_nacks(writer.f), 0u);
+  tt_fabric_set_nonblocking(tx.f, 0);
+  EXPECT_EQ(fabric_socket_close(tx.f, s, nullptr), TT_FABRIC_OK);
+  EXPECT_EQ(fabric_socket_close(rx.f, r, nullptr), TT_FABRIC_OK);
+}
+
+TEST(Socket, AStalledConsumerBlocksTheSharedFvcWithLocalHandshake) { stalled_consumer(TT_FABRIC_LOCAL_HANDSHAKE, 21); }
+TEST(Socket, AStalledConsumerBlocksNothingWithEndToEndHandshake) { stalled_consumer(TT_FABRIC_END_TO_END, 22); }
+
+TEST(Socket, BadArgumentsAreNamedAndDoNothing) {
+  Handle h;
+  open_on(h, {0, 0}, 2);
+  EXPECT_EQ(fabric_socket_open(h.f, 0, 1, 1, TT_FABRIC_SSOCKET, TT_FABRIC_SEND, {0, 1}, 0), TT_FABRIC_ESOCKETOPEN);
+  EXPECT_EQ(fabric_socket_open(h.f, 0, 1, 1, 7, TT_FABRIC_SEND, {0, 1}, 0), TT_FABRIC_EARG);
+  EXPECT_EQ(fabric_socket_open(h.f, 0, 1, 1, TT_FABRIC_DSOCKET, 9, {0, 1}, 0), TT_FABRIC_EARG);
+  EXPECT_EQ(fabric_socket_open(h.f, 0, 1, 1, TT_FABRIC_DSOCKET, TT_FABRIC_SEND, {9, 99}, 0), TT_FABRIC_EDEVICE);
+  EXPECT_EQ(fabric_socket_open(h.f, 0, 1, 1, TT_FABRIC_DSOCKET, TT_FABRIC_SEND, {0, 1}, 99), TT_FABRIC_EFVC);
+  EXPECT_EQ(fabric_socket_open(h.f, 99, 1, 1, TT_FABRIC_DSOCKET, TT_FABRIC_SEND, {0, 1}, 0), TT_FABRIC_EPLANE);
+  const tt_fabric_socket_options tiny{TT_FABRIC_END_TO_END, 0, 100, 0, 0};
+  EXPECT_EQ(fabric_socket_open_with(h.f, 0, 1, 1, TT_FABRIC_DSOCKET, TT_FABRIC_RECEIVE, {0, 1}, 0, &tiny), TT_FABRIC_ESIZE);
+  EXPECT_EQ(fabric_socket_connect(h.f, 63), TT_FABRIC_ENOENDPOINT) << "a handle this worker does not hold";
+  EXPECT_EQ(fabric_socket_send(h.f, -1, kSrc, 10), TT_FABRIC_ENOENDPOINT);
+  const int s = fabric_socket_open(h.f, 0, 1, 1, TT_FABRIC_DSOCKET, TT_FABRIC_SEND, {0, 1}, 0);
+  ASSERT_GE(s, 0);
+  EXPECT_EQ(fabric_socket_send(h.f, s, kSrc, 10), TT_FABRIC_EARG) << "not connected yet";
+  char buf[4];
+  EXPECT_EQ(fabric_socket_recv(h.f, s, buf, sizeof buf), TT_FABRIC_ENOENDPOINT) << "not a receiving socket";
+  tt_fabric_set_nonblocking(h.f, 1);
+  EXPECT_EQ(fabric_socket_connect(h.f, s), TT_FABRIC_EAGAIN) << "nobody receives socket 1 on M0D1";
+  EXPECT_EQ(fabric_socket_close(h.f, s, nullptr), TT_FABRIC_OK);
+  EXPECT_EQ(fabric_socket_connect(h.f, s), TT_FABRIC_ENOENDPOINT) << "closed: the handle is gone";
+}
+
+}  // namespace
