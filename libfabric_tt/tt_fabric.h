@@ -156,7 +156,7 @@ enum { TT_FABRIC_LOCAL_HANDSHAKE = 0, TT_FABRIC_END_TO_END = 1 };
 
 typedef struct {
   int handshake;      /* TT_FABRIC_END_TO_END or TT_FABRIC_LOCAL_HANDSHAKE */
-  uint64_t l1cb_addr; /* receiver: its L1CB in this chip's memory; size 0: a default slot of 16 KiB at the */
+  uint64_t l1cb_addr; /* receiver: its L1CB in this chip's memory; size 0: a default slot of 64 KiB at the */
   uint32_t l1cb_size; /*   top of this worker's core L1 (8 such slots per worker), at least 4096 B otherwise */
   uint64_t dscb_addr; /* receiver: its DSCB; size 0 with end-to-end handshake: a default 256 KiB in DRAM */
   uint32_t dscb_size; /*   (local handshake has none unless given) */

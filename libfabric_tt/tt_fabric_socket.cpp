@@ -25,7 +25,7 @@ static_assert(int{TT_FABRIC_SOCKET_CONNECTED} == int{session::kSocketConnected} 
 
 namespace {
 
-constexpr uint32_t kDefaultL1cb = 16 << 10;  // per slot, at the top of the worker's core L1
+constexpr uint32_t kDefaultL1cb = 64 << 10;  // per slot, at the top of the worker's core L1
 constexpr int kDefaultL1cbSlots = 8;
 constexpr uint32_t kDefaultDscb = 256 << 10;  // per endpoint, at the top of DRAM
 
