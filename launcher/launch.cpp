@@ -29,6 +29,7 @@
 #include "emulator/link/efc.hpp"
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/link/tt_link.hpp"
+#include "emulator/node/socket_json.hpp"
 #include "emulator/process/chip_messages.hpp"
 #include "emulator/process/shm_transport.hpp"
 #include "launcher/chip_memory.hpp"
@@ -432,7 +433,8 @@ class Launcher : public ControlTarget {
                        {"packets_injected", block->packets_injected.load()},
                        {"packets_delivered", block->packets_delivered.load()},
                        {"router_events", block->router_events.load()},
-                       {"transport_mode", chip::to_string(static_cast<chip::TransportMode>(block->transport_mode.load()))}});
+                       {"transport_mode", chip::to_string(static_cast<chip::TransportMode>(block->transport_mode.load()))},
+                       {"sockets", node::sockets_json(*block)}, {"reservations", node::reservations_json(*block, chip.id)}});
     }
     for (const auto& l : sys_.links) {
       json ends = json::array();

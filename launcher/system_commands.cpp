@@ -104,6 +104,18 @@ void print_status(const json& s) {
                  end["fallback"]["via"].get<std::string>(), end["fallback"]["reason"].get<std::string>());
     }
   }
+  for (const auto& c : s["chips"]) {  // sockets (spec 2.4, 4) and what their SSockets reserve
+    for (const auto& k : c.value("sockets", json::array())) {
+      fmt::print("  socket {} on {} (endpoint {}, core {}): {} {} {} epoch {} fvc {}, {}, {}\n", k["socket"].get<uint32_t>(),
+                 c["name"].get<std::string>(), k["endpoint"].get<int>(), k["core"].get<int>(), k["type"].get<std::string>(),
+                 k["direction"].get<std::string>() == "send" ? "to" : "from", k["remote"].get<std::string>(),
+                 k["epoch"].get<uint32_t>(), k["fvc"].get<int>(), k["handshake"].get<std::string>(), k["state"].get<std::string>());
+    }
+    for (const auto& r : c.value("reservations", json::array())) {
+      fmt::print("  reserved: fvc {} toward {} on {}, for {}'s socket endpoint {}\n", r["fvc"].get<int>(), r["output"].get<std::string>(),
+                 c["name"].get<std::string>(), r["owner"].get<std::string>(), r["endpoint"].get<int>());
+    }
+  }
   if (s.contains("event_log")) fmt::print("event log: {} ('ttemu events' shows it)\n", s["event_log"].get<std::string>());
   // stray: foreign, stale and malformed datagrams and frames, both ends.
   fmt::print("{:<11} {:<11} {:>5} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}\n", "link", "peer", "plane",

@@ -147,8 +147,14 @@ int fabric_async_atomic_read_inc(tt_fabric* f, uint8_t routing_plane, uint64_t r
  * default) a DRAM spill buffer (DSCB) takes what L1CB has no room for, and the sender never
  * sends more than the receiver can hold, so a stalled receiver blocks no other traffic; with
  * local handshake a full receiver backs its data up into the fabric (spec 2.4.4).
- * Only datagram sockets (TT_FABRIC_DSOCKET) are available yet. A socket handle is a small
- * number >= 0; calls return TT_FABRIC_OK (or a byte count) or a negative error. */
+ * A datagram socket (TT_FABRIC_DSOCKET) shares its FVC with other traffic. A streaming socket
+ * (TT_FABRIC_SSOCKET) binds an FVC: its open reserves it at every router from sender to
+ * receiver, where other devices' traffic on that FVC then waits until the socket closes
+ * (other FVCs and other routes are untouched); connect returns once the reservation is
+ * complete. FVCs 1 .. data FVCs - 1 are reservable (FVC 0 stays shared), each by one of a
+ * chip's SSockets at a time: past that, open fails with TT_FABRIC_ESOCKETOPEN. A socket
+ * handle is a small number >= 0; calls return TT_FABRIC_OK (or a byte count) or a negative
+ * error. */
 enum { TT_FABRIC_DSOCKET = 0, TT_FABRIC_SSOCKET = 1 };
 enum { TT_FABRIC_SEND = 0, TT_FABRIC_RECEIVE = 1 };
 enum { TT_FABRIC_LOCAL_HANDSHAKE = 0, TT_FABRIC_END_TO_END = 1 };
@@ -180,7 +186,8 @@ typedef struct {
   uint64_t sent;      /* sender: bytes the fabric has taken (their source memory may be reused) */
 } tt_fabric_socket_info;
 
-/* Opens a socket toward (send) or from (receive) `remote_addr` on the data FVC `fvc`. Returns
+/* Opens a socket toward (send) or from (receive) `remote_addr` on the data FVC `fvc` (-1: FVC 0
+ * for a DSocket, a free reservable FVC for an SSocket; the receiver's is ignored). Returns
  * the handle, or an error: TT_FABRIC_ESOCKETOPEN, TT_FABRIC_EDEVICE, TT_FABRIC_EFVC,
  * TT_FABRIC_EPLANE, TT_FABRIC_EARG (type, direction), TT_FABRIC_ESIZE / TT_FABRIC_EADDR (buffers). */
 int fabric_socket_open(tt_fabric* f, uint8_t routing_plane, uint32_t epoch_id, uint32_t socket_id,

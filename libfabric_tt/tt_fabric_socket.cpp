@@ -77,10 +77,11 @@ int fabric_socket_open_with(tt_fabric* handle, uint8_t plane, uint32_t epoch, ui
   tt_fabric* f = lookup(handle);
   if (!f) return TT_FABRIC_EARG;
   if (type != TT_FABRIC_DSOCKET && type != TT_FABRIC_SSOCKET) return TT_FABRIC_EARG;
-  if (type == TT_FABRIC_SSOCKET) return TT_FABRIC_ESOCKETOPEN;  // streaming sockets: not in this emulator yet
   if (direction != TT_FABRIC_SEND && direction != TT_FABRIC_RECEIVE) return TT_FABRIC_EARG;
   if (plane >= f->planes) return TT_FABRIC_EPLANE;
   if (fvc < -1 || fvc >= f->data_fvcs) return TT_FABRIC_EFVC;
+  // An SSocket binds a reservable FVC (1 .. data FVCs - 1): FVC 0 stays shared.
+  if (type == TT_FABRIC_SSOCKET && direction == TT_FABRIC_SEND && fvc == 0) return TT_FABRIC_EFVC;
   const bool any = direction == TT_FABRIC_RECEIVE && remote.mesh == TT_FABRIC_ANY && remote.device == TT_FABRIC_ANY;
   if (!any && !f->targets.contains({remote.mesh, remote.device})) return TT_FABRIC_EDEVICE;
   const tt_fabric_socket_options defaults{TT_FABRIC_END_TO_END, 0, 0, 0, 0};
@@ -90,10 +91,10 @@ int fabric_socket_open_with(tt_fabric* handle, uint8_t plane, uint32_t epoch, ui
   chip::SocketClient::Options so;
   so.socket_id = socket_id;
   so.epoch = epoch;
-  so.type = session::kDSocket;
+  so.type = type == TT_FABRIC_SSOCKET ? session::kSSocket : session::kDSocket;
   so.direction = static_cast<uint8_t>(direction);
   so.handshake = static_cast<uint8_t>(o.handshake);
-  so.fvc = static_cast<uint8_t>(fvc < 0 ? 0 : fvc);
+  so.fvc = fvc < 0 ? chip::SocketClient::kAutoFvc : static_cast<uint8_t>(fvc);
   so.plane = plane;
   so.remote_mesh = any ? session::kAnyDevice : remote.mesh;
   so.remote_device = any ? session::kAnyDevice : remote.device;

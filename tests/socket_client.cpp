@@ -5,10 +5,17 @@
 // thread of its own.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "libfabric_tt/tt_fabric.h"
 #include "tests/eventually.hpp"
@@ -186,10 +193,81 @@ void stalled_consumer(int handshake, uint32_t socket_id) {
 TEST(Socket, AStalledConsumerBlocksTheSharedFvcWithLocalHandshake) { stalled_consumer(TT_FABRIC_LOCAL_HANDSHAKE, 21); }
 TEST(Socket, AStalledConsumerBlocksNothingWithEndToEndHandshake) { stalled_consumer(TT_FABRIC_END_TO_END, 22); }
 
+// `ttemu status --json` of the system this worker runs in: the launcher that started this
+// program is the ttemu binary (it execs its command directly), and TTEMU_JOB names the job.
+nlohmann::json status() {
+  char exe[4096] = {};
+  const ssize_t n = readlink(("/proc/" + std::to_string(getppid()) + "/exe").c_str(), exe, sizeof exe - 1);
+  if (n <= 0) return {};
+  FILE* p = popen((std::string(exe) + " status --json").c_str(), "r");
+  if (!p) return {};
+  std::string out;
+  char buf[4096];
+  for (size_t k; (k = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, k);
+  pclose(p);
+  return nlohmann::json::parse(out, nullptr, false);
+}
+
+// Every reservation `ttemu status` shows, as "CHIP fvc F -> OUTPUT by OWNER".
+std::vector<std::string> reservations_in_status() {
+  std::vector<std::string> out;
+  const nlohmann::json s = status();
+  if (!s.is_object()) {
+    ADD_FAILURE() << "ttemu status --json did not answer";
+    return out;
+  }
+  for (const auto& c : s["chips"]) {
+    for (const auto& r : c.value("reservations", nlohmann::json::array())) {
+      out.push_back(c["name"].get<std::string>() + " fvc " + std::to_string(r["fvc"].get<int>()) + " -> " +
+                    r["output"].get<std::string>() + " by " + r["owner"].get<std::string>());
+    }
+  }
+  return out;
+}
+
+// Spec 2.4.2 across chip processes: an SSocket from M0D0 into mesh 3 reserves its FVC at every
+// router on its route, as `ttemu status` shows; a second SSocket from the same chip finds no
+// reservable FVC left (the open error); the stream arrives whole; closing frees every
+// reservation, and the FVC can be bound again.
+TEST(Socket, AnSSocketReservesItsFvcVisiblyAndFreesItOnClose) {
+  Handle tx, rx;
+  open_on(tx, {0, 0}, 2);
+  open_on(rx, {3, 8}, 2);
+  const int r = fabric_socket_open(rx.f, 0, 1, 31, TT_FABRIC_SSOCKET, TT_FABRIC_RECEIVE, {0, 0}, -1);
+  const int s = fabric_socket_open(tx.f, 0, 1, 31, TT_FABRIC_SSOCKET, TT_FABRIC_SEND, {3, 8}, -1);
+  ASSERT_GE(r, 0) << tt_fabric_strerror(r);
+  ASSERT_GE(s, 0) << tt_fabric_strerror(s);
+  ASSERT_EQ(fabric_socket_connect(tx.f, s), TT_FABRIC_OK);
+  const auto held = reservations_in_status();
+  ASSERT_GE(held.size(), 3u) << "a router per hop, and the receiver's center";
+  for (const auto& h : held) EXPECT_NE(h.find("fvc 1 -> "), std::string::npos) << h;
+  for (const auto& h : held) EXPECT_NE(h.find(" by M0D0"), std::string::npos) << h;
+  EXPECT_EQ(std::count_if(held.begin(), held.end(), [](const std::string& h) { return h.find("M3D8 fvc 1 -> center") == 0; }), 1);
+  EXPECT_EQ(fabric_socket_open(tx.f, 0, 1, 32, TT_FABRIC_SSOCKET, TT_FABRIC_SEND, {3, 8}, -1), TT_FABRIC_ESOCKETOPEN)
+      << "the one reservable FVC (of --fvcs 2) is bound";
+
+  const auto data = stream_bytes(512 << 10, 31);
+  std::memcpy(tt_fabric_memory(tx.f, kSrc, data.size()), data.data(), data.size());
+  std::vector<uint8_t> got;
+  std::thread reader([&] { got = read_all(rx.f, r); });
+  ASSERT_EQ(fabric_socket_send(tx.f, s, kSrc, static_cast<uint32_t>(data.size())), TT_FABRIC_OK);
+  tt_fabric_status st{};
+  ASSERT_EQ(fabric_socket_close(tx.f, s, &st), TT_FABRIC_OK);
+  EXPECT_EQ(st.fvc, 1);
+  reader.join();
+  EXPECT_TRUE(got == data);
+  EXPECT_TRUE(ttemu::test::eventually([] { return reservations_in_status().empty(); }, std::chrono::seconds(20)))
+      << "closed: every router freed it";
+  EXPECT_EQ(fabric_socket_close(rx.f, r, nullptr), TT_FABRIC_OK);
+  const int again = fabric_socket_open(tx.f, 0, 1, 33, TT_FABRIC_SSOCKET, TT_FABRIC_SEND, {3, 8}, -1);
+  EXPECT_GE(again, 0) << "the FVC is free to bind again";
+  EXPECT_EQ(fabric_socket_close(tx.f, again, nullptr), TT_FABRIC_OK);
+}
+
 TEST(Socket, BadArgumentsAreNamedAndDoNothing) {
   Handle h;
   open_on(h, {0, 0}, 2);
-  EXPECT_EQ(fabric_socket_open(h.f, 0, 1, 1, TT_FABRIC_SSOCKET, TT_FABRIC_SEND, {0, 1}, 0), TT_FABRIC_ESOCKETOPEN);
+  EXPECT_EQ(fabric_socket_open(h.f, 0, 1, 1, TT_FABRIC_SSOCKET, TT_FABRIC_SEND, {0, 1}, 0), TT_FABRIC_EFVC) << "FVC 0 is not reservable";
   EXPECT_EQ(fabric_socket_open(h.f, 0, 1, 1, 7, TT_FABRIC_SEND, {0, 1}, 0), TT_FABRIC_EARG);
   EXPECT_EQ(fabric_socket_open(h.f, 0, 1, 1, TT_FABRIC_DSOCKET, 9, {0, 1}, 0), TT_FABRIC_EARG);
   EXPECT_EQ(fabric_socket_open(h.f, 0, 1, 1, TT_FABRIC_DSOCKET, TT_FABRIC_SEND, {9, 99}, 0), TT_FABRIC_EDEVICE);

@@ -4,7 +4,13 @@
 
 #include <cstring>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "emulator/chip/address_space.hpp"
 #include "emulator/control/routing_tables.hpp"
@@ -269,6 +275,129 @@ TEST(SocketSim, ErrorsAreNamedNeverAHang) {
   while (many.open(sender_options(100 + static_cast<uint32_t>(opened), 1, {0, 1})) >= 0) ++opened;
   EXPECT_EQ(many.open(sender_options(999, 1, {0, 1})), session::kSocketOpenError);
   EXPECT_EQ(opened, session::kSocketEndpoints - 1) << "all but the one already open";
+}
+
+}  // namespace
+}  // namespace ttemu::sim
+
+namespace ttemu::sim {
+namespace {
+
+// The reservations every chip's router holds (its snapshot), as "CHIP fvc F -> OUTPUT".
+std::multiset<std::string> reservations(const FabricSim& sim) {
+  std::multiset<std::string> out;
+  const nlohmann::json snapshot = sim.snapshot();  // (a loop over a temporary's member would outlive it)
+  for (const auto& c : snapshot["chips"]) {
+    for (const auto& r : c.value("reservations", nlohmann::json::array())) {
+      out.insert(fmt::format("{} fvc {} -> {}", c["chip"].get<std::string>(), r["fvc"].get<int>(), r["output"].get<std::string>()));
+    }
+  }
+  return out;
+}
+
+chip::CommandRequest write_to(ChipId dst, uint8_t fvc, uint8_t txn) {
+  chip::CommandRequest w;
+  w.dst_mesh = dst.mesh;
+  w.dst_device = dst.device;
+  w.fvc = static_cast<int8_t>(fvc);
+  w.size = 4096;
+  w.txn_id = txn;
+  w.src_addr = kSrc;
+  w.dst_addr = 0x40000;
+  return w;
+}
+
+// Spec 2.4.2: an SSocket from M0D0 to M0D2 (route D0 -> D1 -> D2) reserves FVC 1 at each
+// router on the way. While it is open, another device's writes on FVC 1 over the shared
+// segment D1 -> D2 wait; the same device's writes on FVC 0, and writes on FVC 1 over a route
+// that shares no segment, flow; another SSocket wanting D1 -> D2 waits to connect. Closing
+// frees every reservation: the waiting writes land, the other socket connects.
+TEST(SocketSim, AnSSocketReservesItsFvcAlongItsRouteUntilClosed) {
+  auto sys = load("spec_4mesh_3x3.yaml");
+  auto tables = control::compute_tables(sys);
+  FabricSim sim(sys, tables, {});
+  ASSERT_TRUE(sim.run());
+  const ChipId d0{0, 0}, d1{0, 1}, d2{0, 2}, d3{0, 3}, d4{0, 4};
+  Pair p{sim, d0, d2};
+  auto rx = receiver_options(4, 1, kEndToEnd, 16 << 10, 64 << 10);
+  rx.type = session::kSSocket;
+  auto tx = sender_options(4, 1, d2);
+  tx.type = session::kSSocket;
+  tx.fvc = chip::SocketClient::kAutoFvc;
+  p.rx = p.receiver().open(rx);
+  p.tx = p.sender().open(tx);
+  ASSERT_GE(p.rx, 0);
+  ASSERT_GE(p.tx, 0);
+  EXPECT_EQ(p.sender().endpoint(p.tx)->fvc, 1) << "the one reservable FVC of two";
+  sim.run(std::chrono::milliseconds(5));
+  ASSERT_EQ(p.sender().endpoint(p.tx)->state.load(), session::kSocketConnected);
+  const auto held = reservations(sim);
+  ASSERT_EQ(held.size(), 3u) << fmt::format("{}", fmt::join(held, "; "));
+  EXPECT_EQ(held.count("M0D2 fvc 1 -> center"), 1u);
+
+  auto& blocked = sim.worker(d1, 2);
+  auto& other_fvc = sim.worker(d1, 3);
+  auto& elsewhere = sim.worker(d3, 2);
+  ASSERT_TRUE(blocked.try_submit(write_to(d2, 1, 1)));
+  ASSERT_TRUE(other_fvc.try_submit(write_to(d2, 0, 1)));
+  ASSERT_TRUE(elsewhere.try_submit(write_to(d4, 1, 1)));
+  auto second_tx = sender_options(5, 1, d2);
+  second_tx.type = session::kSSocket;
+  second_tx.fvc = chip::SocketClient::kAutoFvc;
+  auto second_rx = receiver_options(5, 1, kEndToEnd, 16 << 10, 0);
+  second_rx.type = session::kSSocket;
+  second_rx.l1cb_addr = 0xC0000;
+  const int t2 = sim.sockets(d1, 4).open(second_tx);
+  const int r2 = sim.sockets(d2, 4).open(second_rx);
+  ASSERT_GE(t2, 0);
+  ASSERT_GE(r2, 0);
+  sim.run(std::chrono::milliseconds(50));
+  EXPECT_GT(blocked.in_flight(1), 0u) << "another device's FVC-1 writes over the reserved segment wait";
+  EXPECT_TRUE(sim.events().empty()) << "and do not time out";
+  EXPECT_EQ(other_fvc.in_flight(1), 0u) << "FVC 0 flows";
+  EXPECT_EQ(elsewhere.in_flight(1), 0u) << "FVC 1 flows where the socket's route is not";
+  EXPECT_EQ(sim.sockets(d1, 4).endpoint(t2)->state.load(), session::kSocketOpening) << "a second SSocket over D1 -> D2 waits";
+
+  const auto data = stream_bytes(100 << 10, 9);
+  EXPECT_TRUE(stream(p, data) == data) << "the owner's stream flows";
+  ASSERT_TRUE(p.sender().try_close(p.tx, 0));
+  sim.run(std::chrono::milliseconds(50));
+  EXPECT_EQ(blocked.in_flight(1), 0u) << "closed: the waiting writes land";
+  EXPECT_EQ(sim.sockets(d1, 4).endpoint(t2)->state.load(), session::kSocketConnected) << "and the second socket connects";
+  const auto now_held = reservations(sim);
+  EXPECT_EQ(now_held.size(), 2u) << "only the second socket's (D1 -> D2, D2's center): " << fmt::format("{}", fmt::join(now_held, "; "));
+  EXPECT_EQ(now_held.count("M0D2 fvc 1 -> center"), 1u);
+}
+
+// Spec 2.4.2: as many SSockets from a chip as reservable FVCs; then the open error.
+TEST(SocketSim, ExhaustingTheReservableFvcsIsAnOpenError) {
+  auto sys = load("n300.yaml");
+  auto tables = control::compute_tables(sys);
+  SimConfig cfg;
+  cfg.router.data_fvcs = 3;  // FVCs 1 and 2 are reservable
+  FabricSim sim(sys, tables, cfg);
+  ASSERT_TRUE(sim.run());
+  auto& s = sim.sockets({0, 0}, kCore);
+  auto o = sender_options(1, 1, {0, 1});
+  o.type = session::kSSocket;
+  o.fvc = chip::SocketClient::kAutoFvc;
+  const int a = s.open(o);
+  o.socket_id = 2;
+  const int b = s.open(o);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  EXPECT_NE(s.endpoint(a)->fvc, s.endpoint(b)->fvc);
+  o.socket_id = 3;
+  EXPECT_EQ(s.open(o), session::kSocketOpenError);
+  o.fvc = 1;
+  EXPECT_EQ(s.open(o), session::kSocketOpenError) << "FVC 1 is bound";
+  auto d = sender_options(4, 1, {0, 1});
+  EXPECT_GE(s.open(d), 0) << "a DSocket needs no reservation";
+  ASSERT_TRUE(s.try_close(a, 0));
+  sim.run(std::chrono::milliseconds(5));
+  s.release(a);
+  o.fvc = chip::SocketClient::kAutoFvc;
+  EXPECT_GE(s.open(o), 0) << "a closed SSocket's FVC is free again";
 }
 
 }  // namespace

@@ -43,6 +43,15 @@ inline const char* to_string(TransportMode m) {
   return "?";
 }
 
+inline constexpr int kMaxReservableFvcs = 8;  // data FVCs (--fvcs) at most
+// An SSocket reservation's owner as the control block shows it: its chip and socket endpoint.
+inline uint64_t pack_reservation(routing::ChipId owner, uint16_t endpoint) {
+  return uint64_t{1} << 63 | uint64_t{owner.mesh} << 32 | uint64_t{owner.device} << 16 | endpoint;
+}
+inline routing::ChipId reservation_owner(uint64_t v) {
+  return {static_cast<uint16_t>(v >> 32 & 0x7FFF), static_cast<uint16_t>(v >> 16)};
+}
+
 struct PortStatus {
   link::LinkCounters counters;
   std::atomic<uint32_t> udp_port{0};        // bound UDP port, 0 when the port is not wired
@@ -52,6 +61,9 @@ struct PortStatus {
   // while the Ethernet Fallback Channel carries it (efc.hpp), for fallback_reason.
   std::atomic<uint32_t> wire{0};
   std::atomic<uint32_t> fallback_reason{0};  // link::EfcReason
+  // Streaming sockets' reservations of this port's data FVCs (spec 2.4.2), as the router holds
+  // them: pack_reservation() of the owner, 0 when free.
+  std::atomic<uint64_t> reserved[kMaxReservableFvcs];
 };
 
 // The router command buffer of the pull model (spec 2.2.2.4): a worker takes a ticket only
@@ -150,6 +162,8 @@ struct ChipControl {
   // takes no new commands; what is in the fabric moves on.
   std::atomic<uint32_t> injection_paused{0};
   StatusQueue status;  // the fabric node status queue (spec 1.1.2.1): the router's messages
+  uint32_t data_fvcs = 0;  // the router's (FVCs 1 .. data_fvcs-1 are reservable by SSockets)
+  std::atomic<uint64_t> center_reserved[kMaxReservableFvcs];  // reservations of deliveries here
   // The socket table (spec 2.4.2-2.4.4, 4): endpoints the chip's workers own and its session
   // layer serves (session/socket_endpoint.hpp, chip/socket_client.hpp).
   session::SocketEndpoint sockets[session::kSocketEndpoints];

@@ -26,8 +26,28 @@ SocketEndpoint* SocketClient::endpoint(int ep) const {
   return state != session::kSocketFree && e.core == core_ ? &e : nullptr;
 }
 
+int SocketClient::streaming_fvc(const Options& o, int self) const {
+  // Reservable: data FVCs 1 .. data_fvcs-1 (FVC 0 stays shared, so RDMA and DSockets always
+  // have a way); each carries one of this chip's outgoing SSockets at a time (spec 2.4.2).
+  const int n = std::min<int>(static_cast<int>(ctl_.data_fvcs), kMaxReservableFvcs);
+  uint32_t held = 0;
+  for (int i = 0; i < session::kSocketEndpoints; ++i) {
+    const SocketEndpoint& e = ctl_.sockets[i];
+    const auto state = e.state.load(std::memory_order_acquire);
+    if (i != self && e.type == session::kSSocket && e.direction == session::kSocketSend && state >= session::kSocketOpening &&
+        state <= session::kSocketConnected && e.fvc < 32) {
+      held |= 1u << e.fvc;
+    }
+  }
+  if (o.fvc != kAutoFvc) return o.fvc >= 1 && o.fvc < n && !(held >> o.fvc & 1u) ? o.fvc : -1;
+  for (int v = 1; v < n; ++v) {
+    if (!(held >> v & 1u)) return v;
+  }
+  return -1;
+}
+
 int SocketClient::open(const Options& o) {
-  if (o.type != session::kDSocket) return session::kSocketOpenError;  // SSockets: not yet here
+  if (o.type != session::kDSocket && o.type != session::kSSocket) return session::kSocketOpenError;
   if (o.direction == session::kSocketReceive) {
     if (o.l1cb_size < routing::kMaxPacketPayload) return kStatusBadSize;  // a packet must fit
     if (mem_(o.l1cb_addr, o.l1cb_size).size() != o.l1cb_size) return kStatusBadAddress;
@@ -63,6 +83,18 @@ int SocketClient::open(const Options& o) {
     e.queued.store(0, std::memory_order_relaxed);
     e.sent.store(0, std::memory_order_relaxed);
     e.credit_limit.store(0, std::memory_order_relaxed);
+    if (o.type == session::kSSocket && o.direction == session::kSocketSend) {
+      // Its FVC, once claimed: two workers opening at once see each other's claims.
+      e.state.store(session::kSocketOpening, std::memory_order_seq_cst);
+      const int fvc = streaming_fvc(o, i);
+      if (fvc < 0) {
+        e.state.store(session::kSocketFree, std::memory_order_release);
+        return session::kSocketOpenError;  // every reservable FVC is bound
+      }
+      e.fvc = static_cast<uint8_t>(fvc);
+    } else if (o.fvc == kAutoFvc) {
+      e.fvc = 0;
+    }
     e.state.store(session::kSocketOpening, std::memory_order_release);
     if (!commands_.try_submit(socket_command(routing::Command::kSocketOpen, e, i))) {
       e.state.store(session::kSocketFree, std::memory_order_release);

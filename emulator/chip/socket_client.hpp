@@ -28,15 +28,17 @@ class SocketClient {
     uint8_t type = session::kDSocket;
     uint8_t direction = session::kSocketSend;
     uint8_t handshake = session::kEndToEnd;
-    uint8_t fvc = 0, plane = 0;
+    uint8_t fvc = 0, plane = 0;  // SSocket senders: kAutoFvc picks a reservable FVC
     uint16_t remote_mesh = 0, remote_device = 0;  // receiver: session::kAnyDevice for any sender
     // Receive side: L1CB (at least one packet, kMaxPacketPayload) and DSCB (0: none).
     uint64_t l1cb_addr = 0, dscb_addr = 0;
     uint32_t l1cb_size = 0, dscb_size = 0;
   };
+  static constexpr uint8_t kAutoFvc = 0xFF;
   // Claims a free endpoint and asks the chip to open it: the endpoint (0..kSocketEndpoints-1),
-  // or a negative status: kSocketOpenError when every endpoint is taken (or the type is not
-  // one this emulator has yet), kStatusBadSize / kStatusBadAddress for buffers that cannot
+  // or a negative status: kSocketOpenError when every endpoint is taken or, for an SSocket,
+  // every reservable FVC (1 .. data FVCs - 1) already carries one of this chip's SSockets (the
+  // open error of spec 2.4.2), kStatusBadSize / kStatusBadAddress for buffers that cannot
   // serve, kSocketNoCredits (try again) when the command buffer is full.
   int open(const Options& o);
   session::SocketEndpoint* endpoint(int ep) const;  // nullptr unless this core owns it
@@ -65,7 +67,9 @@ class SocketClient {
   CommandBufferClient& commands_;
   uint16_t core_;
   Memory mem_;
-  uint64_t poke_owed_ = 0;  // endpoints whose poke found the command buffer full
+  uint64_t poke_owed_ = 0;
+  // The FVC an SSocket sender opened as endpoint `self` gets, or -1 when none is free.
+  int streaming_fvc(const Options& o, int self) const;  // endpoints whose poke found the command buffer full
 };
 
 }  // namespace ttemu::chip

@@ -134,6 +134,7 @@ ChipNode::ChipNode(ChipNodeConfig config, session::Center::Memory memory, chip::
       intake_(cfg_.self, control, memory),
       rates_(cfg_.rates, wired_ports(cfg_)),
       by_number_(routing::kMaxPorts, nullptr) {
+  ctl_.data_fvcs = static_cast<uint32_t>(cfg_.router.data_fvcs);
   for (const auto& pc : cfg_.ports) {
     if (pc.number >= routing::kMaxPorts) throw std::invalid_argument("port " + std::to_string(pc.number) + " does not exist");
     auto p = std::make_unique<Port>();
@@ -276,6 +277,23 @@ void ChipNode::pump(Time now) {
       if (!fabric_.backlog(p->number).empty()) service(*p, now);
     }
   } while (links_changed_);  // the router drops at once what waited for a link that went down
+  if (fabric_.router().reservations_changed() != reservations_shown_) publish_reservations();
+}
+
+void ChipNode::publish_reservations() {
+  reservations_shown_ = fabric_.router().reservations_changed();
+  std::array<std::array<uint64_t, chip::kMaxReservableFvcs>, routing::kMaxPorts + 1> now{};  // the center last
+  for (const auto& r : fabric_.router().reservations()) {
+    if (r.fvc >= chip::kMaxReservableFvcs) continue;
+    const size_t at = r.port == routing::FabricRouter::kCenter ? routing::kMaxPorts : r.port;
+    if (at <= routing::kMaxPorts) now[at][r.fvc] = chip::pack_reservation(r.owner, r.endpoint);
+  }
+  for (size_t p = 0; p < routing::kMaxPorts; ++p) {
+    for (int v = 0; v < chip::kMaxReservableFvcs; ++v) ctl_.ports[p].reserved[v].store(now[p][static_cast<size_t>(v)], std::memory_order_relaxed);
+  }
+  for (int v = 0; v < chip::kMaxReservableFvcs; ++v) {
+    ctl_.center_reserved[v].store(now[routing::kMaxPorts][static_cast<size_t>(v)], std::memory_order_relaxed);
+  }
 }
 
 void ChipNode::on_writable(uint8_t number, Time now) {

@@ -198,6 +198,8 @@ class ChipNode {
   BufferPool buffers_;  // packet buffers: the router's, the links' windows (before both)
   session::FabricNode fabric_;
   CommandIntake intake_;
+  uint64_t reservations_shown_ = 0;  // the router's reservations_changed() last published
+  void publish_reservations();
   StatusRates rates_;
   std::vector<std::unique_ptr<Port>> ports_;  // ascending port numbers
   std::vector<Port*> by_number_;              // port number -> its Port, nullptr if not wired

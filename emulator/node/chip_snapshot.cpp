@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emulator/node/chip_node.hpp"
+#include "emulator/node/socket_json.hpp"
 #include "emulator/transport/lanes.hpp"
 
 namespace ttemu::node {
@@ -58,7 +59,9 @@ json ChipNode::snapshot(Time now) const {
           {"idle", idle()},
           {"buffers", std::move(buffers)},
           {"ports", std::move(ports)},
-          {"stalled_fvcs", std::move(stalled)}};
+          {"stalled_fvcs", std::move(stalled)},
+          {"sockets", sockets_json(ctl_)},
+          {"reservations", reservations_json(ctl_, cfg_.self)}};
 }
 
 }  // namespace ttemu::node

@@ -197,9 +197,11 @@ bool CommandIntake::issue_socket(const FabricCommand& c, Progress& pr, session::
       return true;
     }
     case Command::kSocketClose: {
-      if (e->direction == session::kSocketSend && (state == session::kSocketConnected || state == session::kSocketOpening)) {
+      if (e->direction == session::kSocketSend && (state == session::kSocketConnected || state == session::kSocketOpening ||
+                                                   state == session::kSocketBroken)) {
         // Behind the socket's data, on its FVC: the receiver sees every byte before the close
-        // (or, not yet connected, forgets the open that waits there).
+        // (or, not yet connected, forgets the open that waits there), and an SSocket's
+        // reservation is freed at every router it passes.
         if (router.inject_room(e->fvc) == 0) {
           no_room = e->fvc;
           return false;

@@ -56,6 +56,48 @@ FabricRouter::FabricRouter(ChipId self, const RouterConfig& config, std::vector<
   }
   busy_.assign((inputs_.size() + 63) / 64, 0);
   port_down_.assign(sorted.size(), false);
+  reserved_.resize((sorted.size() + 1) * static_cast<size_t>(fvcs()));
+}
+
+bool FabricRouter::reservation_allows(const Input& in, const Packet& p, size_t out) {
+  const PacketHeader& h = p.header;
+  const auto n = static_cast<size_t>(fvcs());
+  if (h.command == Command::kSocketOpen && (h.wrap & 0xF) == kSocketTypeStreaming) {
+    if (h.dst_addr >= static_cast<uint64_t>(cfg_.data_fvcs)) return true;  // nothing to reserve: refused at the receiver
+    Reservation& r = reserved_[out * n + h.dst_addr];
+    const bool mine = r.active && r.owner == h.src() && r.endpoint == h.src_core;
+    if (r.active && !mine) return false;  // another socket holds it: the open waits
+    if (!mine) {
+      r = {true, h.src(), h.src_core, in.port};
+      ++reservations_changed_;
+    }
+    return true;
+  }
+  if (is_answer(h.command) || h.fvc >= n) return true;
+  Reservation& r = reserved_[out * n + h.fvc];
+  if (!r.active) return true;
+  const bool owner = h.txn_id == kSocketTxn && h.src() == r.owner && h.src_core == r.endpoint;
+  if (owner && h.command == Command::kSocketClose) {
+    r.active = false;
+    ++reservations_changed_;
+  }
+  return owner || in.port == r.in_port;
+}
+
+std::vector<FabricRouter::ReservationState> FabricRouter::reservations() const {
+  std::vector<ReservationState> out;
+  const auto n = static_cast<size_t>(fvcs());
+  for (size_t i = 0; i < reserved_.size(); ++i) {
+    const Reservation& r = reserved_[i];
+    if (!r.active) continue;
+    const size_t rank = i / n;
+    uint8_t port = kCenter;
+    for (size_t p = 0; p < kCenter; ++p) {
+      if (port_rank_[p] == static_cast<int16_t>(rank)) port = static_cast<uint8_t>(p);
+    }
+    out.push_back({port, static_cast<uint8_t>(i % n), r.owner, r.endpoint});
+  }
+  return out;
 }
 
 size_t FabricRouter::next_busy(size_t from) const {
@@ -225,6 +267,10 @@ void FabricRouter::poll(Time now, Actions& out) {
         // A stalled consumer, or a request whose answer has no room yet: it waits.
         const bool answer = is_answer(p.header.command);
         size_t* room = answer ? nullptr : &center_room_[answer_fvc(p.header, control_fvc())];
+        if (!reservation_allows(in, p, wired_ports())) {
+          q.front().head_since = now;  // waiting for a socket's close is not a stall
+          continue;
+        }
         const bool gated = p.header.command == Command::kSocketData && socket_gate_ && !socket_gate_(p.header);
         if (center_stalled_[p.header.fvc] || (room && *room == 0) || gated) {
           if (now - q.front().head_since >= cfg_.timeout) drop(in, RouterEvent::kTimeout, now, out), progress = true;
@@ -260,6 +306,8 @@ void FabricRouter::poll(Time now, Actions& out) {
             drop(in, RouterEvent::kLinkDown, now, out);
             progress = true;
           }
+        } else if (!reservation_allows(in, p, static_cast<size_t>(port_rank_[hop.port]))) {
+          q.front().head_since = now;  // waiting for a socket's close is not a stall
         } else if (credits_[static_cast<size_t>(credit)] > 0) {
           --credits_[static_cast<size_t>(credit)];
           --p.header.ttl;

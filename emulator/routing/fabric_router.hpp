@@ -99,6 +99,22 @@ class FabricRouter {
   // a full consumer backs up the FVC, spec 2.4.4); until then it waits at the head of its
   // buffer, under the timeout like any other.
   void set_socket_gate(std::function<bool(const PacketHeader&)> gate) { socket_gate_ = std::move(gate); }
+
+  // Streaming sockets' FVC reservations (spec 2.4.2): an SSocket's open (kSocketOpen of type
+  // SSocket, the FVC in dst_addr) reserves that FVC toward its next hop (or the center) at
+  // every router it passes; it waits where another socket holds it. While reserved, requests
+  // on that FVC toward that output pass only if they are the owner's, or come from the input
+  // the reservation came in by (they were on their way before it: they must not block the
+  // owner's data behind them); others wait, without timing out, until the owner's close
+  // passes and frees it. Other FVCs and other outputs are untouched; answers are never held.
+  struct ReservationState {
+    uint8_t port;  // or kCenter
+    uint8_t fvc;
+    ChipId owner;
+    uint16_t endpoint;  // the owner's socket endpoint
+  };
+  std::vector<ReservationState> reservations() const;
+  uint64_t reservations_changed() const { return reservations_changed_; }  // counts changes
   // The TT-link on a wired port went down (or came back). While it is down, packets whose next
   // hop is that port are dropped with kLinkDown at the next poll instead of waiting for credits.
   void set_port_down(uint8_t port, bool down);
@@ -189,6 +205,17 @@ class FabricRouter {
   std::vector<uint32_t> credits_;   // rank * lanes + lane -> free slots downstream
   std::vector<bool> center_stalled_;
   std::function<bool(const PacketHeader&)> socket_gate_;
+  struct Reservation {
+    bool active = false;
+    ChipId owner{};
+    uint16_t endpoint = 0;
+    uint8_t in_port = 0;
+  };
+  std::vector<Reservation> reserved_;  // (port rank, or the center last) * fvcs() + fvc
+  uint64_t reservations_changed_ = 0;
+  // Whether a head packet may take output `out` (a port rank, or the center's) now; an SSocket's
+  // open takes the reservation as it passes, the owner's close frees it.
+  bool reservation_allows(const Input& in, const Packet& p, size_t out);
   std::vector<size_t> center_room_;  // by answer FVC
   std::vector<bool> port_down_;  // by rank
   std::vector<Packet> pending_nacks_;

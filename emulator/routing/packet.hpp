@@ -144,6 +144,7 @@ inline uint32_t packets_for(Command c, uint32_t size) {
 // handshake (opens), `txn_id` is kSocketTxn and `src_core` the sender's endpoint, so that a
 // NACK of a socket packet names the endpoint whose stream broke.
 inline constexpr uint8_t kSocketTxn = 0xFF;
+inline constexpr uint8_t kSocketTypeStreaming = 1;  // an open's wrap & 0xF: an SSocket (session::kSSocket)
 struct SocketTag {
   uint32_t epoch = 0;
   uint16_t sender = 0, receiver = 0;  // endpoints in their chips' socket tables

@@ -12,6 +12,8 @@ using routing::Command;
 using routing::PacketHeader;
 using routing::SocketTag;
 
+static_assert(routing::kSocketTypeStreaming == kSSocket);
+
 namespace {
 
 constexpr uint64_t kUnlimited = std::numeric_limits<uint64_t>::max();
@@ -92,6 +94,8 @@ void SocketLayer::open(uint16_t ep, Out& out) {
     p.header.arg = e->socket_id;
     p.header.return_addr = SocketTag{e->epoch, ep, 0}.pack();
     p.header.wrap = static_cast<uint8_t>(e->type | e->handshake << 4);
+    // An SSocket's open reserves its FVC at every router on the way (FabricRouter).
+    if (e->type == kSSocket) p.header.dst_addr = e->fvc;
     p.header.src_core = ep;
     p.header.plane = e->plane;
     out.requests.push_back(std::move(p));
