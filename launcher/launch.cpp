@@ -157,6 +157,8 @@ class Launcher : public ControlTarget {
     m.planes = sys_.planes;
     m.data_fvcs = o_.data_fvcs;
     m.rb_packets = o_.rb_packets;
+    m.mesh_rows = sys_.mesh_of(v).chips.rows;
+    m.mesh_cols = sys_.mesh_of(v).chips.cols;
     m.timeout_ms = o_.timeout_ms;
     m.ack_delay_us = o_.ack_delay_us;
     m.credit_delay_us = o_.credit_delay_us;

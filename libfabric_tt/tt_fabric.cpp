@@ -35,6 +35,7 @@ static_assert(int{TT_FABRIC_EDEVICE} == int{chip::kStatusBadDevice} && int{TT_FA
 static_assert(TT_FABRIC_ACKED == static_cast<int>(routing::Command::kWriteAck) && TT_FABRIC_NACKED == static_cast<int>(routing::Command::kNack) &&
               TT_FABRIC_READ_DONE == static_cast<int>(routing::Command::kReadResponse));
 static_assert(sizeof(tt_fabric_completion) == sizeof(chip::Completion));
+static_assert(TT_FABRIC_MCAST_NOC == routing::kMcastNoc);
 
 namespace {
 
@@ -121,7 +122,7 @@ int submit_checked(tt_fabric* f, const Request& r, tt_fabric_status* status, boo
   if (moves_data && (r.size == 0 || r.size > TT_FABRIC_MAX_SIZE)) return fail(status, TT_FABRIC_ESIZE);
   const uint32_t span = moves_data ? r.size : 4;
   if (!chip::in_range(r.dst_addr, span, t->second.l1_bytes, t->second.dram_bytes)) return fail(status, TT_FABRIC_EADDR);
-  if (r.command == routing::Command::kWrite && !chip::in_range(r.src_addr, r.size, f->l1.size(), f->dram.size())) {
+  if (routing::writes(r.command) && !chip::in_range(r.src_addr, r.size, f->l1.size(), f->dram.size())) {
     return fail(status, TT_FABRIC_EADDR);
   }
   const bool answers = routing::answered_with_data(r.command);
@@ -139,7 +140,7 @@ int submit_checked(tt_fabric* f, const Request& r, tt_fabric_status* status, boo
                                      .txn_id = r.txn, .wrap = r.wrap, .ttl = routing::kDefaultTtl,
                                      .dst_mesh = r.dst.mesh, .dst_device = r.dst.device, .size = r.size, .arg = r.arg,
                                      .src_addr = r.src_addr, .dst_addr = r.dst_addr, .return_addr = r.return_addr,
-                                     .status_addr = status_addr};
+                                     .status_addr = status_addr, .copies = r.copies};
   if (f->commands->try_submit(request)) return TT_FABRIC_OK;  // no clock, no syscall when a slot is free
   bool alive = chip_alive(f), sent = false;
   // Blocking: waits for a slot in steps, looking between them whether the chip still runs.
@@ -413,27 +414,32 @@ int fabric_async_write(tt_fabric* handle, uint8_t plane, uint64_t src_addr, tt_f
 
 int fabric_async_write_multicast(tt_fabric* handle, uint8_t plane, tt_fabric_device origin, uint8_t e, uint8_t w,
                                  uint8_t n, uint8_t s, uint64_t src_addr, uint64_t dst_addr, uint32_t size,
-                                 int fvc, uint8_t txn, uint32_t /*mcast_flags*/, tt_fabric_status* status) {
+                                 int fvc, uint8_t txn, uint32_t mcast_flags, tt_fabric_status* status) {
   tt_fabric* f = lookup(handle);
   if (!f) return fail(status, TT_FABRIC_EARG);
   auto o = f->targets.find({origin.mesh, origin.device});
   if (o == f->targets.end()) return fail(status, TT_FABRIC_EDEVICE);
-  // Validate every write first, so that an error sends nothing.
-  std::vector<tt_fabric_device> group;
+  if (mcast_flags & ~uint32_t{TT_FABRIC_MCAST_NOC}) return fail(status, TT_FABRIC_EARG);
+  const bool noc = (mcast_flags & TT_FABRIC_MCAST_NOC) != 0;
+  // Check every destination first, so that an error sends nothing. The group is the origin's
+  // mesh within the depths, as the fabric's copies cover it (routing/multicast.hpp).
+  size_t group = 0;
   for (const auto& [key, t] : f->targets) {
     if (key.first != origin.mesh) continue;
     const int dr = t.row - o->second.row, dc = t.col - o->second.col;
-    if (dr >= -n && dr <= s && dc >= -w && dc <= e) group.push_back({key.first, key.second});
+    if (dr < -n || dr > s || dc < -w || dc > e) continue;
+    ++group;
+    // NOC multicast: dst_addr is an offset inside each Tensix core's L1 (same arch throughout).
+    const bool in = noc ? dst_addr + size <= f->tensix_l1 : chip::in_range(dst_addr, size, t.l1_bytes, t.dram_bytes);
+    if (!in) return fail(status, TT_FABRIC_EADDR);
   }
-  for (const auto& d : group) {
-    auto t = f->targets.at({d.mesh, d.device});
-    if (!chip::in_range(dst_addr, size, t.l1_bytes, t.dram_bytes)) return fail(status, TT_FABRIC_EADDR);
-  }
-  for (const auto& d : group) {
-    int rc = fabric_async_write(handle, plane, src_addr, d, dst_addr, size, fvc, txn, status);
-    if (rc != TT_FABRIC_OK) return rc;
-  }
-  return TT_FABRIC_OK;
+  // One command: the fabric carries one packet to the origin and copies it from there; every
+  // device acknowledges, so the barrier means every one committed.
+  Request r{.command = routing::Command::kMcastWrite, .plane = plane, .dst = origin, .src_addr = src_addr,
+            .dst_addr = dst_addr, .size = size, .arg = routing::McastDepths{e, w, n, s}.pack(),
+            .wrap = static_cast<uint8_t>(mcast_flags), .fvc = fvc, .txn = txn};
+  r.copies = static_cast<uint16_t>(group);
+  return submit(f, r, status);
 }
 
 int tt_fabric_set_retry(tt_fabric* handle, int rounds, uint32_t wait_ms) {

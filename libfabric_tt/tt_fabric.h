@@ -117,7 +117,12 @@ const char* tt_fabric_strerror(int code);
 int fabric_async_write(tt_fabric* f, uint8_t routing_plane, uint64_t src_addr, tt_fabric_device dst,
                        uint64_t dst_addr, uint32_t size, int fvc, uint8_t transaction_id,
                        tt_fabric_status* status);
-/* Writes to every device within the given hops of origin (east, west, north, south). */
+/* Writes to every device within the given hops of origin (east, west, north, south), in the
+ * origin's mesh (spec 3.2): one packet travels to the origin, and the routers copy it on to
+ * the rest, one hop each. mcast_flags TT_FABRIC_MCAST_NOC: dst_addr is an offset written in
+ * every Tensix core's L1 of every device of the group. The barrier of the transaction returns
+ * once every device committed it. */
+#define TT_FABRIC_MCAST_NOC 1u
 int fabric_async_write_multicast(tt_fabric* f, uint8_t routing_plane, tt_fabric_device origin,
                                  uint8_t e_depth, uint8_t w_depth, uint8_t n_depth, uint8_t s_depth,
                                  uint64_t src_addr, uint64_t dst_addr, uint32_t size, int fvc,

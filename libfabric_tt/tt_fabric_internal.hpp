@@ -30,6 +30,7 @@ struct Request {
   uint8_t wrap = 31;
   int fvc = -1;
   uint8_t txn = 0;
+  uint16_t copies = 1;  // a multicast: the devices it writes
 };
 }  // namespace ttemu::client
 

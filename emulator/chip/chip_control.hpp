@@ -95,6 +95,7 @@ struct FabricCommand {
   uint64_t dst_addr = 0;     // at the destination
   uint64_t return_addr = 0;  // local: where read answers land
   uint64_t status_addr = 0;  // local: a FabricStatus the router fills in; 0 for none
+  uint16_t copies = 1;       // a multicast write: the devices that acknowledge each packet
 };
 
 enum FabricStatusCode : int32_t {  // mirrored by libfabric_tt/tt_fabric.h

@@ -32,7 +32,8 @@ bool CommandBufferClient::try_submit(const CommandRequest& r) {
   slot.dst_addr = r.dst_addr;
   slot.return_addr = r.return_addr;
   slot.status_addr = r.status_addr;
-  cb.workers[core_ % kMaxWorkers].txn[r.txn_id % kTxnIds].fetch_add(routing::packets_for(r.command, r.size));
+  slot.copies = r.copies;
+  cb.workers[core_ % kMaxWorkers].txn[r.txn_id % kTxnIds].fetch_add(routing::packets_for(r.command, r.size) * r.copies);
   slot.state.store(kSlotReady, std::memory_order_release);
   // The router looks for ready slots after it says it sleeps; ring only if it has said so.
   std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -95,7 +95,7 @@ bool CommandIntake::issue(const FabricCommand& c, Progress& pr, session::FabricN
       refuse(c, kStatusBadFvc);
       return true;
     }
-    if (c.command == Command::kWrite && mem_(c.src_addr, c.size).size() != c.size) {
+    if (routing::writes(c.command) && mem_(c.src_addr, c.size).size() != c.size) {
       refuse(c, kStatusBadAddress);
       return true;
     }
@@ -130,7 +130,7 @@ bool CommandIntake::issue(const FabricCommand& c, Progress& pr, session::FabricN
     h.wrap = c.wrap;
     h.arg = c.arg;
     h.src_core = c.core;
-    if (c.command == Command::kWrite) {
+    if (routing::writes(c.command)) {
       auto src = mem_(c.src_addr + pr.offset, chunk);  // the pull: straight from worker memory
       p.bytes = node.buffers().take();
       p.set_payload(src);  // the one copy on injection
@@ -227,7 +227,7 @@ bool CommandIntake::issue_socket(const FabricCommand& c, Progress& pr, session::
 void CommandIntake::refuse(const FabricCommand& c, int32_t status) {
   // Nothing is sent; the packets the worker counted up come back as NACKs so its barrier returns.
   write_status(c, status, -1);
-  count_down(c.core, c.txn_id, routing::packets_for(c.command, c.size), Command::kNack);
+  count_down(c.core, c.txn_id, routing::packets_for(c.command, c.size) * c.copies, Command::kNack);
 }
 
 void CommandIntake::answer(const routing::Packet& packet) {

@@ -41,6 +41,7 @@ struct Config {
   std::string bind;
   std::vector<LinkSetup> links;  // the wired ports; each plane's table is in the routers' L1
   int planes = 1, data_fvcs = 0, rb_packets = 0, timeout_ms = 0;
+  int mesh_rows = 0, mesh_cols = 0;  // the chip's mesh, for multicast copies
   int ack_delay_us = 0, credit_delay_us = 0, spin_us = 0;
   std::string transport = "udp";  // udp | uring | shm
   // The Ethernet Fallback Channel (link::EfcConfig).

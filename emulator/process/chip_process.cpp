@@ -218,6 +218,10 @@ class Chip final : public node::NodeObserver {
     nc.rates.retransmit_alarm = m.retransmit_alarm;
     nc.router.data_fvcs = m.data_fvcs;
     nc.router.rb_packets = m.rb_packets;
+    nc.router.mesh_rows = m.mesh_rows;
+    nc.router.mesh_cols = m.mesh_cols;
+    nc.tensix_cores = arch_.tensix_cores;
+    nc.tensix_l1 = arch_.tensix_l1;
     nc.router.timeout = std::chrono::milliseconds(m.timeout_ms);
     nc.router.credit_delay = std::chrono::microseconds(m.credit_delay_us);
     planes_ = m.planes;

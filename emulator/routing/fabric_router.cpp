@@ -271,7 +271,8 @@ void FabricRouter::poll(Time now, Actions& out) {
           q.front().head_since = now;  // waiting for a socket's close is not a stall
           continue;
         }
-        const bool gated = p.header.command == Command::kSocketData && socket_gate_ && !socket_gate_(p.header);
+        const bool gated = (p.header.command == Command::kSocketData || p.header.command == Command::kMcastWrite) &&
+                           center_gate_ && !center_gate_(p.header);
         if (center_stalled_[p.header.fvc] || (room && *room == 0) || gated) {
           if (now - q.front().head_since >= cfg_.timeout) drop(in, RouterEvent::kTimeout, now, out), progress = true;
           continue;

@@ -55,6 +55,9 @@ struct RouterConfig {
   // Freed slots go back to the upstream router once half a buffer is free or after this long
   // (0: at once): fewer credit frames, fewer wake-ups of the upstream chip.
   Duration credit_delay{0};
+  // This chip's mesh, rows by columns (devices numbered row-major), for multicast's copies to
+  // its neighbours; 0: unknown, and a multicast is committed at its origin only.
+  int mesh_rows = 0, mesh_cols = 0;
 };
 
 struct RouterEvent {
@@ -95,10 +98,11 @@ class FabricRouter {
   void set_center_room(uint8_t answer_fvc, size_t n) { center_room_.at(answer_fvc) = n; }
   // While stalled, the center takes no deliveries on this FVC (a stalled consumer).
   void stall_center(uint8_t fvc, bool stalled);
-  // Socket data is delivered only once `gate` says its consumer has room (local handshake:
-  // a full consumer backs up the FVC, spec 2.4.4); until then it waits at the head of its
-  // buffer, under the timeout like any other.
-  void set_socket_gate(std::function<bool(const PacketHeader&)> gate) { socket_gate_ = std::move(gate); }
+  // Socket data and multicast writes are delivered only once `gate` says the center has room
+  // for them (socket data: its consumer, local handshake's back-pressure, spec 2.4.4; a
+  // multicast: room for its copies); until then they wait at the head of their buffer, under
+  // the timeout like any other.
+  void set_center_gate(std::function<bool(const PacketHeader&)> gate) { center_gate_ = std::move(gate); }
 
   // Streaming sockets' FVC reservations (spec 2.4.2): an SSocket's open (kSocketOpen of type
   // SSocket, the FVC in dst_addr) reserves that FVC toward its next hop (or the center) at
@@ -204,7 +208,7 @@ class FabricRouter {
   std::vector<int16_t> input_of_;   // rank * lanes + lane -> index into inputs_
   std::vector<uint32_t> credits_;   // rank * lanes + lane -> free slots downstream
   std::vector<bool> center_stalled_;
-  std::function<bool(const PacketHeader&)> socket_gate_;
+  std::function<bool(const PacketHeader&)> center_gate_;
   struct Reservation {
     bool active = false;
     ChipId owner{};

@@ -31,7 +31,20 @@ enum class Command : uint8_t {
   kSocketReject = 13,  // the receiver's session refuses: dst_addr holds a SocketStatus
   // Worker commands that never travel: open an endpoint, tell the session layer room was made.
   kSocketPoke = 14,
+  // A write to every device of a rectangle of its origin's mesh (spec 3.2): it travels to the
+  // origin (dst), where the fabric node commits it and sends a copy to each neighbour that
+  // still has depth to cover; `arg` holds the depths left (mcast_depths), `wrap` the flags.
+  kMcastWrite = 15,
 };
+// A multicast's depths left around the chip a copy is bound for: east, west, north, south.
+struct McastDepths {
+  uint8_t e = 0, w = 0, n = 0, s = 0;
+  uint32_t pack() const { return uint32_t{e} | uint32_t{w} << 8 | uint32_t{n} << 16 | uint32_t{s} << 24; }
+  static McastDepths unpack(uint32_t v) {
+    return {static_cast<uint8_t>(v), static_cast<uint8_t>(v >> 8), static_cast<uint8_t>(v >> 16), static_cast<uint8_t>(v >> 24)};
+  }
+};
+inline constexpr uint8_t kMcastNoc = 1;  // a multicast's flag: write dst_addr's offset in every Tensix core's L1
 const char* to_string(Command c);
 
 inline constexpr uint8_t kDefaultTtl = 64;
@@ -112,7 +125,9 @@ inline PacketHeader answer_to(ChipId self, const PacketHeader& h, Command c, uin
 // Writes and reads move `size` bytes in packets of at most kMaxPacketPayload; other commands
 // are one packet. The worker counts these up and the router counts its answers down, so both
 // sides use this.
-inline bool moves_data(Command c) { return c == Command::kWrite || c == Command::kReadRequest; }
+inline bool moves_data(Command c) { return c == Command::kWrite || c == Command::kReadRequest || c == Command::kMcastWrite; }
+// Commits its payload at the destination and is acknowledged.
+inline bool writes(Command c) { return c == Command::kWrite || c == Command::kMcastWrite; }
 // Answers (acks, NACKs, read responses) end at a worker and cause nothing further; requests
 // cause answers. They travel in separate lanes, so answers never wait behind requests.
 inline bool is_socket_answer(Command c);

@@ -29,17 +29,32 @@ void Center::ack(const routing::PacketHeader& h, Result& out) const {
   out.replies.push_back(std::move(r));
 }
 
+bool Center::commit(const routing::PacketHeader& h, std::span<const uint8_t> payload) const {
+  if (h.command != Command::kMcastWrite || !(h.wrap & routing::kMcastNoc)) {
+    auto dst = mem_(h.dst_addr, payload.size());
+    if (dst.size() != payload.size()) return false;
+    std::memcpy(dst.data(), payload.data(), payload.size());  // the commit
+    return true;
+  }
+  // NOC multicast: the offset in every Tensix core's L1, each write inside that core's L1.
+  if (cores_ <= 0 || h.dst_addr + payload.size() > core_l1_) return false;
+  for (int c = 0; c < cores_; ++c) {
+    auto dst = mem_(static_cast<uint64_t>(c) * core_l1_ + h.dst_addr, payload.size());
+    if (dst.size() != payload.size()) return false;
+    std::memcpy(dst.data(), payload.data(), payload.size());
+  }
+  return true;
+}
+
 void Center::on_packet(Packet& p, Result& out) {
   const auto& h = p.header;
   const auto control = static_cast<uint8_t>(data_fvcs_);
   const auto respond_on = routing::answer_fvc(h, control);
   switch (h.command) {
-    case Command::kWrite: {
-      const auto payload = p.payload();
-      auto dst = mem_(h.dst_addr, payload.size());
+    case Command::kWrite:
+    case Command::kMcastWrite: {
       // Outside this chip's memory: nothing is written and the source hears of it.
-      const bool ok = dst.size() == payload.size();
-      if (ok) std::memcpy(dst.data(), payload.data(), payload.size());  // the commit
+      const bool ok = commit(h, p.payload());
       if (ok) ack(h, out);
       else out.replies.push_back(reply_to(h, Command::kNack, control));
       break;

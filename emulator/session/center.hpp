@@ -37,6 +37,10 @@ class Center {
   // moved from; any other is left for the caller to reuse. Acks for the packets of one batch
   // (one `out`) from the same source core and transaction become one ack counting them.
   void on_packet(Packet& packet, Result& out);
+  // The chip's Tensix cores, for multicasts with the NOC flag (spec 3.2): their dst_addr is an
+  // offset written in every core's L1 (core i's L1 starts at i * l1_per_core). Unknown (0):
+  // such a multicast is NACKed.
+  void set_noc_grid(int cores, uint64_t l1_per_core) { cores_ = cores, core_l1_ = l1_per_core; }
 
  private:
   Packet reply_to(const routing::PacketHeader& h, routing::Command c, uint8_t fvc) const;
@@ -46,6 +50,10 @@ class Center {
   int data_fvcs_;
   Memory mem_;
   BufferPool& buffers_;
+  int cores_ = 0;
+  uint64_t core_l1_ = 0;
+  // Commits a write's payload; false (nothing written) when a target is outside memory.
+  bool commit(const routing::PacketHeader& h, std::span<const uint8_t> payload) const;
 };
 
 }  // namespace ttemu::session

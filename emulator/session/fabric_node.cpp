@@ -6,6 +6,7 @@
 #include <string>
 
 #include "emulator/common/deadline.hpp"
+#include "emulator/routing/multicast.hpp"
 
 namespace ttemu::session {
 
@@ -25,7 +26,26 @@ FabricNode::FabricNode(routing::ChipId self, const routing::RouterConfig& config
       buffers_(buffers) {
   backlog_.resize(router_.wired_ports());
   replies_.resize(static_cast<size_t>(router_.fvcs()));
-  router_.set_socket_gate([this](const routing::PacketHeader& h) { return sockets_.accepts(h); });
+  copies_.resize(static_cast<size_t>(router_.fvcs()));
+  router_.set_center_gate([this](const routing::PacketHeader& h) {
+    if (h.command == routing::Command::kMcastWrite) return copies_.at(h.fvc).size() + 4 <= reply_bound();
+    return sockets_.accepts(h);
+  });
+}
+
+void FabricNode::replicate(const routing::Packet& p) {
+  for (const auto& c : routing::mcast_copies(self(), config_.mesh_rows, config_.mesh_cols,
+                                             routing::McastDepths::unpack(p.header.arg))) {
+    routing::Packet copy;
+    copy.header = p.header;
+    copy.header.dst_mesh = c.to.mesh;
+    copy.header.dst_device = c.to.device;
+    copy.header.arg = c.depths.pack();
+    copy.header.ttl = routing::kDefaultTtl;
+    copy.bytes = buffers_.take();
+    copy.set_payload(p.payload());
+    copies_.at(copy.header.fvc).push_back(std::move(copy));
+  }
 }
 
 void FabricNode::socket_open(uint16_t ep) {
@@ -134,6 +154,13 @@ bool FabricNode::poll(routing::Time now, Output& out) {
       socket_requests_.pop_front();
       ++injected;
     }
+    for (size_t v = 0; v < copies_.size(); ++v) {
+      while (!copies_[v].empty() && router_.inject_room(static_cast<uint8_t>(v)) > 0) {
+        router_.inject(std::move(copies_[v].front()), now);
+        copies_[v].pop_front();
+        ++injected;
+      }
+    }
     for (size_t v = 0; v < replies_.size() && replies_waiting_ > 0; ++v) {  // a full FVC holds back only its own answers
       auto& q = replies_[v];
       while (!q.empty() && router_.inject_room(static_cast<uint8_t>(v), true) > 0) {
@@ -165,6 +192,7 @@ bool FabricNode::poll(routing::Time now, Output& out) {
       if (routing::is_socket(c) || (c == routing::Command::kNack && p.header.txn_id == routing::kSocketTxn)) {
         sockets_.on_packet(p, socket_out_);
       } else {
+        if (c == routing::Command::kMcastWrite) replicate(p);  // before the commit: the center may take the packet
         center_.on_packet(p, center_out_);
       }
       buffers_.give(std::move(p.bytes));
@@ -204,6 +232,9 @@ std::optional<routing::Time> FabricNode::next_deadline() const {
 bool FabricNode::idle() const {
   if (!router_.idle() || !credits_owed_.empty() || replies_waiting_ > 0) return false;
   if (sockets_.busy() || !socket_requests_.empty()) return false;
+  for (const auto& q : copies_) {
+    if (!q.empty()) return false;
+  }
   for (const auto& q : backlog_) {
     if (!q.empty()) return false;
   }

@@ -57,6 +57,7 @@ class FabricNode {
   // The session layer's sockets (socket_layer.hpp): the intake opens, pokes and closes
   // endpoints for their owners and asks it what a sender may send.
   SocketLayer& sockets() { return sockets_; }
+  Center& center() { return center_; }
   void socket_open(uint16_t ep);
   // A local worker's packet; false if its FVC's buffer is full.
   bool inject(routing::Packet packet, routing::Time now) { return router_.inject(std::move(packet), now); }
@@ -105,6 +106,10 @@ class FabricNode {
   SocketLayer sockets_;
   SocketLayer::Out socket_out_;
   Fifo<routing::Packet> socket_requests_;  // opens waiting for room on the control FVC
+  // Multicast copies for the neighbours (routing/multicast.hpp), by FVC, waiting for room in
+  // the router; a multicast is delivered only while its FVC's queue has room for its copies.
+  std::vector<Fifo<routing::Packet>> copies_;
+  void replicate(const routing::Packet& p);
   // What the socket layer made: answers join the control FVC's answers, requests wait above.
   void take_socket_out();
   std::vector<Fifo<LinkPayload>> backlog_;   // by port index

@@ -133,6 +133,10 @@ void FabricSim::build(Node& n, int v) {
   nc.efc = cfg_.efc;
   nc.rates = cfg_.rates;
   nc.router = cfg_.router;
+  nc.router.mesh_rows = sys_.mesh_of(v).chips.rows;
+  nc.router.mesh_cols = sys_.mesh_of(v).chips.cols;
+  nc.tensix_cores = cfg_.tensix_cores;
+  nc.tensix_l1 = cfg_.tensix_cores > 0 ? cfg_.l1_bytes / static_cast<size_t>(cfg_.tensix_cores) : 0;
   nc.tables = tables().of_node(v);
   for (uint8_t port : sys_.wired_ports(v)) {
     const PortId self{n.id, port};

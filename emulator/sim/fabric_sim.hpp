@@ -45,6 +45,7 @@ struct SimConfig {
   node::RatesConfig rates{.interval = std::chrono::nanoseconds(0)};
   size_t l1_bytes = 1 << 20;   // simulated memory per chip
   size_t dram_bytes = 1 << 20;
+  int tensix_cores = 8;  // the simulated L1 is this many Tensix cores' (NOC multicasts)
   bool trace = true;  // keep the trace (a line per delivery, event, ring...); off, nothing is formatted
   // The live control plane (spec 1.1.2, 1.1.2.1), as the launcher runs it: it drains every
   // chip's status queue into control_log(), and reloads the routing tables around directions
