@@ -160,7 +160,7 @@ int fabric_async_atomic_read_inc(tt_fabric* f, uint8_t routing_plane, uint64_t r
  * chip's SSockets at a time: past that, open fails with TT_FABRIC_ESOCKETOPEN. A socket
  * handle is a small number >= 0; calls return TT_FABRIC_OK (or a byte count) or a negative
  * error. */
-enum { TT_FABRIC_DSOCKET = 0, TT_FABRIC_SSOCKET = 1 };
+enum { TT_FABRIC_DSOCKET = 0, TT_FABRIC_SSOCKET = 1, TT_FABRIC_MULTICAST = 2 /* | TT_FABRIC_SSOCKET */ };
 enum { TT_FABRIC_SEND = 0, TT_FABRIC_RECEIVE = 1 };
 enum { TT_FABRIC_LOCAL_HANDSHAKE = 0, TT_FABRIC_END_TO_END = 1 };
 #define TT_FABRIC_ANY 0xFFFFu /* a receiver's remote {TT_FABRIC_ANY, TT_FABRIC_ANY}: any sender */
@@ -171,6 +171,11 @@ typedef struct {
   uint32_t l1cb_size; /*   top of this worker's core L1 (8 such slots per worker), at least 4096 B otherwise */
   uint64_t dscb_addr; /* receiver: its DSCB; size 0 with end-to-end handshake: a default 256 KiB in DRAM */
   uint32_t dscb_size; /*   (local handshake has none unless given) */
+  /* A multicast SSocket's sender (TT_FABRIC_SSOCKET | TT_FABRIC_MULTICAST): the receivers are
+   * the devices within these hops (east, west, north, south) of remote_addr in its mesh, as
+   * for fabric_async_write_multicast, at most 16; each opens a receiving SSocket from the
+   * sender. The socket connects once all are ready; each receives the whole stream. */
+  uint8_t mcast_depth[4];
 } tt_fabric_socket_options;
 
 enum {

@@ -76,6 +76,8 @@ int fabric_socket_open_with(tt_fabric* handle, uint8_t plane, uint32_t epoch, ui
                             int direction, tt_fabric_device remote, int fvc, const tt_fabric_socket_options* options) {
   tt_fabric* f = lookup(handle);
   if (!f) return TT_FABRIC_EARG;
+  const bool multicast = type == (TT_FABRIC_SSOCKET | TT_FABRIC_MULTICAST);
+  if (multicast) type = TT_FABRIC_SSOCKET;
   if (type != TT_FABRIC_DSOCKET && type != TT_FABRIC_SSOCKET) return TT_FABRIC_EARG;
   if (direction != TT_FABRIC_SEND && direction != TT_FABRIC_RECEIVE) return TT_FABRIC_EARG;
   if (plane >= f->planes) return TT_FABRIC_EPLANE;
@@ -84,7 +86,7 @@ int fabric_socket_open_with(tt_fabric* handle, uint8_t plane, uint32_t epoch, ui
   if (type == TT_FABRIC_SSOCKET && direction == TT_FABRIC_SEND && fvc == 0) return TT_FABRIC_EFVC;
   const bool any = direction == TT_FABRIC_RECEIVE && remote.mesh == TT_FABRIC_ANY && remote.device == TT_FABRIC_ANY;
   if (!any && !f->targets.contains({remote.mesh, remote.device})) return TT_FABRIC_EDEVICE;
-  const tt_fabric_socket_options defaults{TT_FABRIC_END_TO_END, 0, 0, 0, 0};
+  const tt_fabric_socket_options defaults{TT_FABRIC_END_TO_END, 0, 0, 0, 0, {}};
   const tt_fabric_socket_options& o = options ? *options : defaults;
   if (o.handshake != TT_FABRIC_END_TO_END && o.handshake != TT_FABRIC_LOCAL_HANDSHAKE) return TT_FABRIC_EARG;
 
@@ -98,6 +100,18 @@ int fabric_socket_open_with(tt_fabric* handle, uint8_t plane, uint32_t epoch, ui
   so.plane = plane;
   so.remote_mesh = any ? session::kAnyDevice : remote.mesh;
   so.remote_device = any ? session::kAnyDevice : remote.device;
+  if (multicast) {
+    if (direction != TT_FABRIC_SEND) return TT_FABRIC_EARG;  // receivers open plain SSockets from the sender
+    // The group: the devices of the origin's mesh within the depths (fabric_async_write_multicast's).
+    const auto& origin = f->targets.at({remote.mesh, remote.device});
+    const auto* d = o.mcast_depth;
+    for (const auto& [key, t] : f->targets) {
+      const int dr = t.row - origin.row, dc = t.col - origin.col;
+      if (key.first != remote.mesh || dr < -d[2] || dr > d[3] || dc < -d[1] || dc > d[0]) continue;
+      if (so.group_size == session::kMaxGroup) return TT_FABRIC_EARG;  // more receivers than a socket serves
+      so.group[so.group_size++] = key.second;
+    }
+  }
   int slot = -1;
   if (direction == TT_FABRIC_RECEIVE) {
     so.l1cb_addr = o.l1cb_addr;

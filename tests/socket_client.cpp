@@ -65,7 +65,7 @@ void stream_across_meshes(int handshake, uint32_t socket_id) {
   Handle tx, rx;
   open_on(tx, {0, 0}, 2);
   open_on(rx, {3, 8}, 2);
-  const tt_fabric_socket_options opt{handshake, 0, 0, 0, 0};
+  const tt_fabric_socket_options opt{handshake, 0, 0, 0, 0, {}};
   const int r = fabric_socket_open_with(rx.f, 0, 1, socket_id, TT_FABRIC_DSOCKET, TT_FABRIC_RECEIVE, {0, 0}, 0, &opt);
   const int s = fabric_socket_open_with(tx.f, 0, 1, socket_id, TT_FABRIC_DSOCKET, TT_FABRIC_SEND, {3, 8}, 0, &opt);
   ASSERT_GE(r, 0) << tt_fabric_strerror(r);
@@ -148,7 +148,7 @@ void stalled_consumer(int handshake, uint32_t socket_id) {
   open_on(tx, {0, 0}, 2);
   open_on(writer, {0, 0}, 3);
   open_on(rx, {0, 8}, 2);
-  const tt_fabric_socket_options opt{handshake, 0, 0, 0, 0};
+  const tt_fabric_socket_options opt{handshake, 0, 0, 0, 0, {}};
   const int r = fabric_socket_open_with(rx.f, 0, 1, socket_id, TT_FABRIC_DSOCKET, TT_FABRIC_RECEIVE, {0, 0}, 0, &opt);
   const int s = fabric_socket_open_with(tx.f, 0, 1, socket_id, TT_FABRIC_DSOCKET, TT_FABRIC_SEND, {0, 8}, 0, &opt);
   ASSERT_GE(r, 0);
@@ -264,16 +264,58 @@ TEST(Socket, AnSSocketReservesItsFvcVisiblyAndFreesItOnClose) {
   EXPECT_EQ(fabric_socket_close(tx.f, again, nullptr), TT_FABRIC_OK);
 }
 
+// Spec 2.4.2: a multicast SSocket from M1D4 to the 2x2 block at M0D0, each receiver a worker
+// on its own chip reading in its own thread: every one gets the whole stream, and the end.
+TEST(Socket, AMulticastSSocketReachesEveryReceiver) {
+  const std::vector<uint16_t> group{0, 1, 3, 4};
+  Handle tx;
+  open_on(tx, {1, 4}, 2);
+  std::vector<Handle> rx(group.size());
+  std::vector<int> r;
+  for (size_t k = 0; k < group.size(); ++k) {
+    open_on(rx[k], {0, group[k]}, 2);
+    r.push_back(fabric_socket_open(rx[k].f, 0, 3, 41, TT_FABRIC_SSOCKET, TT_FABRIC_RECEIVE, {1, 4}, -1));
+    ASSERT_GE(r.back(), 0) << tt_fabric_strerror(r.back());
+  }
+  tt_fabric_socket_options opt{TT_FABRIC_END_TO_END, 0, 0, 0, 0, {1, 0, 0, 1}};
+  const int s = fabric_socket_open_with(tx.f, 0, 3, 41, TT_FABRIC_SSOCKET | TT_FABRIC_MULTICAST, TT_FABRIC_SEND, {0, 0}, -1, &opt);
+  ASSERT_GE(s, 0) << tt_fabric_strerror(s);
+  ASSERT_EQ(fabric_socket_connect(tx.f, s), TT_FABRIC_OK);
+  const auto data = stream_bytes(256 << 10, 41);
+  std::memcpy(tt_fabric_memory(tx.f, kSrc, data.size()), data.data(), data.size());
+  std::vector<std::vector<uint8_t>> got(group.size());
+  std::vector<std::thread> readers;
+  for (size_t k = 0; k < group.size(); ++k) readers.emplace_back([&, k] { got[k] = read_all(rx[k].f, r[k]); });
+  ASSERT_EQ(fabric_socket_send(tx.f, s, kSrc, static_cast<uint32_t>(data.size())), TT_FABRIC_OK);
+  ASSERT_EQ(fabric_socket_close(tx.f, s, nullptr), TT_FABRIC_OK);
+  for (auto& t : readers) t.join();
+  for (size_t k = 0; k < group.size(); ++k) {
+    EXPECT_TRUE(got[k] == data) << "M0D" << group[k] << " got " << got[k].size() << " bytes";
+    EXPECT_EQ(fabric_socket_close(rx[k].f, r[k], nullptr), TT_FABRIC_OK);
+  }
+  EXPECT_TRUE(ttemu::test::eventually([] { return reservations_in_status().empty(); }, std::chrono::seconds(20)))
+      << [] {
+           std::string all;
+           for (const auto& h : reservations_in_status()) all += h + "; ";
+           return all;
+         }();
+}
+
 TEST(Socket, BadArgumentsAreNamedAndDoNothing) {
   Handle h;
   open_on(h, {0, 0}, 2);
   EXPECT_EQ(fabric_socket_open(h.f, 0, 1, 1, TT_FABRIC_SSOCKET, TT_FABRIC_SEND, {0, 1}, 0), TT_FABRIC_EFVC) << "FVC 0 is not reservable";
   EXPECT_EQ(fabric_socket_open(h.f, 0, 1, 1, 7, TT_FABRIC_SEND, {0, 1}, 0), TT_FABRIC_EARG);
+  EXPECT_EQ(fabric_socket_open(h.f, 0, 1, 1, TT_FABRIC_DSOCKET | TT_FABRIC_MULTICAST, TT_FABRIC_SEND, {0, 1}, 0), TT_FABRIC_EARG)
+      << "multicast is for SSockets";
+  const tt_fabric_socket_options wide{TT_FABRIC_END_TO_END, 0, 0, 0, 0, {2, 2, 2, 2}};
+  const int all9 = fabric_socket_open_with(h.f, 0, 1, 1, TT_FABRIC_SSOCKET | TT_FABRIC_MULTICAST, TT_FABRIC_RECEIVE, {0, 4}, -1, &wide);
+  EXPECT_EQ(all9, TT_FABRIC_EARG) << "a receiver opens a plain SSocket from its sender";
   EXPECT_EQ(fabric_socket_open(h.f, 0, 1, 1, TT_FABRIC_DSOCKET, 9, {0, 1}, 0), TT_FABRIC_EARG);
   EXPECT_EQ(fabric_socket_open(h.f, 0, 1, 1, TT_FABRIC_DSOCKET, TT_FABRIC_SEND, {9, 99}, 0), TT_FABRIC_EDEVICE);
   EXPECT_EQ(fabric_socket_open(h.f, 0, 1, 1, TT_FABRIC_DSOCKET, TT_FABRIC_SEND, {0, 1}, 99), TT_FABRIC_EFVC);
   EXPECT_EQ(fabric_socket_open(h.f, 99, 1, 1, TT_FABRIC_DSOCKET, TT_FABRIC_SEND, {0, 1}, 0), TT_FABRIC_EPLANE);
-  const tt_fabric_socket_options tiny{TT_FABRIC_END_TO_END, 0, 100, 0, 0};
+  const tt_fabric_socket_options tiny{TT_FABRIC_END_TO_END, 0, 100, 0, 0, {}};
   EXPECT_EQ(fabric_socket_open_with(h.f, 0, 1, 1, TT_FABRIC_DSOCKET, TT_FABRIC_RECEIVE, {0, 1}, 0, &tiny), TT_FABRIC_ESIZE);
   EXPECT_EQ(fabric_socket_connect(h.f, 63), TT_FABRIC_ENOENDPOINT) << "a handle this worker does not hold";
   EXPECT_EQ(fabric_socket_send(h.f, -1, kSrc, 10), TT_FABRIC_ENOENDPOINT);

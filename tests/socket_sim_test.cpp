@@ -369,6 +369,34 @@ TEST(SocketSim, AnSSocketReservesItsFvcAlongItsRouteUntilClosed) {
   EXPECT_EQ(now_held.count("M0D2 fvc 1 -> center"), 1u);
 }
 
+// An SSocket closed before any receiver took it: its close follows its open (same queue, same
+// FVC), so it frees every reservation the open made and withdraws the open at the far end.
+// (Its close once went straight to the router, ahead of the open still queued, and the open
+// then reserved the route for good.)
+TEST(SocketSim, AnSSocketClosedBeforeItConnectsLeavesNoReservation) {
+  auto sys = load("spec_4mesh_3x3.yaml");
+  auto tables = control::compute_tables(sys);
+  FabricSim sim(sys, tables, {});
+  ASSERT_TRUE(sim.run());
+  auto& s = sim.sockets({0, 0}, kCore);
+  auto o = sender_options(8, 1, {3, 8});
+  o.type = session::kSSocket;
+  o.fvc = chip::SocketClient::kAutoFvc;
+  const int t = s.open(o);
+  ASSERT_GE(t, 0);
+  ASSERT_TRUE(s.try_close(t, 0));
+  sim.run(std::chrono::milliseconds(20));
+  EXPECT_EQ(s.endpoint(t)->state.load(), session::kSocketClosed);
+  EXPECT_TRUE(reservations(sim).empty()) << fmt::format("{}", fmt::join(reservations(sim), "; "));
+  // A receiver opened now finds no stale open to connect with.
+  auto& r = sim.sockets({3, 8}, kCore);
+  auto ro = receiver_options(8, 1, kEndToEnd, 16 << 10, 0);
+  ro.type = session::kSSocket;
+  const int rx = r.open(ro);
+  sim.run(std::chrono::milliseconds(5));
+  EXPECT_EQ(r.endpoint(rx)->state.load(), session::kSocketOpening);
+}
+
 // Spec 2.4.2: as many SSockets from a chip as reservable FVCs; then the open error.
 TEST(SocketSim, ExhaustingTheReservableFvcsIsAnOpenError) {
   auto sys = load("n300.yaml");
@@ -398,6 +426,70 @@ TEST(SocketSim, ExhaustingTheReservableFvcsIsAnOpenError) {
   s.release(a);
   o.fvc = chip::SocketClient::kAutoFvc;
   EXPECT_GE(s.open(o), 0) << "a closed SSocket's FVC is free again";
+}
+
+}  // namespace
+}  // namespace ttemu::sim
+
+namespace ttemu::sim {
+namespace {
+
+// Spec 2.4.2: a multicast SSocket delivers its sender's data to every subscribed receiver.
+// M1D4 streams to the 2x2 block at M0D0 (each of the four opened a receiving socket); the
+// socket connects once all four are ready, each gets the whole stream, and the close reaches
+// each and frees every reservation.
+TEST(SocketSim, AMulticastSSocketReachesEveryReceiver) {
+  auto sys = load("spec_4mesh_3x3.yaml");
+  auto tables = control::compute_tables(sys);
+  FabricSim sim(sys, tables, {});
+  ASSERT_TRUE(sim.run());
+  const ChipId from{1, 4};
+  const std::vector<uint16_t> group{0, 1, 3, 4};  // origin M0D0, 1 east, 1 south
+  auto tx = sender_options(6, 2, {0, 0});
+  tx.type = session::kSSocket;
+  tx.fvc = chip::SocketClient::kAutoFvc;
+  tx.group_size = static_cast<uint16_t>(group.size());
+  std::copy(group.begin(), group.end(), tx.group);
+  std::vector<int> rx;
+  for (size_t k = 0; k + 1 < group.size(); ++k) {  // the last receiver opens late: the socket waits for it
+    auto o = receiver_options(6, 2, kEndToEnd, 16 << 10, 64 << 10, from);
+    o.type = session::kSSocket;
+    rx.push_back(sim.sockets({0, group[k]}, kCore).open(o));
+    ASSERT_GE(rx.back(), 0);
+  }
+  const int t = sim.sockets(from, kCore).open(tx);
+  ASSERT_GE(t, 0);
+  sim.run(std::chrono::milliseconds(5));
+  EXPECT_EQ(sim.sockets(from, kCore).endpoint(t)->state.load(), session::kSocketOpening) << "one receiver is not ready";
+  auto o = receiver_options(6, 2, kEndToEnd, 16 << 10, 64 << 10, from);
+  o.type = session::kSSocket;
+  rx.push_back(sim.sockets({0, group.back()}, kCore).open(o));
+  sim.run(std::chrono::milliseconds(5));
+  ASSERT_EQ(sim.sockets(from, kCore).endpoint(t)->state.load(), session::kSocketConnected);
+
+  const auto data = stream_bytes(150 << 10, 6);
+  std::memcpy(sim.memory(from, kSrc, data.size()).data(), data.data(), data.size());
+  ASSERT_TRUE(sim.sockets(from, kCore).try_send(t, kSrc, static_cast<uint32_t>(data.size())));
+  std::vector<std::vector<uint8_t>> got(group.size());
+  std::vector<uint8_t> buf(7000);
+  for (int round = 0; round < 20000; ++round) {
+    bool all = true;
+    for (size_t k = 0; k < group.size(); ++k) {
+      const size_t n = sim.sockets({0, group[k]}, kCore).recv(rx[k], buf);
+      got[k].insert(got[k].end(), buf.begin(), buf.begin() + static_cast<long>(n));
+      all = all && got[k].size() == data.size();
+    }
+    if (all) break;
+    sim.run(std::chrono::microseconds(300));
+  }
+  for (size_t k = 0; k < group.size(); ++k) EXPECT_TRUE(got[k] == data) << "receiver M0D" << group[k];
+  EXPECT_FALSE(reservations(sim).empty());
+  ASSERT_TRUE(sim.sockets(from, kCore).try_close(t, 0));
+  sim.run(std::chrono::milliseconds(20));
+  for (size_t k = 0; k < group.size(); ++k) {
+    EXPECT_EQ(sim.sockets({0, group[k]}, kCore).endpoint(rx[k])->state.load(), session::kSocketPeerClosed) << "M0D" << group[k];
+  }
+  EXPECT_TRUE(reservations(sim).empty()) << fmt::format("{}", fmt::join(reservations(sim), "; "));
 }
 
 }  // namespace

@@ -70,6 +70,8 @@ int SocketClient::open(const Options& o) {
     e.remote_mesh = o.remote_mesh;
     e.remote_device = o.remote_device;
     e.peer_endpoint = 0;
+    e.group_size = o.direction == session::kSocketSend ? std::min<uint16_t>(o.group_size, session::kMaxGroup) : 0;
+    std::copy(std::begin(o.group), std::end(o.group), std::begin(e.group));
     e.l1cb_addr = o.l1cb_addr;
     e.l1cb_size = o.l1cb_size;
     e.dscb_addr = o.dscb_addr;

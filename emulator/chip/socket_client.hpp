@@ -30,6 +30,10 @@ class SocketClient {
     uint8_t handshake = session::kEndToEnd;
     uint8_t fvc = 0, plane = 0;  // SSocket senders: kAutoFvc picks a reservable FVC
     uint16_t remote_mesh = 0, remote_device = 0;  // receiver: session::kAnyDevice for any sender
+    // A multicast sender: the devices of remote_mesh it sends to (each opens a receiving
+    // socket); 0: unicast to remote_device.
+    uint16_t group_size = 0;
+    uint16_t group[session::kMaxGroup] = {};
     // Receive side: L1CB (at least one packet, kMaxPacketPayload) and DSCB (0: none).
     uint64_t l1cb_addr = 0, dscb_addr = 0;
     uint32_t l1cb_size = 0, dscb_size = 0;

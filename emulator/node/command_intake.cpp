@@ -169,30 +169,33 @@ bool CommandIntake::issue_socket(const FabricCommand& c, Progress& pr, session::
         socks.break_endpoint(ep, kStatusBadAddress);
         return true;
       }
+      const size_t peers = socks.peers(ep);  // a multicast socket's packets go to each receiver
       while (pr.offset < c.size) {
-        const uint64_t allowed = socks.may_send(ep);
-        if (allowed == 0) {
-          no_room = kWaitsForCredit;
-          return false;
+        if (pr.chunk == 0) {  // the next packet: as large as the credit allows
+          const uint64_t allowed = socks.may_send(ep);
+          if (allowed == 0) {
+            no_room = kWaitsForCredit;
+            return false;
+          }
+          pr.chunk = static_cast<uint32_t>(std::min<uint64_t>({c.size - pr.offset, routing::kMaxPacketPayload, allowed}));
         }
-        if (router.inject_room(e->fvc) == 0) {
-          no_room = e->fvc;
-          return false;
+        for (; pr.peers_done < peers; ++pr.peers_done) {
+          if (router.inject_room(e->fvc) == 0) {
+            no_room = e->fvc;
+            return false;
+          }
+          routing::Packet p;
+          p.header = socks.data_header(ep, pr.chunk, pr.peers_done);
+          p.header.packet_id = ++packet_id_;
+          p.bytes = node.buffers().take();
+          p.set_payload(mem_(c.src_addr + pr.offset, pr.chunk));  // the pull, straight from worker memory
+          node.inject(std::move(p), now);  // there is room (checked above)
+          ctl_.packets_injected.fetch_add(1, std::memory_order_relaxed);
         }
-        const auto chunk = static_cast<uint32_t>(std::min<uint64_t>({c.size - pr.offset, routing::kMaxPacketPayload, allowed}));
-        routing::Packet p;
-        p.header = socks.data_header(ep, chunk);
-        p.header.packet_id = packet_id_ + 1;
-        p.bytes = node.buffers().take();
-        p.set_payload(mem_(c.src_addr + pr.offset, chunk));  // the pull, straight from worker memory
-        if (!node.inject(std::move(p), now)) {
-          no_room = e->fvc;
-          return false;
-        }
-        ++packet_id_;
-        ctl_.packets_injected.fetch_add(1, std::memory_order_relaxed);
-        socks.sent(ep, chunk);
-        pr.offset += chunk;
+        socks.sent(ep, pr.chunk);
+        pr.offset += pr.chunk;
+        pr.chunk = 0;
+        pr.peers_done = 0;
       }
       return true;
     }
@@ -202,18 +205,26 @@ bool CommandIntake::issue_socket(const FabricCommand& c, Progress& pr, session::
         // Behind the socket's data, on its FVC: the receiver sees every byte before the close
         // (or, not yet connected, forgets the open that waits there), and an SSocket's
         // reservation is freed at every router it passes.
-        if (router.inject_room(e->fvc) == 0) {
-          no_room = e->fvc;
-          return false;
-        }
-        routing::Packet p;
-        p.header = socks.close_header(ep);
-        p.header.packet_id = ++packet_id_;
-        p.bytes = node.buffers().take();
-        if (!node.inject(std::move(p), now)) {
-          --packet_id_;
-          no_room = e->fvc;
-          return false;
+        const bool opening = state == session::kSocketOpening;
+        for (const size_t peers = socks.peers(ep); pr.peers_done < peers; ++pr.peers_done) {
+          routing::Packet p;
+          p.header = socks.close_header(ep, pr.peers_done);
+          p.header.packet_id = ++packet_id_;
+          p.bytes = node.buffers().take();
+          if (opening) {
+            // Not connected yet: behind its open, in the same queue and on the control FVC, so
+            // that it cannot overtake it (and frees what the open reserved).
+            p.header.fvc = router.control_fvc();
+            node.socket_request(std::move(p));
+            continue;
+          }
+          if (router.inject_room(e->fvc) == 0) {
+            --packet_id_;
+            node.buffers().give(std::move(p.bytes));
+            no_room = e->fvc;
+            return false;
+          }
+          node.inject(std::move(p), now);
         }
       }
       socks.close(ep);

@@ -42,6 +42,9 @@ class CommandIntake {
   struct Progress {
     uint32_t offset = 0;
     int fvc = -1;
+    // A multicast socket's packet under way: its size, and the receivers it has gone to.
+    uint32_t chunk = 0;
+    uint16_t peers_done = 0;
   };
   // Sends what the FVC has room for; false when it ran out of room (progress kept; no_room
   // names the FVC that is full, -1 for an automatic choice that found none). A refused command

@@ -74,13 +74,20 @@ bool FabricRouter::reservation_allows(const Input& in, const Packet& p, size_t o
     return true;
   }
   if (is_answer(h.command) || h.fvc >= n) return true;
+  if (h.command == Command::kSocketClose && h.txn_id == kSocketTxn) {
+    // The owner's close frees what it holds here, whichever FVC it travels on (a socket closed
+    // before it connected sends its close behind its open, on the control FVC).
+    for (size_t v = 0; v < n; ++v) {
+      Reservation& held = reserved_[out * n + v];
+      if (held.active && held.owner == h.src() && held.endpoint == h.src_core) {
+        held.active = false;
+        ++reservations_changed_;
+      }
+    }
+  }
   Reservation& r = reserved_[out * n + h.fvc];
   if (!r.active) return true;
   const bool owner = h.txn_id == kSocketTxn && h.src() == r.owner && h.src_core == r.endpoint;
-  if (owner && h.command == Command::kSocketClose) {
-    r.active = false;
-    ++reservations_changed_;
-  }
   return owner || in.port == r.in_port;
 }
 

@@ -59,6 +59,9 @@ class FabricNode {
   SocketLayer& sockets() { return sockets_; }
   Center& center() { return center_; }
   void socket_open(uint16_t ep);
+  // A socket control packet for the control FVC, queued behind the opens already made (a
+  // socket closed before it connected: its close must not overtake its open).
+  void socket_request(routing::Packet p) { socket_requests_.push_back(std::move(p)); }
   // A local worker's packet; false if its FVC's buffer is full.
   bool inject(routing::Packet packet, routing::Time now) { return router_.inject(std::move(packet), now); }
 

@@ -22,6 +22,7 @@ namespace ttemu::session {
 
 inline constexpr int kSocketEndpoints = 64;  // per chip
 inline constexpr uint16_t kAnyDevice = 0xFFFF;  // a receiver's remote: any sender
+inline constexpr int kMaxGroup = 16;  // receivers of a multicast socket
 
 enum SocketState : uint32_t {
   kSocketFree = 0,
@@ -61,7 +62,10 @@ struct SocketEndpoint {
   uint16_t core = 0;  // the owner
   uint16_t remote_mesh = 0, remote_device = 0;  // the peer device (receiver: kAnyDevice for any)
   uint16_t peer_endpoint = 0;  // the peer's entry in its chip's table, once connected
-  uint16_t reserved1 = 0;
+  // A multicast sender (spec 2.4.2): the devices of remote_mesh it sends to (`remote_device` is
+  // the group's origin); 0: a unicast socket to remote_device.
+  uint16_t group_size = 0;
+  uint16_t group[kMaxGroup] = {};
   // Receive side: the buffers, in this chip's memory.
   uint64_t l1cb_addr = 0, dscb_addr = 0;
   uint32_t l1cb_size = 0, dscb_size = 0;

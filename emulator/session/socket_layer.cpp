@@ -56,7 +56,8 @@ SocketLayer::SocketLayer(ChipId self, int data_fvcs, std::span<SocketEndpoint> t
       mem_(std::move(memory)),
       buffers_(buffers),
       reserved_(table.size(), 0),
-      close_pending_(table.size(), 0) {}
+      close_pending_(table.size(), 0),
+      peers_(table.size()) {}
 
 Packet SocketLayer::make(Command c, ChipId to, uint8_t fvc) const {
   Packet p;
@@ -90,15 +91,22 @@ void SocketLayer::open(uint16_t ep, Out& out) {
   reserved_[ep] = 0;
   close_pending_[ep] = 0;
   if (e->direction == kSocketSend) {
-    Packet p = make(Command::kSocketOpen, {e->remote_mesh, e->remote_device}, control_fvc_);
-    p.header.arg = e->socket_id;
-    p.header.return_addr = SocketTag{e->epoch, ep, 0}.pack();
-    p.header.wrap = static_cast<uint8_t>(e->type | e->handshake << 4);
-    // An SSocket's open reserves its FVC at every router on the way (FabricRouter).
-    if (e->type == kSSocket) p.header.dst_addr = e->fvc;
-    p.header.src_core = ep;
-    p.header.plane = e->plane;
-    out.requests.push_back(std::move(p));
+    // An open to each receiver: one, or each device of a multicast group.
+    auto& peers = peers_[ep];
+    peers.clear();
+    if (e->group_size == 0) peers.push_back({{e->remote_mesh, e->remote_device}});
+    for (uint16_t k = 0; k < std::min<uint16_t>(e->group_size, kMaxGroup); ++k) peers.push_back({{e->remote_mesh, e->group[k]}});
+    for (const Peer& peer : peers) {
+      Packet p = make(Command::kSocketOpen, peer.chip, control_fvc_);
+      p.header.arg = e->socket_id;
+      p.header.return_addr = SocketTag{e->epoch, ep, 0}.pack();
+      p.header.wrap = static_cast<uint8_t>(e->type | e->handshake << 4);
+      // An SSocket's open reserves its FVC at every router on the way (FabricRouter).
+      if (e->type == kSSocket) p.header.dst_addr = e->fvc;
+      p.header.src_core = ep;
+      p.header.plane = e->plane;
+      out.requests.push_back(std::move(p));
+    }
     return;
   }
   // A receiver: the first sender already waiting that it matches (its epoch, its socket id);
@@ -300,26 +308,41 @@ void SocketLayer::on_close(const PacketHeader& h, Out& out) {
   dirty_ |= bit(ep);
 }
 
+void SocketLayer::update_limit(SocketEndpoint& e, uint16_t ep) {
+  uint64_t least = kUnlimited;
+  for (const Peer& p : peers_[ep]) least = std::min(least, p.accepted ? p.limit : 0);
+  e.credit_limit.store(least, std::memory_order_release);
+}
+
 void SocketLayer::on_answer(const PacketHeader& h) {
   const SocketTag tag = SocketTag::unpack(h.return_addr);
   SocketEndpoint* e = endpoint(tag.sender);
-  if (!e || e->direction != kSocketSend || e->socket_id != h.arg || e->epoch != tag.epoch ||
-      e->remote_mesh != h.src_mesh || e->remote_device != h.src_device) {
+  if (!e || e->direction != kSocketSend || e->socket_id != h.arg || e->epoch != tag.epoch) {
     return;  // for an endpoint closed (and perhaps reused) meanwhile
   }
+  auto& peers = peers_[tag.sender];
+  const auto peer = std::find_if(peers.begin(), peers.end(), [&](const Peer& p) { return p.chip == h.src(); });
+  if (peer == peers.end()) return;  // not one of its receivers
   const auto state = e->state.load(std::memory_order_acquire);
   switch (h.command) {
     case Command::kSocketAccept:
-      if (state != kSocketOpening) return;
-      e->peer_endpoint = tag.receiver;
-      e->credit_limit.store(h.dst_addr, std::memory_order_release);
-      e->status.store(kSocketOk, std::memory_order_relaxed);
-      set_state(*e, kSocketConnected);
+      if (state != kSocketOpening || peer->accepted) return;
+      peer->accepted = true;
+      peer->endpoint = tag.receiver;
+      peer->limit = h.dst_addr;
+      e->peer_endpoint = peers.front().endpoint;
+      update_limit(*e, tag.sender);
+      // Active once every receiver is ready (a multicast socket waits for its whole group).
+      if (std::all_of(peers.begin(), peers.end(), [](const Peer& p) { return p.accepted; })) {
+        e->status.store(kSocketOk, std::memory_order_relaxed);
+        set_state(*e, kSocketConnected);
+      }
       break;
     case Command::kSocketCredit:
-      if (state != kSocketConnected || e->peer_endpoint != tag.receiver) return;
-      if (h.dst_addr > e->credit_limit.load(std::memory_order_relaxed)) {
-        e->credit_limit.store(h.dst_addr, std::memory_order_release);
+      if (state != kSocketConnected || peer->endpoint != tag.receiver) return;
+      if (h.dst_addr > peer->limit) {
+        peer->limit = h.dst_addr;
+        update_limit(*e, tag.sender);
       }
       break;
     case Command::kSocketReject: {
@@ -433,20 +456,21 @@ uint64_t SocketLayer::may_send(uint16_t ep) const {
   return limit > sent ? limit - sent : 0;
 }
 
-PacketHeader SocketLayer::data_header(uint16_t ep, uint32_t size) const {
+PacketHeader SocketLayer::data_header(uint16_t ep, uint32_t size, size_t peer) const {
   const SocketEndpoint& e = table_[ep];
+  const Peer& to = peers_[ep].at(peer);
   PacketHeader h;
   h.src_mesh = self_.mesh;
   h.src_device = self_.device;
-  h.dst_mesh = e.remote_mesh;
-  h.dst_device = e.remote_device;
+  h.dst_mesh = to.chip.mesh;
+  h.dst_device = to.chip.device;
   h.command = Command::kSocketData;
   h.fvc = e.fvc;
   h.plane = e.plane;
   h.txn_id = routing::kSocketTxn;
   h.src_core = ep;
   h.arg = e.socket_id;
-  h.return_addr = SocketTag{e.epoch, ep, e.peer_endpoint}.pack();
+  h.return_addr = SocketTag{e.epoch, ep, to.endpoint}.pack();
   h.dst_addr = e.sent.load(std::memory_order_relaxed);
   h.size = size;
   return h;
@@ -469,8 +493,8 @@ void SocketLayer::close(uint16_t ep) {
   wake(*e, e->sent_word);
 }
 
-PacketHeader SocketLayer::close_header(uint16_t ep) const {
-  PacketHeader h = data_header(ep, 0);
+PacketHeader SocketLayer::close_header(uint16_t ep, size_t peer) const {
+  PacketHeader h = data_header(ep, 0, peer);
   h.command = Command::kSocketClose;
   return h;
 }

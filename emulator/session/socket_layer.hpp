@@ -64,9 +64,12 @@ class SocketLayer {
   // The sending side, for the command intake: bytes `ep` may put into packets now (0 while
   // it waits for credits), and the header of its next data or close packet.
   uint64_t may_send(uint16_t ep) const;
-  routing::PacketHeader data_header(uint16_t ep, uint32_t size) const;
   void sent(uint16_t ep, uint32_t size);
-  routing::PacketHeader close_header(uint16_t ep) const;
+  routing::PacketHeader close_header(uint16_t ep, size_t peer) const;
+  // A sender's receivers: one for a unicast socket, the group for a multicast one; the intake
+  // sends each data packet, and the close, to every one of them.
+  size_t peers(uint16_t ep) const { return ep < peers_.size() ? peers_[ep].size() : 0; }
+  routing::PacketHeader data_header(uint16_t ep, uint32_t size, size_t peer) const;
   // Sends nothing more on `ep`; its owner hears `status`.
   void break_endpoint(uint16_t ep, int32_t status);
   // The owner closed `ep` (a sender's close packet has left behind its data): it ends here,
@@ -105,6 +108,16 @@ class SocketLayer {
   std::deque<routing::PacketHeader> waiting_;  // senders' opens no receiver has matched yet
   std::vector<uint64_t> reserved_;      // by endpoint: bytes admitted by accepts(), not yet placed
   std::vector<uint8_t> close_pending_;  // by endpoint: the sender closed; the DSCB still drains
+  // A sender's receivers, by endpoint: each one's chip, endpoint and credit limit once it accepted.
+  struct Peer {
+    ChipId chip;
+    uint16_t endpoint = 0;
+    bool accepted = false;
+    uint64_t limit = 0;
+  };
+  std::vector<std::vector<Peer>> peers_;
+  // The sender's credit limit: the least of its receivers' (published in the endpoint).
+  void update_limit(SocketEndpoint& e, uint16_t ep);
   std::vector<uint8_t> scratch_;
 };
 

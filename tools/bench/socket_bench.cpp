@@ -63,7 +63,7 @@ double rdma(Worker& tx, tt_fabric_device dst, uint64_t bytes) {
 // Bytes per second of one socket stream to dst, checked; 0 if anything failed or arrived wrong.
 double stream(Worker& tx, Worker& rx, tt_fabric_device dst, int handshake, uint64_t bytes, uint32_t socket_id,
               uint64_t& wrong) {
-  const tt_fabric_socket_options opt{handshake, 0, 0, 0, 0};
+  const tt_fabric_socket_options opt{handshake, 0, 0, 0, 0, {}};
   const int r = fabric_socket_open_with(rx.f, 0, 1, socket_id, TT_FABRIC_DSOCKET, TT_FABRIC_RECEIVE, {0, 0}, 0, &opt);
   const int s = fabric_socket_open_with(tx.f, 0, 1, socket_id, TT_FABRIC_DSOCKET, TT_FABRIC_SEND, dst, 0, &opt);
   if (r < 0 || s < 0 || fabric_socket_connect(tx.f, s) != TT_FABRIC_OK || fabric_socket_connect(rx.f, r) != TT_FABRIC_OK) return 0;
