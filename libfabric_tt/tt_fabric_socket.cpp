@@ -192,7 +192,6 @@ int64_t fabric_socket_recv(tt_fabric* handle, int socket, void* out, size_t max)
   session::SocketEndpoint* e = f->sockets->endpoint(socket);
   if (!e || e->direction != session::kSocketReceive) return TT_FABRIC_ENOENDPOINT;
   auto some = [f, socket, e] {
-    f->sockets->flush_poke(socket);
     return f->sockets->readable(socket) > 0 || ended(e->state.load(std::memory_order_acquire));
   };
   if (f->nonblocking ? !some() : !wait_on(f, *e, e->arrivals, some)) {

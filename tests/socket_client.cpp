@@ -158,8 +158,11 @@ void stalled_consumer(int handshake, uint32_t socket_id) {
   std::memcpy(tt_fabric_memory(tx.f, kSrc, data.size()), data.data(), data.size());
   tt_fabric_set_nonblocking(tx.f, 1);  // queue the whole stream and go on
   ASSERT_EQ(fabric_socket_send(tx.f, s, kSrc, static_cast<uint32_t>(data.size())), TT_FABRIC_OK);
-  for (uint32_t i = 0; i < 4; ++i) {
-    ASSERT_EQ(fabric_async_write(writer.f, 0, kSrc, {0, 8}, kWrites + i * 4096, 4096, 0, 5, nullptr), TT_FABRIC_OK);
+  // End to end, more writes than the command buffer has slots (256): the waiting stream holds
+  // none of them.
+  const uint32_t writes = handshake == TT_FABRIC_END_TO_END ? 300 : 4;
+  for (uint32_t i = 0; i < writes; ++i) {
+    ASSERT_EQ(fabric_async_write(writer.f, 0, kSrc, {0, 8}, kWrites + (i % 64) * 4096, 4096, 0, 5, nullptr), TT_FABRIC_OK);
   }
   tt_fabric_socket_info in{}, out{};
   if (handshake == TT_FABRIC_LOCAL_HANDSHAKE) {

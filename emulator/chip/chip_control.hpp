@@ -141,6 +141,7 @@ struct CommandBuffer {
   std::atomic<uint32_t> served{0};          // tickets whose slots the router has freed, in order (futex word)
   std::atomic<uint32_t> served_waiters{0};  // workers asleep on `served` (all slots taken)
   std::atomic<uint32_t> router_asleep{0};   // 1: ring the doorbell after marking a slot ready
+  std::atomic<uint32_t> socket_pokes{0};    // bumped by a worker that set an endpoint's `poked` flag
   FabricCommand slots[kCommandSlots];
   WorkerState workers[kMaxWorkers];
 };

@@ -58,6 +58,11 @@ bool CommandBufferClient::submit(const CommandRequest& r, std::chrono::milliseco
   return true;
 }
 
+void CommandBufferClient::notify() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (ctl_.commands.router_asleep.load(std::memory_order_relaxed) && ring_) ring_();
+}
+
 size_t CommandBufferClient::poll(std::span<Completion> out) {
   auto& w = ctl_.commands.workers[core_ % kMaxWorkers];
   const uint32_t head = w.cq_head.load(std::memory_order_acquire);

@@ -149,22 +149,15 @@ size_t SocketClient::recv(int ep, std::span<uint8_t> out) {
   if (n > 0) {
     e->l1_tail.store(tail + n, std::memory_order_seq_cst);
     // The chip asked to hear when room is made (its DSCB or the fabric holds more, or its
-    // credits follow reads): tell it through the command buffer, which wakes it.
-    if (e->wants_poke.load(std::memory_order_seq_cst)) poke_owed_ |= uint64_t{1} << ep;
+    // credits follow reads): a flag on the endpoint and a count it watches, and its doorbell
+    // if it sleeps; never a command slot, which could wait behind other commands.
+    if (e->wants_poke.load(std::memory_order_seq_cst)) {
+      e->poked.store(1, std::memory_order_seq_cst);
+      ctl_.commands.socket_pokes.fetch_add(1, std::memory_order_seq_cst);
+      commands_.notify();
+    }
   }
-  flush_poke(ep);
   return n;
-}
-
-bool SocketClient::flush_poke(int ep) {
-  const uint64_t b = uint64_t{1} << ep;
-  if (!(poke_owed_ & b)) return true;
-  SocketEndpoint* e = endpoint(ep);
-  if (!e || commands_.try_submit(socket_command(routing::Command::kSocketPoke, *e, ep))) {
-    poke_owed_ &= ~b;
-    return true;
-  }
-  return false;
 }
 
 bool SocketClient::try_close(int ep, uint64_t status_addr) {
@@ -178,7 +171,6 @@ bool SocketClient::try_close(int ep, uint64_t status_addr) {
 void SocketClient::release(int ep) {
   SocketEndpoint* e = endpoint(ep);
   if (!e) return;
-  poke_owed_ &= ~(uint64_t{1} << ep);
   e->state.store(session::kSocketFree, std::memory_order_release);
 }
 

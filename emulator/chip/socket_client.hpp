@@ -58,8 +58,6 @@ class SocketClient {
   // Moves up to out.size() bytes out of L1CB; returns how many. When the chip waits for room
   // (its DSCB holds data, packets wait in the fabric, credits follow reads), tells it.
   size_t recv(int ep, std::span<uint8_t> out);
-  // A poke the command buffer had no slot for, tried again; true when none is owed.
-  bool flush_poke(int ep);
   // Asks the chip to close (a sender's close goes behind its data); false when the command
   // buffer is full. The chip fills the FabricStatus at status_addr (0: none) and the endpoint
   // becomes kSocketClosed; release() then frees it.
@@ -71,9 +69,8 @@ class SocketClient {
   CommandBufferClient& commands_;
   uint16_t core_;
   Memory mem_;
-  uint64_t poke_owed_ = 0;
   // The FVC an SSocket sender opened as endpoint `self` gets, or -1 when none is free.
-  int streaming_fvc(const Options& o, int self) const;  // endpoints whose poke found the command buffer full
+  int streaming_fvc(const Options& o, int self) const;
 };
 
 }  // namespace ttemu::chip

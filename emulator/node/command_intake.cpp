@@ -17,9 +17,10 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
   bool took = false;
   waiting_ = false;
   if (ctl_.injection_paused.load(std::memory_order_relaxed)) return false;  // the control plane holds it
+  took = take_pokes(node) || took;
+  took = run_all_jobs(node, now) || took;  // earlier sockets' jobs go before newer commands
   uint32_t full = 0;  // FVCs found without room in this pass: their later commands wait too
   bool all_full = false;
-  uint64_t credit_wait = 0;  // socket endpoints whose send waits for credit: their later commands wait too
   const uint32_t start = cb.served.load(std::memory_order_relaxed);
   const uint32_t end = cb.next_ticket.load(std::memory_order_acquire);
   for (uint32_t t = start; t != end && t - start < kCommandSlots; ++t) {
@@ -31,18 +32,18 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
     const int fvc = pr.fvc >= 0 ? pr.fvc : slot.fvc;  // -1: chosen when it starts
     // An earlier command of its FVC waits; or an automatic choice found every data FVC full,
     // and then nothing else goes either (a pass over a long queue stays cheap).
-    const bool socket = routing::is_socket(slot.command);
-    const uint64_t ep_bit = socket && slot.dst_addr < 64 ? uint64_t{1} << slot.dst_addr : 0;
-    if (all_full || (fvc >= 0 && fvc < 32 && (full >> fvc) & 1u) || (credit_wait & ep_bit)) {
+    if (routing::is_socket(slot.command)) {  // taken at once (its sends run as the socket's jobs)
+      took = take_socket(slot, node, now) || took;
+      slot.state.store(kSlotDone, std::memory_order_release);
+      continue;
+    }
+    if (all_full || (fvc >= 0 && fvc < 32 && (full >> fvc) & 1u)) {
       blocked_[i] = waiting_ = true;
       continue;
     }
     int no_room = -1;
-    if (!(socket ? issue_socket(slot, pr, node, now, no_room) : issue(slot, pr, node, now, no_room))) {
-      // A send waiting for credits holds back only its own socket (end-to-end handshake:
-      // a slow consumer stalls nobody else, spec 2.4.4).
-      if (no_room == kWaitsForCredit) credit_wait |= ep_bit;
-      else if (no_room >= 0 && no_room < 32) full |= 1u << no_room;
+    if (!issue(slot, pr, node, now, no_room)) {
+      if (no_room >= 0 && no_room < 32) full |= 1u << no_room;
       else if (no_room < 0) all_full = true;
       blocked_[i] = waiting_ = true;
       continue;
@@ -62,12 +63,15 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
     cb.served.store(served, std::memory_order_seq_cst);
     if (cb.served_waiters.load(std::memory_order_seq_cst) > 0) futex_wake(cb.served);
   }
+  for (const auto& j : jobs_) jobs_waiting_ = jobs_waiting_ || !j.empty();
+  waiting_ = waiting_ || jobs_waiting_;
   return took;
 }
 
 bool CommandIntake::has_work() const {
   const auto& cb = ctl_.commands;
   if (ctl_.injection_paused.load(std::memory_order_relaxed)) return false;
+  if (cb.socket_pokes.load(std::memory_order_acquire) != pokes_seen_) return true;
   const uint32_t start = cb.served.load(std::memory_order_relaxed);
   const uint32_t end = cb.next_ticket.load(std::memory_order_acquire);
   for (uint32_t t = start; t != end && t - start < kCommandSlots; ++t) {
@@ -149,90 +153,131 @@ bool CommandIntake::issue(const FabricCommand& c, Progress& pr, session::FabricN
   return true;
 }
 
-bool CommandIntake::issue_socket(const FabricCommand& c, Progress& pr, session::FabricNode& node, routing::Time now,
-                                 int& no_room) {
+bool CommandIntake::take_socket(const FabricCommand& c, session::FabricNode& node, routing::Time now) {
   auto& socks = node.sockets();
-  auto& router = node.router();
   const auto ep = static_cast<uint16_t>(c.dst_addr);
   session::SocketEndpoint* e = c.dst_addr < session::kSocketEndpoints ? socks.endpoint(ep) : nullptr;
   if (!e || e->core != c.core) {  // not an endpoint of this worker: nothing is done
     write_status(c, session::kSocketNoEndpoint, -1);
+    return false;
+  }
+  if (c.command == Command::kSocketOpen) {
+    node.socket_open(ep);
     return true;
   }
-  const auto state = e->state.load(std::memory_order_acquire);
-  switch (c.command) {
-    case Command::kSocketOpen: node.socket_open(ep); return true;
-    case Command::kSocketPoke: socks.poke(ep); return true;
-    case Command::kSocketData: {
-      if (state != session::kSocketConnected) return true;  // broken or closed meanwhile: its owner sees why
-      if (mem_(c.src_addr, c.size).size() != c.size) {
+  // Sends and closes become the endpoint's jobs: their slots go back at once (a send waiting
+  // for credits holds no slot that other workers' commands would wait behind), and each
+  // socket's jobs run in order as credits and FVC room allow.
+  jobs_[ep].push_back({c.command, c.src_addr, c.size, c.status_addr});
+  run_jobs(ep, node, now);
+  return true;
+}
+
+bool CommandIntake::run_jobs(uint16_t ep, session::FabricNode& node, routing::Time now) {
+  auto& socks = node.sockets();
+  auto& router = node.router();
+  session::SocketEndpoint* e = socks.endpoint(ep);
+  auto& jobs = jobs_[ep];
+  bool moved = false;
+  while (!jobs.empty() && e) {
+    SocketJob& j = jobs.front();
+    const auto state = e->state.load(std::memory_order_acquire);
+    if (j.command == Command::kSocketData) {
+      if (state == session::kSocketOpening) return moved;  // (the library sends only once connected)
+      if (state != session::kSocketConnected) {  // broken or closed meanwhile: its owner sees why
+        jobs.pop_front();
+        continue;
+      }
+      if (j.offset == 0 && j.chunk == 0 && mem_(j.src_addr, j.size).size() != j.size) {
         socks.break_endpoint(ep, kStatusBadAddress);
-        return true;
+        jobs.pop_front();
+        continue;
       }
       const size_t peers = socks.peers(ep);  // a multicast socket's packets go to each receiver
-      while (pr.offset < c.size) {
-        if (pr.chunk == 0) {  // the next packet: as large as the credit allows
+      while (j.offset < j.size) {
+        if (j.chunk == 0) {  // the next packet: as large as the credit allows
           const uint64_t allowed = socks.may_send(ep);
-          if (allowed == 0) {
-            no_room = kWaitsForCredit;
-            return false;
-          }
-          pr.chunk = static_cast<uint32_t>(std::min<uint64_t>({c.size - pr.offset, routing::kMaxPacketPayload, allowed}));
+          if (allowed == 0) return moved;  // waits for its consumer's credit (end-to-end)
+          j.chunk = static_cast<uint32_t>(std::min<uint64_t>({j.size - j.offset, routing::kMaxPacketPayload, allowed}));
         }
-        for (; pr.peers_done < peers; ++pr.peers_done) {
-          if (router.inject_room(e->fvc) == 0) {
-            no_room = e->fvc;
-            return false;
-          }
+        for (; j.peers_done < peers; ++j.peers_done) {
+          if (router.inject_room(e->fvc) == 0) return moved;
           routing::Packet p;
-          p.header = socks.data_header(ep, pr.chunk, pr.peers_done);
+          p.header = socks.data_header(ep, j.chunk, j.peers_done);
           p.header.packet_id = ++packet_id_;
           p.bytes = node.buffers().take();
-          p.set_payload(mem_(c.src_addr + pr.offset, pr.chunk));  // the pull, straight from worker memory
+          p.set_payload(mem_(j.src_addr + j.offset, j.chunk));  // the pull, straight from worker memory
           node.inject(std::move(p), now);  // there is room (checked above)
           ctl_.packets_injected.fetch_add(1, std::memory_order_relaxed);
+          moved = true;
         }
-        socks.sent(ep, pr.chunk);
-        pr.offset += pr.chunk;
-        pr.chunk = 0;
-        pr.peers_done = 0;
+        socks.sent(ep, j.chunk);
+        j.offset += j.chunk;
+        j.chunk = 0;
+        j.peers_done = 0;
       }
-      return true;
+      jobs.pop_front();
+      continue;
     }
-    case Command::kSocketClose: {
-      if (e->direction == session::kSocketSend && (state == session::kSocketConnected || state == session::kSocketOpening ||
-                                                   state == session::kSocketBroken)) {
-        // Behind the socket's data, on its FVC: the receiver sees every byte before the close
-        // (or, not yet connected, forgets the open that waits there), and an SSocket's
-        // reservation is freed at every router it passes.
-        const bool opening = state == session::kSocketOpening;
-        for (const size_t peers = socks.peers(ep); pr.peers_done < peers; ++pr.peers_done) {
-          routing::Packet p;
-          p.header = socks.close_header(ep, pr.peers_done);
-          p.header.packet_id = ++packet_id_;
-          p.bytes = node.buffers().take();
-          if (opening) {
-            // Not connected yet: behind its open, in the same queue and on the control FVC, so
-            // that it cannot overtake it (and frees what the open reserved).
-            p.header.fvc = router.control_fvc();
-            node.socket_request(std::move(p));
-            continue;
-          }
-          if (router.inject_room(e->fvc) == 0) {
-            --packet_id_;
-            node.buffers().give(std::move(p.bytes));
-            no_room = e->fvc;
-            return false;
-          }
+    // A close.
+    if (e->direction == session::kSocketSend && (state == session::kSocketConnected || state == session::kSocketOpening ||
+                                                 state == session::kSocketBroken)) {
+      // Behind the socket's data, on its FVC: the receiver sees every byte before the close
+      // (or, not yet connected, forgets the open that waits there), and an SSocket's
+      // reservation is freed at every router it passes.
+      const bool opening = state == session::kSocketOpening;
+      for (const size_t peers = socks.peers(ep); j.peers_done < peers; ++j.peers_done) {
+        if (!opening && router.inject_room(e->fvc) == 0) return moved;
+        routing::Packet p;
+        p.header = socks.close_header(ep, j.peers_done);
+        p.header.packet_id = ++packet_id_;
+        p.bytes = node.buffers().take();
+        if (opening) {
+          // Not connected yet: behind its open, in the same queue and on the control FVC, so
+          // that it cannot overtake it (and frees what the open reserved).
+          p.header.fvc = router.control_fvc();
+          node.socket_request(std::move(p));
+        } else {
           node.inject(std::move(p), now);
         }
+        moved = true;
       }
-      socks.close(ep);
-      write_status(c, kStatusOk, e->fvc);
-      return true;
     }
-    default: return true;
+    socks.close(ep);
+    if (j.status_addr) {
+      auto st = mem_(j.status_addr, sizeof(FabricStatus));
+      if (st.size() == sizeof(FabricStatus)) {
+        const FabricStatus ok{kStatusOk, e->fvc};
+        std::memcpy(st.data(), &ok, sizeof ok);
+      }
+    }
+    jobs.pop_front();
+    moved = true;
   }
+  return moved;
+}
+
+bool CommandIntake::run_all_jobs(session::FabricNode& node, routing::Time now) {
+  bool moved = false;
+  jobs_waiting_ = false;
+  for (uint16_t ep = 0; ep < jobs_.size(); ++ep) {
+    if (jobs_[ep].empty()) continue;
+    moved = run_jobs(ep, node, now) || moved;
+    jobs_waiting_ = jobs_waiting_ || !jobs_[ep].empty();
+  }
+  return moved;
+}
+
+bool CommandIntake::take_pokes(session::FabricNode& node) {
+  // A worker that consumed data tells the chip through its endpoint (poked) and a counter it
+  // bumps, not through a command slot: a poke never waits behind other commands.
+  const uint32_t pokes = ctl_.commands.socket_pokes.load(std::memory_order_acquire);
+  if (pokes == pokes_seen_) return false;
+  pokes_seen_ = pokes;
+  for (uint16_t ep = 0; ep < session::kSocketEndpoints; ++ep) {
+    if (ctl_.sockets[ep].poked.exchange(0, std::memory_order_acq_rel)) node.sockets().poke(ep);
+  }
+  return true;
 }
 
 void CommandIntake::refuse(const FabricCommand& c, int32_t status) {

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <span>
@@ -42,8 +43,15 @@ class CommandIntake {
   struct Progress {
     uint32_t offset = 0;
     int fvc = -1;
-    // A multicast socket's packet under way: its size, and the receivers it has gone to.
-    uint32_t chunk = 0;
+  };
+  // A socket's send or close, taken from the command buffer, with its progress.
+  struct SocketJob {
+    routing::Command command;  // kSocketData or kSocketClose
+    uint64_t src_addr = 0;
+    uint32_t size = 0;
+    uint64_t status_addr = 0;
+    uint32_t offset = 0;
+    uint32_t chunk = 0;         // the packet under way (a multicast's goes to each receiver)
     uint16_t peers_done = 0;
   };
   // Sends what the FVC has room for; false when it ran out of room (progress kept; no_room
@@ -51,10 +59,15 @@ class CommandIntake {
   // counts as sent.
   bool issue(const chip::FabricCommand& c, Progress& progress, session::FabricNode& node, routing::Time now,
              int& no_room);
-  // A socket command (open, send, close, poke) for an endpoint of the chip's socket table.
-  bool issue_socket(const chip::FabricCommand& c, Progress& progress, session::FabricNode& node, routing::Time now,
-                    int& no_room);
-  static constexpr int kWaitsForCredit = -2;  // no_room: a socket send waits for its consumer's credit
+  // A socket command (open, send, close) for an endpoint of the chip's socket table: an open
+  // goes at once, a send or close becomes one of the endpoint's jobs. Whether anything moved.
+  bool take_socket(const chip::FabricCommand& c, session::FabricNode& node, routing::Time now);
+  // Runs the endpoint's jobs in order while credits and FVC room allow (a multicast socket's
+  // packet goes to each receiver); whether anything moved.
+  bool run_jobs(uint16_t ep, session::FabricNode& node, routing::Time now);
+  bool run_all_jobs(session::FabricNode& node, routing::Time now);
+  // Endpoints whose owners consumed data since the last look (their `poked` flags).
+  bool take_pokes(session::FabricNode& node);
   void refuse(const chip::FabricCommand& c, int32_t status);
   void write_status(const chip::FabricCommand& c, int32_t status, int32_t fvc);
   // Counts answered packets down in the worker's transaction and posts a completion.
@@ -67,6 +80,9 @@ class CommandIntake {
   std::array<bool, chip::kCommandSlots> blocked_{};      // by slot: found blocked by the last drain
   uint64_t packet_id_ = 0;
   bool waiting_ = false;
+  std::array<std::deque<SocketJob>, session::kSocketEndpoints> jobs_;  // by endpoint
+  bool jobs_waiting_ = false;  // some socket's jobs wait (for credit or FVC room)
+  uint32_t pokes_seen_ = 0;    // ChipControl's socket_pokes when last looked
 };
 
 }  // namespace ttemu::node

@@ -278,9 +278,10 @@ void FabricRouter::poll(Time now, Actions& out) {
           q.front().head_since = now;  // waiting for a socket's close is not a stall
           continue;
         }
-        const bool gated = (p.header.command == Command::kSocketData || p.header.command == Command::kMcastWrite) &&
-                           center_gate_ && !center_gate_(p.header);
-        if (center_stalled_[p.header.fvc] || (room && *room == 0) || gated) {
+        // The gate last: admitting a packet reserves its room at the consumer, so it is asked
+        // only about a packet that is then delivered.
+        const bool gated_kind = p.header.command == Command::kSocketData || p.header.command == Command::kMcastWrite;
+        if (center_stalled_[p.header.fvc] || (room && *room == 0) || (gated_kind && center_gate_ && !center_gate_(p.header))) {
           if (now - q.front().head_since >= cfg_.timeout) drop(in, RouterEvent::kTimeout, now, out), progress = true;
           continue;
         }

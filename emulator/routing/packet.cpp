@@ -19,7 +19,6 @@ const char* to_string(Command c) {
     case Command::kSocketData: return "socket_data";
     case Command::kSocketClose: return "socket_close";
     case Command::kSocketReject: return "socket_reject";
-    case Command::kSocketPoke: return "socket_poke";
     case Command::kMcastWrite: return "mcast_write";
   }
   return "?";

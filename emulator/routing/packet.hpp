@@ -29,8 +29,7 @@ enum class Command : uint8_t {
   kSocketData = 11,    // stream bytes at offset dst_addr (the address is not an address here)
   kSocketClose = 12,   // the sender closed after dst_addr bytes (behind its data, on its FVC)
   kSocketReject = 13,  // the receiver's session refuses: dst_addr holds a SocketStatus
-  // Worker commands that never travel: open an endpoint, tell the session layer room was made.
-  kSocketPoke = 14,
+  // (14: unused)
   // A write to every device of a rectangle of its origin's mesh (spec 3.2): it travels to the
   // origin (dst), where the fabric node commits it and sends a copy to each neighbour that
   // still has depth to cover; `arg` holds the depths left (mcast_depths), `wrap` the flags.
@@ -141,7 +140,7 @@ inline bool answered_with_data(Command c) { return c == Command::kReadRequest ||
 inline uint8_t answer_fvc(const PacketHeader& h, uint8_t control_fvc) {
   return answered_with_data(h.command) ? h.fvc : control_fvc;
 }
-inline bool is_socket(Command c) { return c >= Command::kSocketOpen && c <= Command::kSocketPoke; }
+inline bool is_socket(Command c) { return c >= Command::kSocketOpen && c <= Command::kSocketReject; }
 // Answers never wait behind requests; a socket's accepts, credits and rejects go back to the
 // sender in answer lanes too, so a stream's credits always flow.
 inline bool is_socket_answer(Command c) {

@@ -16,13 +16,16 @@
 #pragma once
 
 #include <atomic>
+#include <bitset>
 #include <cstdint>
 
 namespace ttemu::session {
 
-inline constexpr int kSocketEndpoints = 64;  // per chip
+inline constexpr int kSocketEndpoints = 128;  // per chip
 inline constexpr uint16_t kAnyDevice = 0xFFFF;  // a receiver's remote: any sender
 inline constexpr int kMaxGroup = 16;  // receivers of a multicast socket
+
+using EndpointSet = std::bitset<kSocketEndpoints>;  // a set of endpoints of one chip
 
 enum SocketState : uint32_t {
   kSocketFree = 0,
@@ -76,6 +79,7 @@ struct SocketEndpoint {
   uint64_t credit_given = 0;  // end-to-end: the limit last granted to the sender
   std::atomic<uint32_t> arrivals{0};  // futex word: bumped when data lands or the peer closes
   std::atomic<uint32_t> wants_poke{0};  // 1: data waits (DSCB, fabric); the owner pokes its chip after consuming
+  std::atomic<uint32_t> poked{0};       // the owner's poke: set by it, taken by the chip's command intake
   std::atomic<uint64_t> spilled{0};     // bytes that went through the DSCB
   std::atomic<uint32_t> backed_up{0};   // 1 while an arrival waits in the fabric for room (local handshake)
   std::atomic<uint32_t> sleepers{0};    // owner threads asleep on arrivals or sent_word: wake them

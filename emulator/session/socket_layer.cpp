@@ -269,7 +269,7 @@ void SocketLayer::on_data(Packet& p, Out& out) {
         e->dscb_head += payload.size();
         e->spilled.fetch_add(payload.size(), std::memory_order_relaxed);
         e->wants_poke.store(1, std::memory_order_seq_cst);
-        dirty_ |= bit(ep);
+        dirty_.set(ep);
       }
     }
   }
@@ -305,7 +305,7 @@ void SocketLayer::on_close(const PacketHeader& h, Out& out) {
   }
   // Closed once the DSCB has gone into L1CB: until then the owner still has data coming.
   close_pending_[ep] = 1;
-  dirty_ |= bit(ep);
+  dirty_.set(ep);
 }
 
 void SocketLayer::update_limit(SocketEndpoint& e, uint16_t ep) {
@@ -414,10 +414,11 @@ void SocketLayer::grant(uint16_t ep, bool force, Out& out) {
 }
 
 void SocketLayer::pump(Out& out) {
-  for (uint64_t d = dirty_; d != 0; d &= d - 1) {
-    const auto ep = static_cast<uint16_t>(__builtin_ctzll(d));
+  const EndpointSet todo = dirty_;
+  for (uint16_t ep = 0; ep < todo.size() && ep < table_.size(); ++ep) {
+    if (!todo.test(ep)) continue;
     SocketEndpoint& e = table_[ep];
-    dirty_ &= ~bit(ep);
+    dirty_.reset(ep);
     const auto state = e.state.load(std::memory_order_acquire);
     if (e.direction != kSocketReceive || state != kSocketConnected) continue;
     // The DSCB drains into L1CB first (2.4.4): order holds, arrivals wait behind it.
@@ -485,7 +486,7 @@ void SocketLayer::sent(uint16_t ep, uint32_t size) {
 void SocketLayer::close(uint16_t ep) {
   SocketEndpoint* e = endpoint(ep);
   if (!e) return;
-  dirty_ &= ~bit(ep);
+  dirty_.reset(ep);
   close_pending_[ep] = 0;
   reserved_[ep] = 0;
   set_state(*e, kSocketClosed);

@@ -50,7 +50,7 @@ class SocketLayer {
   // receiver takes a waiting sender that matches. An endpoint that is not opening is ignored.
   void open(uint16_t ep, Out& out);
   // The owner of `ep` consumed data or closed: room may have been made.
-  void poke(uint16_t ep) { dirty_ |= bit(ep); }
+  void poke(uint16_t ep) { dirty_.set(ep % kSocketEndpoints); }
   // Whether a socket data packet can be taken now: false while its consumer has no room.
   // (A packet for no valid endpoint is taken, and refused by on_packet.)
   // Admitting one reserves its room until it is placed.
@@ -59,7 +59,7 @@ class SocketLayer {
   void on_packet(Packet& packet, Out& out);
   // Moves DSCB data into L1CB where the consumer made room, and grants credits.
   void pump(Out& out);
-  bool busy() const { return dirty_ != 0; }
+  bool busy() const { return dirty_.any(); }
 
   // The sending side, for the command intake: bytes `ep` may put into packets now (0 while
   // it waits for credits), and the header of its next data or close packet.
@@ -80,7 +80,6 @@ class SocketLayer {
   size_t waiting_opens() const { return waiting_.size(); }
 
  private:
-  static uint64_t bit(uint16_t ep) { return ep < 64 ? uint64_t{1} << ep : 0; }
   Packet make(routing::Command c, ChipId to, uint8_t fvc) const;
   void reply(const routing::PacketHeader& h, routing::Command c, uint64_t value, uint16_t receiver, Out& out) const;
   // The receive endpoint a sender's open matches, or -1; `other_epoch` is set when one is open
@@ -104,7 +103,7 @@ class SocketLayer {
   std::span<SocketEndpoint> table_;
   Center::Memory mem_;
   BufferPool& buffers_;
-  uint64_t dirty_ = 0;  // endpoints to pump
+  EndpointSet dirty_;  // endpoints to pump
   std::deque<routing::PacketHeader> waiting_;  // senders' opens no receiver has matched yet
   std::vector<uint64_t> reserved_;      // by endpoint: bytes admitted by accepts(), not yet placed
   std::vector<uint8_t> close_pending_;  // by endpoint: the sender closed; the DSCB still drains

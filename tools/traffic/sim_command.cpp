@@ -26,6 +26,7 @@
 #include "launcher/event_log.hpp"
 #include "launcher/launch.hpp"
 #include "tools/traffic/pattern_report.hpp"
+#include "tools/traffic/sim_sockets.hpp"
 
 namespace ttemu::tools {
 
@@ -52,7 +53,10 @@ struct SimOptions {
   std::string trace;
   std::string events;
   std::string snapshot;
-  std::string op = "write";  // write | read (the writes, then read back) | atomic (increments)
+  std::string op = "write";  // write | read (the writes, then read back) | atomic (increments) | socket
+  SocketRunOptions sockets;   // --op socket
+  int dscb_kib = -1;          // -1: 256 KiB with end-to-end handshake, none with local
+  int l1cb_kib = 64;
   int retry = 0;
   int status_interval_ms = 1000;
   std::vector<int> planes{0};
@@ -124,12 +128,19 @@ class PatternRun {
     for (const auto& c : sys_.chips) chips_.push_back({c.id.mesh, c.id.device, c.coord.row, c.coord.col});
   }
 
-  json run(const std::string& pattern, int plane) {
+  // The pattern's (source, destination) pairs, by chip index.
+  std::vector<std::pair<int, int>> pairs_of(const std::string& pattern) const {
     const int n = static_cast<int>(chips_.size());
     const int src = o_.src.empty() ? 0 : *sys_.node(chip_named(sys_, o_.src, "--src"));
     const int dst = o_.dst.empty() ? n - 1 : *sys_.node(chip_named(sys_, o_.dst, "--dst"));
-    const auto pairs = control::pattern_pairs(pattern, chips_, src, dst, o_.seed);
+    auto pairs = control::pattern_pairs(pattern, chips_, src, dst, o_.seed);
     if (pairs.empty()) throw Error(fmt::format("pattern {} has no pairs on this system", pattern));
+    return pairs;
+  }
+
+  json run(const std::string& pattern, int plane) {
+    const int n = static_cast<int>(chips_.size());
+    const auto pairs = pairs_of(pattern);
     const uint64_t block = uint64_t{o_.size} * o_.count;
     // A chip that dies during the pattern (restarted or not) loses its memory and its
     // workers: pairs to or from it are counted, not verified.
@@ -533,6 +544,14 @@ void run_sim(const SimOptions& o, int& exit_status) {
   const uint64_t need = (o.op == "read" ? 4 : 2) * block * static_cast<uint64_t>(sys.node_count());
   if (need > (uint64_t{1} << 32)) throw Error(fmt::format("--size x --count x chips is too large ({} bytes of L1 per chip)", need));
   cfg.l1_bytes = std::max<size_t>(cfg.l1_bytes, need);
+  SocketRunOptions so = o.sockets;
+  so.size = o.size, so.count = o.count, so.fvc = o.fvc, so.seed = cfg.seed, so.limit_s = o.limit_s;
+  so.l1cb = static_cast<uint32_t>(o.l1cb_kib) << 10;
+  so.dscb = o.dscb_kib >= 0 ? static_cast<uint32_t>(o.dscb_kib) << 10 : so.handshake == "local" ? 0 : 256u << 10;
+  if (o.op == "socket") {
+    cfg.l1_bytes = std::max(cfg.l1_bytes, socket_l1_need(so, sys.node_count()));
+    cfg.dram_bytes = std::max(cfg.dram_bytes, socket_dram_need(so, sys.node_count()));
+  }
   // Opened first: a bad path fails before the run, not after it.
   std::ofstream trace_file = open_output(o.trace, "--trace"), events_file = open_output(o.events, "--events"),
                 snapshot_file = open_output(o.snapshot, "--snapshot");
@@ -615,6 +634,22 @@ void run_sim(const SimOptions& o, int& exit_status) {
       }
     }
     for (const auto& [p, plane] : runs) {
+      if (o.op == "socket") {
+        json r = run_socket_pattern(sim, sys, so, p, plane, runner.pairs_of(p), cfg.l1_bytes);
+        bad = bad || r["errors"].get<uint64_t>() > 0 || r["unverified"].get<uint64_t>() > 0;
+        if (o.json) {
+          fmt::print("{}\n", r.dump());
+        } else {
+          fmt::print("{:<18} {:>5} {} stream(s), {} handshake, {:>10.0f} B in {:.6f} s (simulated): {:7.3f} GB/s  verified {} B, "
+                     "errors {}, unverified {}, open errors {}; {} B through DSCBs\n",
+                     o.planes.size() > 1 ? fmt::format("{} plane {}", p, plane) : p, r["pairs"].get<size_t>(), so.socket,
+                     so.handshake, r["bytes"].get<double>(), r["seconds"].get<double>(), r["gb_per_s"].get<double>(),
+                     r["verified"].get<uint64_t>(), r["errors"].get<uint64_t>(), r["unverified"].get<uint64_t>(),
+                     r["open_errors"].get<uint64_t>(), r["spilled"].get<uint64_t>());
+        }
+        std::fflush(stdout);
+        continue;
+      }
       json r = runner.run(p, plane);
       bad = bad || r["errors"].get<uint64_t>() > 0;
       if (o.json) {
@@ -687,8 +722,18 @@ void add_sim_command(CLI::App& app, int& exit_status) {
   c->add_option("--plane", o->planes, "Routing plane(s): each pattern runs on each in turn (default 0)")
       ->delimiter(',')
       ->check(whole_number<int>(0, 15));
-  c->add_option("--op", o->op, "write; read (the writes, then every pair reads its block back); atomic (each write an increment of one counter per pair)")
-      ->check(CLI::IsMember({"write", "read", "atomic"}));
+  c->add_option("--op", o->op,
+                "write; read (the writes, then every pair reads its block back); atomic (each write an increment of one counter per pair); "
+                "socket (each pair streams its block through a socket of its own)")
+      ->check(CLI::IsMember({"write", "read", "atomic", "socket"}));
+  c->add_option("--socket", o->sockets.socket, "--op socket: dsocket (shares its FVC) or ssocket (reserves one; one per source chip per FVC)")
+      ->check(CLI::IsMember({"dsocket", "ssocket"}));
+  c->add_option("--handshake", o->sockets.handshake, "--op socket: end_to_end (credits, DSCB) or local")
+      ->check(CLI::IsMember({"end_to_end", "local"}));
+  c->add_option("--l1cb-kib", o->l1cb_kib, "--op socket: each receiver's L1CB, KiB")->check(whole_number<int>(4, 1024));
+  c->add_option("--dscb-kib", o->dscb_kib, "--op socket: each receiver's DSCB, KiB (default 256 end-to-end, 0 local)")
+      ->check(whole_number<int>(0, 65536));
+  c->add_flag("--reader-stalls", o->sockets.reader_stalls, "--op socket: readers stall and resume at random (seeded)");
   c->add_option("--retry", o->retry, "Write again what was NACKed or lost, after the control plane's reroute, up to this many rounds (0: off)")
       ->check(whole_number<int>(0, chip::kTxnIds - 2));
   c->add_option("--status-interval-ms", o->status_interval_ms,
