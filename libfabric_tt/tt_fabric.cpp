@@ -402,6 +402,7 @@ const char* tt_fabric_strerror(int code) {
     case TT_FABRIC_ECLOSED: return "the socket was closed";
     case TT_FABRIC_ELOST: return "the fabric dropped the stream's data: the stream is broken";
     case TT_FABRIC_ESOCKETOPEN: return "socket open error: no free endpoint or socket type not available";
+    case TT_FABRIC_ENOPERM: return "the socket belongs to another worker";
   }
   return "unknown error";
 }

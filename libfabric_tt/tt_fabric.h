@@ -45,10 +45,11 @@ enum {
   /* Sockets (below). */
   TT_FABRIC_EEPOCH = -12,      /* connect: the receiver is open for this socket id in another epoch (still waiting) */
   TT_FABRIC_ENOENDPOINT = -13, /* no such socket: a handle this worker does not hold, or none at the far end */
-  TT_FABRIC_ENOCREDITS = -14,  /* non-blocking: the consumer has no room now; try again */
+  TT_FABRIC_ENOCREDITS = -14,  /* non-blocking send, end to end: every byte the consumer has room for is already queued; try again */
   TT_FABRIC_ECLOSED = -15,     /* the socket was closed (by the peer, or here) */
   TT_FABRIC_ELOST = -16,       /* the fabric dropped the stream's data (a NACK, or a gap): the stream is broken */
   TT_FABRIC_ESOCKETOPEN = -17, /* socket open error: no free endpoint, or a socket type not available */
+  TT_FABRIC_ENOPERM = -18,     /* the socket handle belongs to another worker (core) of this chip */
 };
 
 /* One answer from the fabric to this worker: `packets` packets of transaction `transaction_id`

@@ -20,6 +20,7 @@ static_assert(int{TT_FABRIC_EEPOCH} == int{session::kSocketEpochMismatch} &&
               int{TT_FABRIC_ECLOSED} == int{session::kSocketClosedStatus} &&
               int{TT_FABRIC_ELOST} == int{session::kSocketDataLost} &&
               int{TT_FABRIC_ESOCKETOPEN} == int{session::kSocketOpenError});
+static_assert(int{TT_FABRIC_ENOPERM} < int{session::kSocketOpenError});  // (a library-only code)
 static_assert(int{TT_FABRIC_SOCKET_CONNECTED} == int{session::kSocketConnected} &&
               int{TT_FABRIC_SOCKET_BROKEN} == int{session::kSocketBroken});
 
@@ -56,6 +57,17 @@ bool wait_for_slot(tt_fabric* f) {
   futex_wait(cb.served, served, std::chrono::milliseconds(100));
   cb.served_waiters.fetch_sub(1, std::memory_order_relaxed);
   return true;
+}
+
+// The worker's endpoint for `socket`, or null with *why: TT_FABRIC_ENOPERM when another worker
+// of this chip holds it, TT_FABRIC_ENOENDPOINT when nobody does (or it is not a handle).
+session::SocketEndpoint* own(tt_fabric* f, int socket, int* why) {
+  session::SocketEndpoint* e = f->sockets->endpoint(socket);
+  if (e) return e;
+  const bool held = socket >= 0 && socket < session::kSocketEndpoints &&
+                    f->block->sockets[socket].state.load(std::memory_order_acquire) != session::kSocketFree;
+  *why = held ? TT_FABRIC_ENOPERM : TT_FABRIC_ENOENDPOINT;
+  return nullptr;
 }
 
 bool ended(uint32_t state) { return state != session::kSocketOpening && state != session::kSocketConnected; }
@@ -150,8 +162,9 @@ int fabric_socket_open(tt_fabric* handle, uint8_t plane, uint32_t epoch, uint32_
 int fabric_socket_connect(tt_fabric* handle, int socket) {
   tt_fabric* f = lookup(handle);
   if (!f) return TT_FABRIC_EARG;
-  session::SocketEndpoint* e = f->sockets->endpoint(socket);
-  if (!e) return TT_FABRIC_ENOENDPOINT;
+  int why = 0;
+  session::SocketEndpoint* e = own(f, socket, &why);
+  if (!e) return why;
   auto connected = [e] { return e->state.load(std::memory_order_acquire) != session::kSocketOpening; };
   if (f->nonblocking ? !connected() : !wait_on(f, *e, e->state, connected)) {
     if (!chip_alive(f)) return TT_FABRIC_ECHIPDOWN;
@@ -164,14 +177,20 @@ int fabric_socket_connect(tt_fabric* handle, int socket) {
 int fabric_socket_send(tt_fabric* handle, int socket, uint64_t src_addr, uint32_t size) {
   tt_fabric* f = lookup(handle);
   if (!f) return TT_FABRIC_EARG;
-  session::SocketEndpoint* e = f->sockets->endpoint(socket);
-  if (!e || e->direction != session::kSocketSend) return TT_FABRIC_ENOENDPOINT;
+  int why = 0;
+  session::SocketEndpoint* e = own(f, socket, &why);
+  if (!e) return why;
+  if (e->direction != session::kSocketSend) return TT_FABRIC_ENOENDPOINT;
   if (size == 0 || size > TT_FABRIC_MAX_SIZE) return TT_FABRIC_ESIZE;
   if (client::memory(f, src_addr, size).size() != size) return TT_FABRIC_EADDR;
   const auto state = e->state.load(std::memory_order_acquire);
   if (state == session::kSocketOpening) return TT_FABRIC_EARG;  // connect first
   if (state != session::kSocketConnected) return error_of(*e);
-  const uint64_t target = e->queued.load(std::memory_order_relaxed) + size;
+  const uint64_t queued = e->queued.load(std::memory_order_relaxed);
+  // Non-blocking, end to end: nothing more is queued while every byte the consumer has room
+  // for already is (the DTU's NO_CREDITS); local handshake has no credits to run out of.
+  if (f->nonblocking && queued >= e->credit_limit.load(std::memory_order_acquire)) return TT_FABRIC_ENOCREDITS;
+  const uint64_t target = queued + size;
   while (!f->sockets->try_send(socket, src_addr, size)) {
     if (f->nonblocking) return TT_FABRIC_EAGAIN;
     if (!wait_for_slot(f)) return TT_FABRIC_ECHIPDOWN;
@@ -189,8 +208,10 @@ int fabric_socket_send(tt_fabric* handle, int socket, uint64_t src_addr, uint32_
 int64_t fabric_socket_recv(tt_fabric* handle, int socket, void* out, size_t max) {
   tt_fabric* f = lookup(handle);
   if (!f || (!out && max > 0)) return TT_FABRIC_EARG;
-  session::SocketEndpoint* e = f->sockets->endpoint(socket);
-  if (!e || e->direction != session::kSocketReceive) return TT_FABRIC_ENOENDPOINT;
+  int why = 0;
+  session::SocketEndpoint* e = own(f, socket, &why);
+  if (!e) return why;
+  if (e->direction != session::kSocketReceive) return TT_FABRIC_ENOENDPOINT;
   auto some = [f, socket, e] {
     return f->sockets->readable(socket) > 0 || ended(e->state.load(std::memory_order_acquire));
   };
@@ -208,8 +229,9 @@ int64_t fabric_socket_recv(tt_fabric* handle, int socket, void* out, size_t max)
 int fabric_socket_info(tt_fabric* handle, int socket, tt_fabric_socket_info* info) {
   tt_fabric* f = lookup(handle);
   if (!f || !info) return TT_FABRIC_EARG;
-  session::SocketEndpoint* e = f->sockets->endpoint(socket);
-  if (!e) return TT_FABRIC_ENOENDPOINT;
+  int why = 0;
+  session::SocketEndpoint* e = own(f, socket, &why);
+  if (!e) return why;
   *info = {};
   info->state = static_cast<int32_t>(e->state.load(std::memory_order_acquire));
   info->status = e->status.load(std::memory_order_acquire);
@@ -224,8 +246,9 @@ int fabric_socket_info(tt_fabric* handle, int socket, tt_fabric_socket_info* inf
 int fabric_socket_close(tt_fabric* handle, int socket, tt_fabric_status* status) {
   tt_fabric* f = lookup(handle);
   if (!f) return TT_FABRIC_EARG;
-  session::SocketEndpoint* e = f->sockets->endpoint(socket);
-  if (!e) return TT_FABRIC_ENOENDPOINT;
+  int why = 0;
+  session::SocketEndpoint* e = own(f, socket, &why);
+  if (!e) return why;
   const int fvc = e->fvc;
   // The chip closes it (behind a sender's data); the wait is short but bounded, blocking or not.
   int rc = TT_FABRIC_OK;

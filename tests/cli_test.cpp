@@ -639,6 +639,13 @@ TEST(Sim, SocketStreamsVerifyThroughStallingReadersEitherHandshake) {
       EXPECT_GT(p["spilled"].get<double>(), 0) << "the stalls filled the L1CBs: " << p;
     }
   }
+  // An SSocket from mesh 0 to mesh 3, its route reserved, its reader stalling at random.
+  const RunResult r = cli("sim " + topo("spec_4mesh_3x3.yaml") +
+                          " --op socket --socket ssocket --pattern unicast --src M0D0 --dst M3D8 --count 64 --reader-stalls --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto p = nlohmann::json::parse(r.stdout_text);
+  EXPECT_EQ(p["socket"], "ssocket");
+  EXPECT_EQ(p["verified"].get<double>(), 64 * 4096) << p;
 }
 
 // A chip killed mid-traffic and restarted: the pairs among the other chips verify, the tables

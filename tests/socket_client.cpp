@@ -172,6 +172,8 @@ void stalled_consumer(int handshake, uint32_t socket_id) {
     EXPECT_GT(tt_fabric_pending(writer.f, 5), 0) << "and the writes wait behind it";
   } else {
     EXPECT_EQ(fabric_async_write_barrier(writer.f, 5), TT_FABRIC_OK) << "the writes complete while the consumer stalls";
+    EXPECT_EQ(fabric_socket_send(tx.f, s, kSrc, 4096), TT_FABRIC_ENOCREDITS)
+        << "non-blocking: all the consumer has room for is queued already; nothing more is";
     ASSERT_EQ(fabric_socket_info(rx.f, r, &in), TT_FABRIC_OK);
     ASSERT_EQ(fabric_socket_info(tx.f, s, &out), TT_FABRIC_OK);
     EXPECT_EQ(in.backed_up, 0u);
@@ -196,20 +198,22 @@ void stalled_consumer(int handshake, uint32_t socket_id) {
 TEST(Socket, AStalledConsumerBlocksTheSharedFvcWithLocalHandshake) { stalled_consumer(TT_FABRIC_LOCAL_HANDSHAKE, 21); }
 TEST(Socket, AStalledConsumerBlocksNothingWithEndToEndHandshake) { stalled_consumer(TT_FABRIC_END_TO_END, 22); }
 
-// `ttemu status --json` of the system this worker runs in: the launcher that started this
-// program is the ttemu binary (it execs its command directly), and TTEMU_JOB names the job.
-nlohmann::json status() {
+// `ttemu status` (with `args`) of the system this worker runs in: the launcher that started
+// this program is the ttemu binary (it execs its command directly), and TTEMU_JOB names the job.
+std::string status_text(const std::string& args) {
   char exe[4096] = {};
   const ssize_t n = readlink(("/proc/" + std::to_string(getppid()) + "/exe").c_str(), exe, sizeof exe - 1);
   if (n <= 0) return {};
-  FILE* p = popen((std::string(exe) + " status --json").c_str(), "r");
+  FILE* p = popen((std::string(exe) + " status " + args).c_str(), "r");
   if (!p) return {};
   std::string out;
   char buf[4096];
   for (size_t k; (k = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, k);
   pclose(p);
-  return nlohmann::json::parse(out, nullptr, false);
+  return out;
 }
+
+nlohmann::json status() { return nlohmann::json::parse(status_text("--json"), nullptr, false); }
 
 // Every reservation `ttemu status` shows, as "CHIP fvc F -> OUTPUT by OWNER".
 std::vector<std::string> reservations_in_status() {
@@ -246,6 +250,10 @@ TEST(Socket, AnSSocketReservesItsFvcVisiblyAndFreesItOnClose) {
   for (const auto& h : held) EXPECT_NE(h.find("fvc 1 -> "), std::string::npos) << h;
   for (const auto& h : held) EXPECT_NE(h.find(" by M0D0"), std::string::npos) << h;
   EXPECT_EQ(std::count_if(held.begin(), held.end(), [](const std::string& h) { return h.find("M3D8 fvc 1 -> center") == 0; }), 1);
+  // The text view says the same, in words.
+  const std::string text = status_text("");
+  EXPECT_NE(text.find("socket 31 on M0D0 (endpoint " + std::to_string(s) + ", core 2): ssocket to M3D8 epoch 1 fvc 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("reserved: fvc 1 toward center on M3D8, for M0D0's socket endpoint " + std::to_string(s)), std::string::npos) << text;
   EXPECT_EQ(fabric_socket_open(tx.f, 0, 1, 32, TT_FABRIC_SSOCKET, TT_FABRIC_SEND, {3, 8}, -1), TT_FABRIC_ESOCKETOPEN)
       << "the one reservable FVC (of --fvcs 2) is bound";
 
@@ -331,6 +339,18 @@ TEST(Socket, BadArgumentsAreNamedAndDoNothing) {
   EXPECT_EQ(fabric_socket_connect(h.f, s), TT_FABRIC_EAGAIN) << "nobody receives socket 1 on M0D1";
   EXPECT_EQ(fabric_socket_close(h.f, s, nullptr), TT_FABRIC_OK);
   EXPECT_EQ(fabric_socket_connect(h.f, s), TT_FABRIC_ENOENDPOINT) << "closed: the handle is gone";
+  // Another worker's handle: no permission, and nothing happens to the socket.
+  Handle other;
+  open_on(other, {0, 0}, 3);
+  tt_fabric_set_nonblocking(h.f, 0);
+  const int mine = fabric_socket_open(h.f, 0, 1, 2, TT_FABRIC_DSOCKET, TT_FABRIC_SEND, {0, 1}, 0);
+  ASSERT_GE(mine, 0);
+  EXPECT_EQ(fabric_socket_send(other.f, mine, kSrc, 10), TT_FABRIC_ENOPERM);
+  EXPECT_EQ(fabric_socket_close(other.f, mine, nullptr), TT_FABRIC_ENOPERM);
+  tt_fabric_socket_info info{};
+  ASSERT_EQ(fabric_socket_info(h.f, mine, &info), TT_FABRIC_OK);
+  EXPECT_EQ(info.state, TT_FABRIC_SOCKET_OPENING) << "still the owner's";
+  EXPECT_EQ(fabric_socket_close(h.f, mine, nullptr), TT_FABRIC_OK);
 }
 
 }  // namespace

@@ -274,11 +274,12 @@ void ChipNode::pump(Time now) {
       observer_.answer(w);
       buffers_.give(std::move(w.bytes));
     }
+    // Published before anything leaves: an accept that follows a reservation finds it shown.
+    if (fabric_.router().reservations_changed() != reservations_shown_) publish_reservations();
     for (auto& p : ports_) {
       if (!fabric_.backlog(p->number).empty()) service(*p, now);
     }
   } while (links_changed_);  // the router drops at once what waited for a link that went down
-  if (fabric_.router().reservations_changed() != reservations_shown_) publish_reservations();
 }
 
 void ChipNode::publish_reservations() {
