@@ -139,16 +139,13 @@ int fabric_socket_open_with(tt_fabric* handle, uint8_t plane, uint32_t epoch, ui
     so.dscb_addr = o.dscb_addr;
     so.dscb_size = o.dscb_size;
   }
-  const int ep = f->sockets->open(so);
-  if (ep >= 0 && direction == TT_FABRIC_RECEIVE && o.handshake == TT_FABRIC_END_TO_END && o.dscb_size == 0) {
-    // The default DSCB: one per endpoint of the chip, at the top of DRAM. Set before the chip
-    // can match the socket (it opens it only once the command is taken).
-    auto& e = f->block->sockets[ep];
-    if (f->dram.size() >= static_cast<size_t>(ep + 1) * kDefaultDscb) {
-      e.dscb_addr = chip::kDramBit | (f->dram.size() - static_cast<uint64_t>(ep + 1) * kDefaultDscb);
-      e.dscb_size = kDefaultDscb;
-    }
+  if (direction == TT_FABRIC_RECEIVE && o.handshake == TT_FABRIC_END_TO_END && o.dscb_size == 0) {
+    // The default DSCB: one per endpoint of the chip, at the top of DRAM, filled in with the
+    // rest before the endpoint shows as opening.
+    so.dscb_top = f->dram.size();
+    so.dscb_each = kDefaultDscb;
   }
+  const int ep = f->sockets->open(so);
   if (ep >= 0 && slot >= 0) f->l1cb_slot[static_cast<size_t>(ep)] = static_cast<int8_t>(slot);
   if (ep == session::kSocketNoCredits) return f->nonblocking ? TT_FABRIC_EAGAIN : TT_FABRIC_ETIMEDOUT;
   return ep;

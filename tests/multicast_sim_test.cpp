@@ -31,16 +31,24 @@ struct McastRun {
   std::set<int> written;  // devices whose kDst holds the payload
   std::set<int> every_core;  // devices where every Tensix core's L1 holds it at kDst
   uint64_t wire = 0;
-  uint32_t unanswered = 0;
+  uint32_t unanswered = 0, nacked = 0;
 };
 
 // From M0D15 of the 4x4 mesh, a multicast (or, `unicasts`, one write per device of its group).
-McastRun run(uint8_t e, uint8_t w, uint8_t n, uint8_t s, uint8_t flags, bool unicasts = false) {
+McastRun run(uint8_t e, uint8_t w, uint8_t n, uint8_t s, uint8_t flags, bool unicasts = false, bool cut_d1_d5 = false) {
   auto sys = load("mesh_4x4.yaml");
   auto tables = control::compute_tables(sys);
   SimConfig cfg;
   FabricSim sim(sys, tables, cfg);
   EXPECT_TRUE(sim.run());
+  if (cut_d1_d5) {  // the link M0D1 - M0D5 out of service (no answer's route takes it)
+    for (const auto& l : sys.links) {
+      for (const auto& [end, far] : {std::pair{l.a, l.b}, std::pair{l.b, l.a}}) {
+        if (end.chip == ChipId{0, 1} && far.chip == ChipId{0, 5}) sim.admin_down(end, true);
+      }
+    }
+    sim.run(std::chrono::milliseconds(10));
+  }
   const ChipId src{0, 15}, origin{0, 0};
   std::vector<uint8_t> data(kSize);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + 3);
@@ -72,8 +80,9 @@ McastRun run(uint8_t e, uint8_t w, uint8_t n, uint8_t s, uint8_t flags, bool uni
     r.copies = static_cast<uint16_t>((std::min(e, uint8_t{3}) + 1) * (std::min(s, uint8_t{3}) + 1));  // from the corner
     EXPECT_TRUE(w0.try_submit(r));
   }
-  EXPECT_TRUE(sim.run());
+  sim.run(std::chrono::seconds(1));
   McastRun out;
+  out.nacked = w0.nacked(2);
   out.wire = bytes_on_the_wire(sim, sys) - before;
   out.unanswered = w0.in_flight(2);
   const size_t core_l1 = cfg.l1_bytes / static_cast<size_t>(cfg.tensix_cores);
@@ -118,6 +127,16 @@ TEST(MulticastSim, IsCheaperOnTheWireThanUnicasts) {
               static_cast<unsigned long long>(m.wire), static_cast<unsigned long long>(u.wire), ratio);
   EXPECT_LT(ratio, 0.5) << "14 link crossings against 36";
   EXPECT_GT(ratio, 0.3);
+}
+
+// A copy dropped in the tree (its link down) is NACKed for every device it was still to reach,
+// so the barrier ends (NACKed, not hung): M0D1's copy down column 1 is lost with M0D5 and M0D9.
+// (Its NACK once counted one device: the barrier waited for the other for good.)
+TEST(MulticastSim, ACopyDroppedIsNackedForItsWholeSubtree) {
+  McastRun r = run(2, 0, 0, 2, 0, false, /*cut_d1_d5=*/true);
+  EXPECT_EQ(r.written, (std::set<int>{0, 1, 2, 4, 6, 8, 10}));
+  EXPECT_EQ(r.unanswered, 0u) << "every device answered for: acked or NACKed";
+  EXPECT_EQ(r.nacked, 2u) << "M0D5 and M0D9, in one NACK";
 }
 
 }  // namespace

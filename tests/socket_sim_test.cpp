@@ -494,3 +494,51 @@ TEST(SocketSim, AMulticastSSocketReachesEveryReceiver) {
 
 }  // namespace
 }  // namespace ttemu::sim
+
+namespace ttemu::sim {
+namespace {
+
+// An endpoint freed while its chip still holds its jobs (a close that timed out in the library,
+// behind a send waiting for credits) and claimed again at once: the old claim's send and close
+// are dropped, not sent as the new socket's bytes or used to close it. (They once were: the
+// new receiver got the old data at the new offsets, and the old close ended the new socket.)
+TEST(SocketSim, AnEndpointClaimedAgainDropsTheOldClaimsJobs) {
+  auto sys = load("n300.yaml");
+  auto tables = control::compute_tables(sys);
+  FabricSim sim(sys, tables, {});
+  ASSERT_TRUE(sim.run());
+  const ChipId a{0, 0}, b{0, 1};
+  Pair old{sim, a, b};
+  connect(old, 1, 1, receiver_options(1, 1, kEndToEnd, 8 << 10, 0));  // the reader never reads
+  const auto stale = stream_bytes(64 << 10, 1);
+  std::memcpy(sim.memory(a, kSrc, stale.size()).data(), stale.data(), stale.size());
+  ASSERT_TRUE(old.sender().try_send(old.tx, kSrc, static_cast<uint32_t>(stale.size())));
+  sim.run(std::chrono::milliseconds(5));
+  ASSERT_LT(old.sender().sent(old.tx), stale.size()) << "the send waits for credits";
+  ASSERT_TRUE(old.sender().try_close(old.tx, 0));  // queued behind it
+  old.sender().release(old.tx);                    // the owner gave up waiting
+
+  auto o = receiver_options(2, 1, kEndToEnd, 16 << 10, 0);
+  o.l1cb_addr = 0xC0000;
+  const int rx = sim.sockets(b, 2).open(o);
+  Pair next{sim, a, b, -1, rx};
+  next.tx = next.sender().open(sender_options(2, 1, b));
+  ASSERT_EQ(next.tx, old.tx) << "the same entry, claimed again";
+  sim.run(std::chrono::milliseconds(5));
+  ASSERT_EQ(next.sender().endpoint(next.tx)->state.load(), session::kSocketConnected);
+  const auto data = stream_bytes(40 << 10, 2);
+  std::vector<uint8_t> got, buf(4096);
+  std::memcpy(sim.memory(a, kSrc + (1 << 20) / 2, data.size()).data(), data.data(), data.size());
+  ASSERT_TRUE(next.sender().try_send(next.tx, kSrc + (1 << 20) / 2, static_cast<uint32_t>(data.size())));
+  for (int round = 0; round < 2000 && got.size() < data.size(); ++round) {
+    sim.run(std::chrono::microseconds(200));
+    const size_t n = sim.sockets(b, 2).recv(rx, buf);
+    got.insert(got.end(), buf.begin(), buf.begin() + static_cast<long>(n));
+  }
+  EXPECT_TRUE(got == data) << "only the new socket's bytes";
+  EXPECT_EQ(next.sender().endpoint(next.tx)->state.load(), session::kSocketConnected) << "not closed by the old close";
+  EXPECT_EQ(next.sender().sent(next.tx), data.size());
+}
+
+}  // namespace
+}  // namespace ttemu::sim

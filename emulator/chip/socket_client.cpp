@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "emulator/chip/address_space.hpp"
+
 namespace ttemu::chip {
 
 using session::SocketEndpoint;
@@ -15,6 +17,7 @@ CommandRequest socket_command(routing::Command c, const SocketEndpoint& e, int e
   r.fvc = c == routing::Command::kSocketData || c == routing::Command::kSocketClose ? static_cast<int8_t>(e.fvc) : -1;
   r.plane = e.plane;
   r.dst_addr = static_cast<uint64_t>(ep);
+  r.arg = e.generation.load(std::memory_order_relaxed);  // which claim of the endpoint the command is for
   return r;
 }
 }  // namespace
@@ -59,6 +62,7 @@ int SocketClient::open(const Options& o) {
     uint32_t free = session::kSocketFree;
     if (!e.state.compare_exchange_strong(free, session::kSocketClaimed, std::memory_order_acq_rel)) continue;
     e.status.store(session::kSocketOk, std::memory_order_relaxed);
+    e.generation.fetch_add(1, std::memory_order_relaxed);
     e.socket_id = o.socket_id;
     e.epoch = o.epoch;
     e.type = o.type;
@@ -76,6 +80,11 @@ int SocketClient::open(const Options& o) {
     e.l1cb_size = o.l1cb_size;
     e.dscb_addr = o.dscb_addr;
     e.dscb_size = o.dscb_size;
+    if (o.direction == session::kSocketReceive && o.dscb_each > 0 && o.dscb_size == 0 &&
+        o.dscb_top >= static_cast<uint64_t>(i + 1) * o.dscb_each) {
+      e.dscb_addr = kDramBit | (o.dscb_top - static_cast<uint64_t>(i + 1) * o.dscb_each);
+      e.dscb_size = o.dscb_each;
+    }
     e.l1_head.store(0, std::memory_order_relaxed);
     e.l1_tail.store(0, std::memory_order_relaxed);
     e.dscb_head = e.dscb_tail = e.received = e.credit_given = 0;
@@ -99,8 +108,9 @@ int SocketClient::open(const Options& o) {
     }
     e.state.store(session::kSocketOpening, std::memory_order_release);
     if (!commands_.try_submit(socket_command(routing::Command::kSocketOpen, e, i))) {
-      e.state.store(session::kSocketFree, std::memory_order_release);
-      return session::kSocketNoCredits;
+      // Nothing queued; but a sender's open arriving meanwhile may have connected it already.
+      uint32_t opening = session::kSocketOpening;
+      if (e.state.compare_exchange_strong(opening, session::kSocketFree, std::memory_order_acq_rel)) return session::kSocketNoCredits;
     }
     return i;
   }

@@ -37,6 +37,10 @@ class SocketClient {
     // Receive side: L1CB (at least one packet, kMaxPacketPayload) and DSCB (0: none).
     uint64_t l1cb_addr = 0, dscb_addr = 0;
     uint32_t l1cb_size = 0, dscb_size = 0;
+    // A default DSCB per endpoint instead (dscb_size 0, dscb_each > 0): endpoint e's is the
+    // dscb_each bytes below dscb_top - e x dscb_each in DRAM (dscb_top: the DRAM's size).
+    uint64_t dscb_top = 0;
+    uint32_t dscb_each = 0;
   };
   static constexpr uint8_t kAutoFvc = 0xFF;
   // Claims a free endpoint and asks the chip to open it: the endpoint (0..kSocketEndpoints-1),

@@ -124,7 +124,9 @@ bool CommandIntake::issue(const FabricCommand& c, Progress& pr, session::FabricN
     h.dst_mesh = c.dst_mesh;
     h.dst_device = c.dst_device;
     h.dst_addr = c.dst_addr + pr.offset;
-    h.return_addr = c.return_addr + pr.offset;
+    // A multicast carries the number of devices it is to reach (its copies carry their
+    // subtree's), so that a NACK of it counts them all.
+    h.return_addr = c.command == Command::kMcastWrite ? c.copies : c.return_addr + pr.offset;
     h.packet_id = packet_id_ + 1;
     h.command = c.command;
     h.fvc = static_cast<uint8_t>(pr.fvc);
@@ -161,6 +163,7 @@ bool CommandIntake::take_socket(const FabricCommand& c, session::FabricNode& nod
     write_status(c, session::kSocketNoEndpoint, -1);
     return false;
   }
+  if (c.arg != e->generation.load(std::memory_order_acquire)) return false;  // for an earlier claim of the entry: gone with it
   if (c.command == Command::kSocketOpen) {
     node.socket_open(ep);
     return true;
@@ -168,7 +171,7 @@ bool CommandIntake::take_socket(const FabricCommand& c, session::FabricNode& nod
   // Sends and closes become the endpoint's jobs: their slots go back at once (a send waiting
   // for credits holds no slot that other workers' commands would wait behind), and each
   // socket's jobs run in order as credits and FVC room allow.
-  jobs_[ep].push_back({c.command, c.src_addr, c.size, c.status_addr});
+  jobs_[ep].push_back({c.command, c.arg, c.src_addr, c.size, c.status_addr});
   run_jobs(ep, node, now);
   return true;
 }
@@ -181,6 +184,10 @@ bool CommandIntake::run_jobs(uint16_t ep, session::FabricNode& node, routing::Ti
   bool moved = false;
   while (!jobs.empty() && e) {
     SocketJob& j = jobs.front();
+    if (j.generation != e->generation.load(std::memory_order_acquire)) {  // the owner closed (and the entry was claimed again): dropped
+      jobs.pop_front();
+      continue;
+    }
     const auto state = e->state.load(std::memory_order_acquire);
     if (j.command == Command::kSocketData) {
       if (state == session::kSocketOpening) return moved;  // (the library sends only once connected)
@@ -288,7 +295,10 @@ void CommandIntake::refuse(const FabricCommand& c, int32_t status) {
 
 void CommandIntake::answer(const routing::Packet& packet) {
   const auto& h = packet.header;
-  const uint32_t packets = h.command == Command::kWriteAck ? std::max<uint32_t>(1, h.arg) : 1;  // acks count
+  // Acks count their packets in arg; a multicast's NACK the devices it did not reach.
+  uint32_t packets = 1;
+  if (h.command == Command::kWriteAck) packets = std::max<uint32_t>(1, h.arg);
+  if (h.command == Command::kNack && h.return_addr > 0) packets = static_cast<uint32_t>(h.return_addr);
   count_down(h.src_core, h.txn_id, packets, h.command);
 }
 

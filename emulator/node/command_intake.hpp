@@ -47,6 +47,7 @@ class CommandIntake {
   // A socket's send or close, taken from the command buffer, with its progress.
   struct SocketJob {
     routing::Command command;  // kSocketData or kSocketClose
+    uint32_t generation = 0;   // the endpoint's claim it belongs to
     uint64_t src_addr = 0;
     uint32_t size = 0;
     uint64_t status_addr = 0;

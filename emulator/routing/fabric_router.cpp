@@ -198,6 +198,8 @@ void FabricRouter::nack(const PacketHeader& h) {
   Packet n;
   n.header = answer_to(self_, h, Command::kNack, control_fvc());
   n.header.arg = h.fvc;
+  // A multicast's NACK answers for every device its packet was still to reach (return_addr).
+  if (h.command == Command::kMcastWrite) n.header.return_addr = std::max<uint64_t>(1, h.return_addr);
   pending_nacks_.push_back(std::move(n));
 }
 

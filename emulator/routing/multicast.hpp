@@ -7,6 +7,8 @@
 // the origin, where unicasts cost the sum of every destination's distance.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "emulator/routing/address.hpp"
@@ -18,6 +20,15 @@ struct McastCopy {
   ChipId to;
   McastDepths depths;  // what `to` still covers around itself
 };
+
+// The devices a copy for `at` with depths `d` covers, `at` included, clipped at the edges.
+inline uint32_t mcast_devices(ChipId at, int rows, int cols, McastDepths d) {
+  if (rows <= 0 || cols <= 0) return 1;
+  const int per_layer = rows * cols, row = at.device % per_layer / cols, col = at.device % cols;
+  const int wide = std::min<int>(d.e, cols - 1 - col) + std::min<int>(d.w, col) + 1;
+  const int high = std::min<int>(d.n, row) + std::min<int>(d.s, rows - 1 - row) + 1;
+  return static_cast<uint32_t>(wide * high);
+}
 
 // The copies `self` (in a mesh of rows x cols, devices row-major) sends on for depths `d`,
 // clipped at the mesh's edges.

@@ -28,7 +28,7 @@ FabricNode::FabricNode(routing::ChipId self, const routing::RouterConfig& config
   replies_.resize(static_cast<size_t>(router_.fvcs()));
   copies_.resize(static_cast<size_t>(router_.fvcs()));
   router_.set_center_gate([this](const routing::PacketHeader& h) {
-    if (h.command == routing::Command::kMcastWrite) return copies_.at(h.fvc).size() + 4 <= reply_bound();
+    if (h.command == routing::Command::kMcastWrite) return copies_.at(h.fvc).size() + std::min<size_t>(4, reply_bound()) <= reply_bound();
     return sockets_.accepts(h);
   });
 }
@@ -41,6 +41,7 @@ void FabricNode::replicate(const routing::Packet& p) {
     copy.header.dst_mesh = c.to.mesh;
     copy.header.dst_device = c.to.device;
     copy.header.arg = c.depths.pack();
+    copy.header.return_addr = routing::mcast_devices(c.to, config_.mesh_rows, config_.mesh_cols, c.depths);
     copy.header.ttl = routing::kDefaultTtl;
     copy.bytes = buffers_.take();
     copy.set_payload(p.payload());

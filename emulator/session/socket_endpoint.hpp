@@ -65,6 +65,9 @@ struct SocketEndpoint {
   uint16_t core = 0;  // the owner
   uint16_t remote_mesh = 0, remote_device = 0;  // the peer device (receiver: kAnyDevice for any)
   uint16_t peer_endpoint = 0;  // the peer's entry in its chip's table, once connected
+  // Counts the claims of this entry (worker): the chip drops a command of an earlier claim
+  // still queued when the entry is reused.
+  std::atomic<uint32_t> generation{0};
   // A multicast sender (spec 2.4.2): the devices of remote_mesh it sends to (`remote_device` is
   // the group's origin); 0: a unicast socket to remote_device.
   uint16_t group_size = 0;

@@ -198,11 +198,16 @@ bool SocketLayer::accepts(const PacketHeader& h) {
   const auto ep = SocketTag::unpack(h.return_addr).receiver;
   // Room for every admitted packet not yet placed, and this one (placed in order after them).
   const uint64_t need = reserved_[ep] + h.size;
-  const bool fits = (dscb_fill(*e) == 0 && l1_room(*e) >= need) || (e->dscb_size - dscb_fill(*e) >= need);
-  if (!fits) {
-    e->backed_up.store(1, std::memory_order_relaxed);
+  auto fits = [&] { return (dscb_fill(*e) == 0 && l1_room(*e) >= need) || (e->dscb_size - dscb_fill(*e) >= need); };
+  if (!fits()) {
+    // Ask to hear of room first, then look again: a worker that consumed in between either
+    // sees the request (and pokes) or made the room this second look finds.
     e->wants_poke.store(1, std::memory_order_seq_cst);
-    return false;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!fits()) {
+      e->backed_up.store(1, std::memory_order_relaxed);
+      return false;
+    }
   }
   reserved_[ep] = need;
   return true;
@@ -286,9 +291,23 @@ void SocketLayer::on_data(Packet& p, Out& out) {
 }
 
 void SocketLayer::on_close(const PacketHeader& h, Out& out) {
-  const auto ep = SocketTag::unpack(h.return_addr).receiver;
+  uint16_t ep = SocketTag::unpack(h.return_addr).receiver;
   int32_t why = 0;
   SocketEndpoint* e = receiver_of(h, why);
+  if (!e) {
+    // A close sent before the sender heard the accept names no receiver endpoint: the one
+    // connected with that sender (chip, endpoint, socket id, epoch) is closed all the same.
+    const auto tag = SocketTag::unpack(h.return_addr);
+    for (size_t i = 0; i < table_.size() && !e; ++i) {
+      SocketEndpoint& r = table_[i];
+      if (r.direction == kSocketReceive && r.state.load(std::memory_order_acquire) == kSocketConnected &&
+          r.socket_id == h.arg && r.epoch == tag.epoch && r.peer_endpoint == tag.sender && r.remote_mesh == h.src_mesh &&
+          r.remote_device == h.src_device && !close_pending_[i]) {
+        e = &r;
+        ep = static_cast<uint16_t>(i);
+      }
+    }
+  }
   if (!e) {
     // A sender that closed before any receiver took it: its open waits here no more.
     const auto tag = SocketTag::unpack(h.return_addr);

@@ -98,9 +98,8 @@ json run_socket_pattern(sim::FabricSim& sim, const control::System& sys, const S
       const bool broken = state == session::kSocketBroken || rx.endpoint(p.rx)->state.load() == session::kSocketBroken;
       if (p.got.size() == block || broken) {
         // Done: both ends close at once, so that SSockets waiting for this one's route go on.
-        tx.try_close(p.tx, 0);
-        rx.try_close(p.rx, 0);
-        p.closed = true;
+        // (A full command buffer: tried again next round.)
+        p.closed = tx.try_close(p.tx, 0) && rx.try_close(p.rx, 0);
       }
       done = done && p.closed;
     }
