@@ -277,11 +277,6 @@ TEST(SocketSim, ErrorsAreNamedNeverAHang) {
   EXPECT_EQ(opened, session::kSocketEndpoints - 1) << "all but the one already open";
 }
 
-}  // namespace
-}  // namespace ttemu::sim
-
-namespace ttemu::sim {
-namespace {
 
 // The reservations every chip's router holds (its snapshot), as "CHIP fvc F -> OUTPUT".
 std::multiset<std::string> reservations(const FabricSim& sim) {
@@ -428,11 +423,6 @@ TEST(SocketSim, ExhaustingTheReservableFvcsIsAnOpenError) {
   EXPECT_GE(s.open(o), 0) << "a closed SSocket's FVC is free again";
 }
 
-}  // namespace
-}  // namespace ttemu::sim
-
-namespace ttemu::sim {
-namespace {
 
 // Spec 2.4.2: a multicast SSocket delivers its sender's data to every subscribed receiver.
 // M1D4 streams to the 2x2 block at M0D0 (each of the four opened a receiving socket); the
@@ -492,11 +482,6 @@ TEST(SocketSim, AMulticastSSocketReachesEveryReceiver) {
   EXPECT_TRUE(reservations(sim).empty()) << fmt::format("{}", fmt::join(reservations(sim), "; "));
 }
 
-}  // namespace
-}  // namespace ttemu::sim
-
-namespace ttemu::sim {
-namespace {
 
 // An endpoint freed while its chip still holds its jobs (a close that timed out in the library,
 // behind a send waiting for credits) and claimed again at once: the old claim's send and close
