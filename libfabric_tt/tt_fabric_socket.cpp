@@ -51,11 +51,7 @@ bool wait_on(tt_fabric* f, session::SocketEndpoint& e, std::atomic<uint32_t>& wo
 // the chip died.
 bool wait_for_slot(tt_fabric* f) {
   if (!chip_alive(f)) return false;
-  auto& cb = f->block->commands;
-  const uint32_t served = cb.served.load(std::memory_order_acquire);
-  cb.served_waiters.fetch_add(1, std::memory_order_seq_cst);
-  futex_wait(cb.served, served, std::chrono::milliseconds(100));
-  cb.served_waiters.fetch_sub(1, std::memory_order_relaxed);
+  f->commands->wait_for_slot(std::chrono::milliseconds(100));
   return true;
 }
 

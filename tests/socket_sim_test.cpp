@@ -46,26 +46,24 @@ struct Pair {
   chip::SocketClient& receiver() { return sim.sockets(to, kCore); }
 };
 
-chip::SocketClient::Options sender_options(uint32_t id, uint32_t epoch, ChipId to, uint8_t handshake = kEndToEnd) {
+chip::SocketClient::Options options(uint32_t id, uint32_t epoch, uint8_t direction, uint8_t handshake, ChipId remote) {
   chip::SocketClient::Options o;
   o.socket_id = id;
   o.epoch = epoch;
-  o.direction = session::kSocketSend;
+  o.direction = direction;
   o.handshake = handshake;
-  o.remote_mesh = to.mesh;
-  o.remote_device = to.device;
+  o.remote_mesh = remote.mesh;
+  o.remote_device = remote.device;
   return o;
+}
+
+chip::SocketClient::Options sender_options(uint32_t id, uint32_t epoch, ChipId to, uint8_t handshake = kEndToEnd) {
+  return options(id, epoch, session::kSocketSend, handshake, to);
 }
 
 chip::SocketClient::Options receiver_options(uint32_t id, uint32_t epoch, uint8_t handshake, uint32_t l1cb,
                                              uint32_t dscb, ChipId from = {kAnyDevice, kAnyDevice}) {
-  chip::SocketClient::Options o;
-  o.socket_id = id;
-  o.epoch = epoch;
-  o.direction = session::kSocketReceive;
-  o.handshake = handshake;
-  o.remote_mesh = from.mesh;
-  o.remote_device = from.device;
+  auto o = options(id, epoch, session::kSocketReceive, handshake, from);
   o.l1cb_addr = kL1cb;
   o.l1cb_size = l1cb;
   o.dscb_addr = kDscb;

@@ -42,20 +42,24 @@ bool CommandBufferClient::try_submit(const CommandRequest& r) {
 }
 
 bool CommandBufferClient::submit(const CommandRequest& r, std::chrono::milliseconds limit) {
-  auto& cb = ctl_.commands;
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (!try_submit(r)) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
-    // Asleep until the router serves (it wakes only sleepers that said so).
-    const uint32_t served = cb.served.load(std::memory_order_acquire);
-    cb.served_waiters.fetch_add(1, std::memory_order_seq_cst);
-    if (cb.next_ticket.load(std::memory_order_seq_cst) - cb.served.load(std::memory_order_seq_cst) >= kCommandSlots) {
-      futex_wait(cb.served, served, std::min(left, std::chrono::milliseconds(100)));
-    }
-    cb.served_waiters.fetch_sub(1, std::memory_order_relaxed);
+    wait_for_slot(std::min(left, std::chrono::milliseconds(100)));
   }
   return true;
+}
+
+void CommandBufferClient::wait_for_slot(std::chrono::milliseconds limit) {
+  auto& cb = ctl_.commands;
+  // Asleep until the router serves (it wakes only sleepers that said so).
+  const uint32_t served = cb.served.load(std::memory_order_acquire);
+  cb.served_waiters.fetch_add(1, std::memory_order_seq_cst);
+  if (cb.next_ticket.load(std::memory_order_seq_cst) - cb.served.load(std::memory_order_seq_cst) >= kCommandSlots) {
+    futex_wait(cb.served, served, limit);
+  }
+  cb.served_waiters.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void CommandBufferClient::notify() {

@@ -41,6 +41,9 @@ class CommandBufferClient {
   bool try_submit(const CommandRequest& request);
   // The same, waiting for a slot up to `limit`; false if none came free in time.
   bool submit(const CommandRequest& request, std::chrono::milliseconds limit);
+  // Sleeps until the router serves a command (a slot may have come free), at most `limit`;
+  // returns at once if one is free already.
+  void wait_for_slot(std::chrono::milliseconds limit);
   // Rings the router's doorbell if it has said it sleeps: after a worker changed something the
   // router looks at besides its slots (a socket's poke).
   void notify();

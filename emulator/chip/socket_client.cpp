@@ -148,14 +148,11 @@ size_t SocketClient::recv(int ep, std::span<uint8_t> out) {
   if (!e || e->direction != session::kSocketReceive) return 0;
   uint64_t tail = e->l1_tail.load(std::memory_order_relaxed);
   const uint64_t head = e->l1_head.load(std::memory_order_acquire);
-  size_t n = static_cast<size_t>(std::min<uint64_t>(head - tail, out.size()));
-  for (size_t done = 0; done < n;) {
-    const auto at = static_cast<uint32_t>((tail + done) % e->l1cb_size);
-    const size_t k = std::min<size_t>(n - done, e->l1cb_size - at);
-    auto src = mem_(e->l1cb_addr + at, k);
-    std::memcpy(out.data() + done, src.data(), k);
-    done += k;
-  }
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(head - tail, out.size()));
+  session::ring_pieces(e->l1cb_size, tail, n, [&](uint32_t at, size_t k, size_t done) {
+    std::memcpy(out.data() + done, mem_(e->l1cb_addr + at, k).data(), k);
+    return true;
+  });
   if (n > 0) {
     e->l1_tail.store(tail + n, std::memory_order_seq_cst);
     // The chip asked to hear when room is made (its DSCB or the fabric holds more, or its

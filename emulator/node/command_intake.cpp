@@ -63,8 +63,7 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
     cb.served.store(served, std::memory_order_seq_cst);
     if (cb.served_waiters.load(std::memory_order_seq_cst) > 0) futex_wake(cb.served);
   }
-  for (const auto& j : jobs_) jobs_waiting_ = jobs_waiting_ || !j.empty();
-  waiting_ = waiting_ || jobs_waiting_;
+  waiting_ = waiting_ || with_jobs_.any();
   return took;
 }
 
@@ -172,6 +171,7 @@ bool CommandIntake::take_socket(const FabricCommand& c, session::FabricNode& nod
   // for credits holds no slot that other workers' commands would wait behind), and each
   // socket's jobs run in order as credits and FVC room allow.
   jobs_[ep].push_back({c.command, c.arg, c.src_addr, c.size, c.status_addr});
+  with_jobs_.set(ep);
   run_jobs(ep, node, now);
   return true;
 }
@@ -261,16 +261,14 @@ bool CommandIntake::run_jobs(uint16_t ep, session::FabricNode& node, routing::Ti
     jobs.pop_front();
     moved = true;
   }
+  if (jobs.empty()) with_jobs_.reset(ep);
   return moved;
 }
 
 bool CommandIntake::run_all_jobs(session::FabricNode& node, routing::Time now) {
   bool moved = false;
-  jobs_waiting_ = false;
-  for (uint16_t ep = 0; ep < jobs_.size(); ++ep) {
-    if (jobs_[ep].empty()) continue;
-    moved = run_jobs(ep, node, now) || moved;
-    jobs_waiting_ = jobs_waiting_ || !jobs_[ep].empty();
+  for (uint16_t ep = 0; with_jobs_.any() && ep < jobs_.size(); ++ep) {
+    if (with_jobs_.test(ep)) moved = run_jobs(ep, node, now) || moved;
   }
   return moved;
 }

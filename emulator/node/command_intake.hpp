@@ -82,7 +82,7 @@ class CommandIntake {
   uint64_t packet_id_ = 0;
   bool waiting_ = false;
   std::array<std::deque<SocketJob>, session::kSocketEndpoints> jobs_;  // by endpoint
-  bool jobs_waiting_ = false;  // some socket's jobs wait (for credit or FVC room)
+  session::EndpointSet with_jobs_;  // endpoints whose jobs wait (for credit or FVC room)
   uint32_t pokes_seen_ = 0;    // ChipControl's socket_pokes when last looked
 };
 

@@ -15,8 +15,10 @@
 // order holds (2.4.4's flowchart).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <bitset>
+#include <cstddef>
 #include <cstdint>
 
 namespace ttemu::session {
@@ -92,5 +94,19 @@ struct SocketEndpoint {
   std::atomic<uint32_t> sent_word{0};     // futex word: bumped as `sent` grows
   std::atomic<uint64_t> credit_limit{0};  // end-to-end: `sent` never passes it
 };
+
+// The contiguous pieces of the n bytes at stream position `pos` of a ring of `size` bytes:
+// visit(offset in the ring, length, offset within the n) for each, in order, while it returns
+// true. Every copy into or out of an L1CB or DSCB goes through here.
+template <class Visit>
+bool ring_pieces(uint32_t size, uint64_t pos, size_t n, Visit&& visit) {
+  for (size_t done = 0; done < n;) {
+    const auto at = static_cast<uint32_t>((pos + done) % size);
+    const size_t k = std::min<size_t>(n - done, size - at);
+    if (!visit(at, k, done)) return false;
+    done += k;
+  }
+  return true;
+}
 
 }  // namespace ttemu::session

@@ -214,29 +214,21 @@ bool SocketLayer::accepts(const PacketHeader& h) {
 }
 
 bool SocketLayer::ring_put(uint64_t base, uint32_t size, uint64_t pos, std::span<const uint8_t> data) const {
-  while (!data.empty()) {
-    const uint32_t at = static_cast<uint32_t>(pos % size);
-    const size_t n = std::min<size_t>(data.size(), size - at);
-    auto dst = mem_(base + at, n);
-    if (dst.size() != n) return false;
-    std::memcpy(dst.data(), data.data(), n);
-    data = data.subspan(n);
-    pos += n;
-  }
-  return true;
+  return ring_pieces(size, pos, data.size(), [&](uint32_t at, size_t k, size_t done) {
+    auto dst = mem_(base + at, k);
+    if (dst.size() != k) return false;
+    std::memcpy(dst.data(), data.data() + done, k);
+    return true;
+  });
 }
 
 bool SocketLayer::ring_get(uint64_t base, uint32_t size, uint64_t pos, std::span<uint8_t> out) const {
-  while (!out.empty()) {
-    const uint32_t at = static_cast<uint32_t>(pos % size);
-    const size_t n = std::min<size_t>(out.size(), size - at);
-    auto src = mem_(base + at, n);
-    if (src.size() != n) return false;
-    std::memcpy(out.data(), src.data(), n);
-    out = out.subspan(n);
-    pos += n;
-  }
-  return true;
+  return ring_pieces(size, pos, out.size(), [&](uint32_t at, size_t k, size_t done) {
+    auto src = mem_(base + at, k);
+    if (src.size() != k) return false;
+    std::memcpy(out.data() + done, src.data(), k);
+    return true;
+  });
 }
 
 void SocketLayer::arrived(SocketEndpoint& e) { wake(e, e.arrivals); }
