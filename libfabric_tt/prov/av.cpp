@@ -1,0 +1,120 @@
+// The address vector: provider addresses (mailbox.hpp's Addr) by fi_addr_t, which is the index
+// of the entry for FI_AV_TABLE and FI_AV_MAP alike.
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "libfabric_tt/prov/objects.hpp"
+
+namespace ttemu::fi {
+
+fi_addr_t Av::find(const Addr& a) const {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (live[i] && same_endpoint(entries[i], a)) return i;
+  }
+  return FI_ADDR_NOTAVAIL;
+}
+
+namespace {
+
+Av* av_of(fid_av* f) { return reinterpret_cast<Av*>(f); }
+
+int close_av(fid* f) {
+  delete reinterpret_cast<Av*>(f);
+  return 0;
+}
+
+int av_insert(fid_av* fa, const void* addr, size_t count, fi_addr_t* fi_addr, uint64_t, void*) {
+  Av* av = av_of(fa);
+  std::lock_guard guard(av->domain->lock);
+  int done = 0;
+  for (size_t i = 0; i < count; ++i) {
+    Addr a;
+    std::memcpy(&a, static_cast<const uint8_t*>(addr) + i * sizeof(Addr), sizeof a);
+    if (a.magic != kAddrMagic) {
+      warn(fmt::format("fi_av_insert: entry {} is not a tt provider address", i));
+      if (fi_addr) fi_addr[i] = FI_ADDR_NOTAVAIL;
+      continue;
+    }
+    av->entries.push_back(a);
+    av->live.push_back(true);
+    if (fi_addr) fi_addr[i] = av->entries.size() - 1;
+    ++done;
+  }
+  return done;
+}
+
+int av_remove(fid_av* fa, fi_addr_t* fi_addr, size_t count, uint64_t) {
+  Av* av = av_of(fa);
+  std::lock_guard guard(av->domain->lock);
+  for (size_t i = 0; i < count; ++i) {
+    if (fi_addr[i] >= av->entries.size()) return -FI_EINVAL;
+    av->live[fi_addr[i]] = false;
+  }
+  return 0;
+}
+
+int av_lookup(fid_av* fa, fi_addr_t fi_addr, void* addr, size_t* addrlen) {
+  Av* av = av_of(fa);
+  std::lock_guard guard(av->domain->lock);
+  if (fi_addr >= av->entries.size() || !av->live[fi_addr]) return -FI_EINVAL;
+  std::memcpy(addr, &av->entries[fi_addr], std::min(*addrlen, sizeof(Addr)));
+  *addrlen = sizeof(Addr);
+  return 0;
+}
+
+const char* av_straddr(fid_av*, const void* addr, char* buf, size_t* len) {
+  Addr a;
+  std::memcpy(&a, addr, sizeof a);
+  const std::string s = a.magic == kAddrMagic ? "tt://" + to_string(a) : std::string("tt://(not a tt address)");
+  if (buf && *len) {
+    std::strncpy(buf, s.c_str(), *len - 1);
+    buf[*len - 1] = 0;
+  }
+  *len = s.size() + 1;
+  return buf;
+}
+
+fi_ops g_av_fi_ops = {
+    .size = sizeof(fi_ops),
+    .close = close_av,
+    .bind = TT_NOSYS(fi_ops, bind),
+    .control = TT_NOSYS(fi_ops, control),
+    .ops_open = TT_NOSYS(fi_ops, ops_open),
+    .tostr = TT_NOSYS(fi_ops, tostr),
+    .ops_set = TT_NOSYS(fi_ops, ops_set),
+};
+
+fi_ops_av g_av_ops = {
+    .size = sizeof(fi_ops_av),
+    .insert = av_insert,
+    .insertsvc = TT_NOSYS(fi_ops_av, insertsvc),
+    .insertsym = TT_NOSYS(fi_ops_av, insertsym),
+    .remove = av_remove,
+    .lookup = av_lookup,
+    .straddr = av_straddr,
+    .av_set = TT_NOSYS(fi_ops_av, av_set),
+};
+
+}  // namespace
+
+int open_av(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) {
+  if (attr && attr->type != FI_AV_UNSPEC && attr->type != FI_AV_TABLE && attr->type != FI_AV_MAP) return -FI_EINVAL;
+  if (attr && (attr->flags & FI_EVENT)) return -FI_ENOSYS;  // no asynchronous inserts
+  auto* a = new Av;
+  a->domain = reinterpret_cast<Domain*>(domain);
+  a->type = attr && attr->type != FI_AV_UNSPEC ? attr->type : FI_AV_TABLE;
+  a->fid.fid.fclass = FI_CLASS_AV;
+  a->fid.fid.context = context;
+  a->fid.fid.ops = &g_av_fi_ops;
+  a->fid.ops = &g_av_ops;
+  *av = &a->fid;
+  return 0;
+}
+
+const Addr* lookup_peer(const Endpoint& ep, fi_addr_t addr) {
+  if (!ep.av || addr >= ep.av->entries.size() || !ep.av->live[addr]) return nullptr;
+  return &ep.av->entries[addr];
+}
+
+}  // namespace ttemu::fi

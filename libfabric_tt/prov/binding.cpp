@@ -1,0 +1,104 @@
+#include "libfabric_tt/prov/binding.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <regex>
+
+#include <fmt/format.h>
+
+namespace ttemu::fi {
+
+std::string Binding::chip() const { return fmt::format("M{}D{}", mesh, device); }
+
+std::optional<Binding> parse_chip(const std::string& s) {
+  static const std::regex re("[Mm]([0-9]{1,5})[Dd]([0-9]{1,5})");
+  std::smatch m;
+  if (!std::regex_match(s, m, re)) return std::nullopt;
+  const unsigned long mesh = std::stoul(m[1]), device = std::stoul(m[2]);
+  if (mesh > 0xFFFF || device > 0xFFFF) return std::nullopt;
+  return Binding{static_cast<uint16_t>(mesh), static_cast<uint16_t>(device), 0};
+}
+
+namespace {
+
+std::optional<int> env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != 0 || n < 0 || n > 65535) return std::nullopt;
+  return static_cast<int>(n);
+}
+
+std::optional<int> mpi_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (auto r = env_int(name)) return r;
+  }
+  return std::nullopt;
+}
+
+// The rank's entry of a rank-binding file:
+//   rank_bindings:
+//     - {rank: 0, chip: M0D0}
+//     - {rank: 1, chip: M0D5, core: 2}
+std::optional<Binding> from_file(const std::string& path, int rank, std::string* why) {
+  try {
+    const YAML::Node doc = YAML::LoadFile(path);
+    const YAML::Node list = doc["rank_bindings"];
+    if (!list || !list.IsSequence()) {
+      *why = fmt::format("{}: no 'rank_bindings' list", path);
+      return std::nullopt;
+    }
+    std::map<std::string, int> used;  // cores given out per chip, in file order
+    for (const auto& e : list) {
+      const auto chip = parse_chip(e["chip"].as<std::string>(""));
+      if (!chip) {
+        *why = fmt::format("{}: '{}' is not a chip (like M0D3)", path, e["chip"].as<std::string>(""));
+        return std::nullopt;
+      }
+      Binding b = *chip;
+      const int next = used[b.chip()]++;
+      b.core = static_cast<uint16_t>(e["core"] ? e["core"].as<int>() : next);
+      if (e["rank"].as<int>(-1) == rank) return b;
+    }
+    *why = fmt::format("{}: no binding for rank {}", path, rank);
+  } catch (const std::exception& e) {
+    *why = fmt::format("{}: {}", path, e.what());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<Binding> resolve_binding(const char* node, std::string* why) {
+  std::optional<Binding> b;
+  if (node && *node) {
+    b = parse_chip(node);
+    if (!b) {
+      *why = fmt::format("'{}' is not a chip of a ttemu system (like M0D3)", node);
+      return std::nullopt;
+    }
+  } else if (const char* chip = std::getenv("TTEMU_CHIP"); chip && *chip) {
+    b = parse_chip(chip);
+    if (!b) {
+      *why = fmt::format("TTEMU_CHIP='{}' is not a chip (like M0D3)", chip);
+      return std::nullopt;
+    }
+  } else if (const char* file = std::getenv("TTEMU_RANK_BINDING"); file && *file) {
+    const auto rank = mpi_rank();
+    if (!rank) {
+      *why = fmt::format("TTEMU_RANK_BINDING={} but no MPI rank in the environment", file);
+      return std::nullopt;
+    }
+    b = from_file(file, *rank, why);
+    if (!b) return std::nullopt;
+  } else {
+    *why = "not bound to a chip: set TTEMU_CHIP (ttemu run --chip M0D3 -- CMD), TTEMU_RANK_BINDING, or name the chip as the node";
+    return std::nullopt;
+  }
+  if (auto core = env_int("TTEMU_CORE")) b->core = static_cast<uint16_t>(*core);
+  return b;
+}
+
+}  // namespace ttemu::fi

@@ -1,0 +1,122 @@
+// The domain: one chip of a running ttemu system, and the worker that registers its memory.
+#include <sched.h>
+
+#include <cstring>
+
+#include "libfabric_tt/prov/fi_tt.h"
+#include "libfabric_tt/prov/objects.hpp"
+#include "libfabric_tt/prov/region.hpp"
+
+namespace ttemu::fi {
+
+namespace {
+
+Domain* domain_of(fid* f) { return reinterpret_cast<Domain*>(f); }
+
+int close_domain(fid* f) {
+  Domain* d = domain_of(f);
+  if (!d->endpoints.empty() || !d->cqs.empty() || !d->cntrs.empty()) return -FI_EBUSY;
+  if (d->worker) tt_fabric_close(d->worker);
+  delete d;
+  return 0;
+}
+
+void* chip_memory(fid_domain* fd, uint64_t addr, size_t len) {
+  Domain* d = domain_of(&fd->fid);
+  return d->worker ? tt_fabric_memory(d->worker, addr, len) : nullptr;
+}
+
+uint64_t free_dram(fid_domain* fd) {
+  Domain* d = domain_of(&fd->fid);
+  return d->worker ? lowest_region(d->worker) : 0;
+}
+
+fi_tt_memory_ops g_memory_ops = {sizeof(fi_tt_memory_ops), chip_memory, free_dram};
+
+int domain_ops_open(fid*, const char* name, uint64_t, void** ops, void*) {
+  if (!name || std::strcmp(name, FI_TT_MEMORY_OPS) != 0) return -FI_ENOSYS;
+  *ops = &g_memory_ops;
+  return 0;
+}
+
+fi_ops g_domain_fi_ops = {
+    .size = sizeof(fi_ops),
+    .close = close_domain,
+    .bind = TT_NOSYS(fi_ops, bind),
+    .control = TT_NOSYS(fi_ops, control),
+    .ops_open = domain_ops_open,
+    .tostr = TT_NOSYS(fi_ops, tostr),
+    .ops_set = TT_NOSYS(fi_ops, ops_set),
+};
+
+fi_ops_domain g_domain_ops = {
+    .size = sizeof(fi_ops_domain),
+    .av_open = open_av,
+    .cq_open = open_cq,
+    .endpoint = open_endpoint,
+    .scalable_ep = TT_NOSYS(fi_ops_domain, scalable_ep),
+    .cntr_open = open_cntr,
+    .poll_open = TT_NOSYS(fi_ops_domain, poll_open),
+    .stx_ctx = TT_NOSYS(fi_ops_domain, stx_ctx),
+    .srx_ctx = TT_NOSYS(fi_ops_domain, srx_ctx),
+    .query_atomic = query_atomic,
+    .query_collective = TT_NOSYS(fi_ops_domain, query_collective),
+    .endpoint2 = TT_NOSYS(fi_ops_domain, endpoint2),
+};
+
+fi_ops_mr g_mr_ops = {
+    .size = sizeof(fi_ops_mr),
+    .reg = register_mr,
+    .regv = register_mr_v,
+    .regattr = register_mr_attr,
+};
+
+}  // namespace
+
+void Domain::progress() {
+  bool moved = false;
+  {
+    std::lock_guard guard(lock);
+    for (Endpoint* ep : endpoints) moved = (ep->messenger && ep->messenger->progress(ep->sink)) || moved;
+  }
+  // The chips' processes do the fabric's work on the same CPUs as a client that polls its CQ in
+  // a loop: after a few idle polls, let them run.
+  idle_polls = moved ? 0 : idle_polls + 1;
+  if (idle_polls > 8) sched_yield();
+}
+
+int open_domain(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* context) {
+  std::string why;
+  const char* chip = info && info->domain_attr && info->domain_attr->name && parse_chip(info->domain_attr->name)
+                         ? info->domain_attr->name
+                         : nullptr;
+  auto b = resolve_binding(chip, &why);
+  if (!b) {
+    warn(why);
+    return -FI_ENODEV;
+  }
+  if (info && info->src_addr && info->src_addrlen == sizeof(Addr)) {
+    const auto* a = static_cast<const Addr*>(info->src_addr);
+    if (a->magic == kAddrMagic && a->mesh == b->mesh && a->device == b->device) b->core = a->core;
+  }
+  char error[256] = {};
+  tt_fabric* worker = tt_fabric_open(nullptr, b->mesh, b->device, b->core, error, sizeof error);
+  if (!worker) {
+    warn(std::string("cannot open chip ") + b->chip() + " core " + std::to_string(b->core) + ": " + error);
+    return -FI_ENODEV;
+  }
+  auto* d = new Domain;
+  d->fabric = reinterpret_cast<Fabric*>(fabric);
+  d->binding = *b;
+  d->worker = worker;
+  d->mr_mode = info && info->domain_attr ? static_cast<uint64_t>(static_cast<unsigned>(info->domain_attr->mr_mode)) : 0;
+  d->fid.fid.fclass = FI_CLASS_DOMAIN;
+  d->fid.fid.context = context;
+  d->fid.fid.ops = &g_domain_fi_ops;
+  d->fid.ops = &g_domain_ops;
+  d->fid.mr = &g_mr_ops;
+  *domain = &d->fid;
+  return 0;
+}
+
+}  // namespace ttemu::fi

@@ -1,0 +1,591 @@
+#include "libfabric_tt/prov/messenger.hpp"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_errno.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "libfabric_tt/prov/keys_shim.hpp"
+
+namespace ttemu::fi {
+
+bool same_endpoint(const Addr& a, const Addr& b) {
+  return a.mesh == b.mesh && a.device == b.device && a.core == b.core && a.index == b.index;
+}
+
+std::string to_string(const Addr& a) { return fmt::format("M{}D{}.c{}.e{}", a.mesh, a.device, a.core, a.index); }
+
+namespace {
+
+constexpr uint8_t kControlTxn = 15;  // slot allocations; writes use 0-14 in turn
+constexpr uint64_t kMaxWrite = TT_FABRIC_MAX_SIZE;
+
+uint64_t load64(const uint8_t* p) { return std::atomic_ref<const uint64_t>(*reinterpret_cast<const uint64_t*>(p)).load(std::memory_order_acquire); }
+uint32_t load32(const uint8_t* p) { return std::atomic_ref<const uint32_t>(*reinterpret_cast<const uint32_t*>(p)).load(std::memory_order_acquire); }
+
+size_t iov_bytes(const std::vector<iovec>& iov) {
+  size_t n = 0;
+  for (const auto& v : iov) n += v.iov_len;
+  return n;
+}
+// Copies up to n bytes into the iovs from byte `offset` on; returns how many fitted.
+size_t copy_to(const std::vector<iovec>& iov, size_t offset, const uint8_t* src, size_t n) {
+  size_t done = 0;
+  for (const auto& v : iov) {
+    if (done == n) break;
+    if (offset >= v.iov_len) {
+      offset -= v.iov_len;
+      continue;
+    }
+    const size_t k = std::min(v.iov_len - offset, n - done);
+    std::memcpy(static_cast<uint8_t*>(v.iov_base) + offset, src + done, k);
+    done += k;
+    offset = 0;
+  }
+  return done;
+}
+void copy_from(const std::vector<iovec>& iov, size_t offset, uint8_t* dst, size_t n) {
+  size_t done = 0;
+  for (const auto& v : iov) {
+    if (done == n) break;
+    if (offset >= v.iov_len) {
+      offset -= v.iov_len;
+      continue;
+    }
+    const size_t k = std::min(v.iov_len - offset, n - done);
+    std::memcpy(dst + done, static_cast<const uint8_t*>(v.iov_base) + offset, k);
+    done += k;
+    offset = 0;
+  }
+}
+
+// A chip address in a peer's region: an offset under its key, else the address itself.
+uint64_t in_region(const Addr& a, uint64_t offset) { return a.key ? offset : a.region + offset; }
+
+}  // namespace
+
+// The key this worker's next fabric calls name, for one call's length.
+class KeyScope {
+ public:
+  KeyScope(tt_fabric* f, uint64_t key) : f_(f), key_(key) {
+    if (key_) set_key(f_, key_);
+  }
+  ~KeyScope() {
+    if (key_) set_key(f_, 0);
+  }
+  KeyScope(const KeyScope&) = delete;
+  KeyScope& operator=(const KeyScope&) = delete;
+
+ private:
+  tt_fabric* f_;
+  uint64_t key_;
+};
+
+struct Messenger::RmaOp {
+  std::shared_ptr<const RmaArgs> a;
+  size_t issued = 0;
+  std::shared_ptr<int> err;
+};
+
+struct Messenger::SendOp {
+  SendArgs a;
+  std::vector<uint8_t> owned;  // an inject's bytes
+  size_t len = 0, done = 0;
+  bool finished = false;
+};
+
+struct Messenger::Conn {
+  Addr peer;
+  int slot = -1;     // ours in the peer's inbox
+  int credit = 0;    // our credit word for this peer
+  uint64_t tail = 0, seq = 0, tail_sent = 0;
+  int error = 0;     // the peer cannot be reached (FI_E*)
+  std::deque<std::unique_ptr<SendOp>> queue;
+};
+
+struct Messenger::Staged {
+  uint64_t end;    // staging position after this write
+  uint8_t txn;
+  int err = 0;
+  std::function<void(Sink&, int)> on_done;  // once the fabric answered every packet
+};
+
+struct Messenger::Incoming {
+  Addr from;
+  uint64_t msg_len = 0, tag = 0, data = 0, got = 0;
+  uint32_t flags = 0;
+  std::optional<RecvArgs> target;
+  std::vector<uint8_t> buffer;  // while no receive has taken it
+  bool complete = false;
+};
+
+struct Messenger::Slot {
+  uint64_t head = 0, seq = 0, reported = 0;
+  bool known = false;
+  Addr from;
+  uint64_t credit_key = 0, credit_offset = 0;
+  std::shared_ptr<Incoming> current;
+};
+
+Messenger::Messenger(tt_fabric* worker, Addr self, uint64_t region, uint8_t* memory)
+    : worker_(worker), self_(self), region_(region), memory_(memory) {
+  // A new endpoint on this core: whatever an earlier one left is not ours.
+  std::memset(memory_, 0, kInboxOffset);
+  std::memset(memory_ + kInboxOffset, 0, kSlots * kRing);
+  tt_fabric_set_nonblocking(worker_, 1);
+}
+
+Messenger::~Messenger() = default;
+
+bool Messenger::busy() const { return queued_sends() > 0 || !staged_.empty() || !rma_queue_.empty(); }
+
+size_t Messenger::queued_sends() const {
+  size_t n = 0;
+  for (const Conn* c : conn_order_) n += c->queue.size();
+  return n;
+}
+
+Messenger::Conn* Messenger::connect(const Addr& to) {
+  const auto key = std::make_tuple(to.mesh, to.device, to.core, to.index);
+  if (auto it = conns_.find(key); it != conns_.end()) return it->second.get();
+  auto c = std::make_unique<Conn>();
+  c->peer = to;
+  c->credit = static_cast<int>(conns_.size());
+  if (c->credit >= kSlots) {
+    c->error = FI_ENOSPC;
+  } else {
+    // Take a slot in the peer's inbox: one atomic, answered by the peer's chip, not the peer.
+    const uint64_t answer = region_ + kControlOffset + 64 + 8 * static_cast<uint64_t>(c->credit);
+    tt_fabric_set_nonblocking(worker_, 0);
+    const uint32_t nacks = tt_fabric_nacks(worker_);
+    KeyScope scope(worker_, to.key);
+    int rc = fabric_async_atomic_read_inc(worker_, 0, answer, {to.mesh, to.device}, in_region(to, kControlOffset), 1, 31, 0,
+                                          kControlTxn, nullptr);
+    if (rc == TT_FABRIC_OK) rc = fabric_async_read_barrier(worker_, kControlTxn);
+    tt_fabric_set_nonblocking(worker_, 1);
+    const uint32_t slot = load32(at(answer - region_));
+    if (rc != TT_FABRIC_OK || tt_fabric_nacks(worker_) != nacks) {
+      c->error = FI_EHOSTUNREACH;
+    } else if (slot >= kSlots) {
+      c->error = FI_ENOSPC;  // the peer's inbox has a slot for kSlots senders
+    } else {
+      c->slot = static_cast<int>(slot);
+    }
+  }
+  if (c->slot >= 0) {
+    SlotHeader h{};
+    h.mesh = self_.mesh, h.device = self_.device, h.core = self_.core, h.index = self_.index;
+    h.credit_key = self_.key;
+    h.credit_offset = kCreditsOffset + 8 * static_cast<uint64_t>(c->credit);
+    h.region = self_.region;
+    // Written before any record, on the same route: the receiver reads it with the first one.
+    tt_fabric_set_nonblocking(worker_, 0);
+    auto s = stage(sizeof h);
+    if (!s || (std::memcpy(at(kStagingOffset + *s), &h, sizeof h),
+               !submit_write(to, to.key, *s, in_region(to, kSlotsOffset + 64 * static_cast<uint64_t>(c->slot)), sizeof h - 8))) {
+      c->error = FI_EHOSTUNREACH;
+    }
+    tt_fabric_set_nonblocking(worker_, 1);
+  }
+  Conn* raw = c.get();
+  conns_.emplace(key, std::move(c));
+  conn_order_.push_back(raw);
+  return raw;
+}
+
+int Messenger::send(SendArgs a) {
+  auto op = std::make_unique<SendOp>();
+  op->len = iov_bytes(a.iov);
+  if (a.inject) {
+    op->owned.resize(op->len);
+    copy_from(a.iov, 0, op->owned.data(), op->len);
+    a.iov = {iovec{op->owned.data(), op->len}};
+    a.report = false;
+  }
+  op->a = std::move(a);
+  Conn* c = connect(op->a.to);
+  c->queue.push_back(std::move(op));
+  return 0;
+}
+
+std::optional<uint64_t> Messenger::stage(uint64_t bytes) {
+  bytes = (bytes + 63) & ~uint64_t{63};
+  const uint64_t pos = staging_head_ % kStaging;
+  const uint64_t skip = kStaging - pos < bytes ? kStaging - pos : 0;
+  if (staging_head_ + skip + bytes - staging_tail_ > kStaging) return std::nullopt;
+  const uint64_t start = staging_head_ + skip;
+  staging_head_ = start + bytes;
+  return start % kStaging;
+}
+
+bool Messenger::submit_write(const Addr& to, uint64_t key, uint64_t src, uint64_t dst, uint64_t size) {
+  KeyScope scope(worker_, key);
+  const uint8_t txn = next_txn_;
+  const int rc = fabric_async_write(worker_, 0, region_ + kStagingOffset + src, {to.mesh, to.device}, dst,
+                                    static_cast<uint32_t>(size), 0, txn, nullptr);
+  if (rc != TT_FABRIC_OK) return false;
+  next_txn_ = static_cast<uint8_t>((next_txn_ + 1) % kControlTxn);
+  staged_.push_back({staging_head_, txn, 0, {}});
+  return true;
+}
+
+// Emits records of op until it is all sent or credits or staging run out.
+bool Messenger::emit(Conn& c, SendOp& op) {
+  while (!op.finished) {
+    const uint64_t chunk = std::min<uint64_t>(kMaxRecordPayload, op.len - op.done);
+    const uint64_t bytes = record_bytes(chunk);
+    const uint64_t pos = c.tail % kRing;
+    const uint64_t to_end = kRing - pos;
+    const bool wrap = to_end < bytes;
+    const uint64_t credit = load64(at(kCreditsOffset + 8 * static_cast<uint64_t>(c.credit)));
+    if (c.tail + bytes + (wrap ? to_end : 0) - credit > kRing) return false;
+    const uint64_t ring = kInboxOffset + static_cast<uint64_t>(c.slot) * kRing;
+    if (wrap) {
+      const uint64_t mark = staging_head_;
+      auto s = stage(64);
+      if (!s) return false;
+      RecordHeader h{};
+      h.seq = c.seq + 1, h.flags = kWrap;
+      std::memcpy(at(kStagingOffset + *s), &h, sizeof h);
+      std::memcpy(at(kStagingOffset + *s + trailer_offset(0)), &h.seq, 8);
+      if (!submit_write(c.peer, c.peer.key, *s, in_region(c.peer, ring + pos), 64)) {
+        staging_head_ = mark;
+        return false;
+      }
+      ++c.seq;
+      c.tail += to_end;
+      continue;
+    }
+    const uint64_t mark = staging_head_;
+    auto s = stage(bytes);
+    if (!s) return false;
+    uint8_t* p = at(kStagingOffset + *s);
+    RecordHeader h{};
+    h.seq = c.seq + 1;
+    h.len = static_cast<uint32_t>(chunk);
+    h.flags = (op.done == 0 ? kFirst : 0u) | (op.done + chunk == op.len ? kLast : 0u) | (op.a.tagged ? kTagged : 0u) |
+              (op.a.has_data ? kCqData : 0u);
+    h.msg_len = op.len, h.tag = op.a.tag, h.data = op.a.data;
+    std::memcpy(p, &h, sizeof h);
+    copy_from(op.a.iov, op.done, p + sizeof h, chunk);
+    std::memcpy(p + trailer_offset(chunk), &h.seq, 8);
+    if (!submit_write(c.peer, c.peer.key, *s, in_region(c.peer, ring + pos), bytes)) {
+      staging_head_ = mark;
+      return false;
+    }
+    ++c.seq;
+    c.tail += bytes;
+    op.done += chunk;
+    op.finished = op.done == op.len;
+  }
+  return true;
+}
+
+bool Messenger::emit_tail(Conn& c) {
+  if (c.tail == c.tail_sent || c.slot < 0) return true;
+  const uint64_t mark = staging_head_;
+  auto s = stage(8);
+  if (!s) return false;
+  std::memcpy(at(kStagingOffset + *s), &c.tail, 8);
+  const uint64_t dst = in_region(c.peer, kSlotsOffset + 64 * static_cast<uint64_t>(c.slot) + offsetof(SlotHeader, tail));
+  if (!submit_write(c.peer, c.peer.key, *s, dst, 8)) {
+    staging_head_ = mark;
+    return false;
+  }
+  c.tail_sent = c.tail;
+  return true;
+}
+
+int Messenger::rma(RmaArgs a) {
+  auto op = std::make_unique<RmaOp>();
+  op->a = std::make_shared<const RmaArgs>(std::move(a));
+  op->err = std::make_shared<int>(0);
+  rma_queue_.push_back(std::move(op));
+  return 0;
+}
+
+// Issues queued RMA operations in order, in pieces as staging room allows; an op completes
+// with its last piece, failed if any piece was.
+void Messenger::run_rma() {
+  while (!rma_queue_.empty()) {
+    RmaOp& op = *rma_queue_.front();
+    const RmaArgs& a = *op.a;
+    const bool moves = a.op == RmaArgs::kWrite || a.op == RmaArgs::kRead;
+    const size_t len = moves ? iov_bytes(a.iov) : 4;
+    const uint64_t piece = std::min<uint64_t>(kMaxWrite, kStaging / 4);
+    do {
+      const uint64_t n = std::min<uint64_t>(piece, len - op.issued);
+      const uint64_t mark = staging_head_;
+      auto s = stage(std::max<uint64_t>(n, 8));
+      if (!s) return;
+      const uint64_t local = region_ + kStagingOffset + *s;
+      const uint64_t remote = a.remote_addr + op.issued;
+      const uint8_t txn = next_txn_;
+      const tt_fabric_device dev{a.peer.mesh, a.peer.device};
+      KeyScope scope(worker_, a.key);
+      int rc = TT_FABRIC_EARG;
+      switch (a.op) {
+        case RmaArgs::kWrite:
+          copy_from(a.iov, op.issued, at(kStagingOffset + *s), n);
+          rc = fabric_async_write(worker_, 0, local, dev, remote, static_cast<uint32_t>(n), 0, txn, nullptr);
+          break;
+        case RmaArgs::kRead:
+          rc = fabric_async_read(worker_, 0, dev, remote, local, static_cast<uint32_t>(n), 0, txn, nullptr);
+          break;
+        case RmaArgs::kAtomicAdd:
+          rc = fabric_async_atomic_inc(worker_, 0, dev, a.remote_addr, a.operand, 31, 0, txn, nullptr);
+          break;
+        case RmaArgs::kFetchAdd:
+          rc = fabric_async_atomic_read_inc(worker_, 0, local, dev, a.remote_addr, a.operand, 31, 0, txn, nullptr);
+          break;
+      }
+      if (rc == TT_FABRIC_EAGAIN) {
+        staging_head_ = mark;
+        return;
+      }
+      next_txn_ = static_cast<uint8_t>((next_txn_ + 1) % kControlTxn);
+      const uint64_t offset = op.issued, staged_at = *s;
+      const bool last = op.issued + n >= len;
+      auto args = op.a;
+      auto err = op.err;
+      if (rc != TT_FABRIC_OK && !*err) *err = rc == TT_FABRIC_EADDR ? FI_EINVAL : FI_EIO;
+      Staged st{staging_head_, txn, 0, [this, args, err, offset, staged_at, n, last](Sink& out, int e) {
+                  if (e && !*err) *err = e;
+                  if (!*err && args->op == RmaArgs::kRead) copy_to(args->iov, offset, at(kStagingOffset + staged_at), n);
+                  if (!*err && args->op == RmaArgs::kFetchAdd && args->result) std::memcpy(args->result, at(kStagingOffset + staged_at), 4);
+                  if (!last || (!args->report && !*err)) return;
+                  Completion c;
+                  c.context = args->context;
+                  c.flags = args->op == RmaArgs::kWrite  ? (FI_RMA | FI_WRITE)
+                            : args->op == RmaArgs::kRead ? (FI_RMA | FI_READ)
+                                                         : (FI_ATOMIC | (args->op == RmaArgs::kFetchAdd ? FI_READ : FI_WRITE));
+                  c.len = args->op == RmaArgs::kWrite || args->op == RmaArgs::kRead ? iov_bytes(args->iov) : 0;
+                  c.err = *err;
+                  out.transmit(c);
+                }};
+      staged_.push_back(std::move(st));
+      op.issued += n;
+    } while (op.issued < len);
+    rma_queue_.pop_front();
+  }
+}
+
+void Messenger::free_staging(Sink& sink) {
+  while (!staged_.empty() && tt_fabric_pending(worker_, staged_.front().txn) == 0) {
+    Staged st = std::move(staged_.front());
+    staged_.pop_front();
+    staging_tail_ = st.end;
+    if (st.on_done) st.on_done(sink, st.err);
+  }
+}
+
+bool Messenger::matches(const RecvArgs& r, const Incoming& m) const {
+  if (r.tagged != ((m.flags & kTagged) != 0)) return false;
+  if (r.tagged && ((r.tag ^ m.tag) & ~r.ignore) != 0) return false;
+  return !r.from || same_endpoint(*r.from, m.from);
+}
+
+void Messenger::deliver(Incoming& m, Sink& sink) {
+  const RecvArgs& r = *m.target;
+  const size_t cap = iov_bytes(r.iov);
+  Completion c;
+  c.context = r.context;
+  c.flags = FI_RECV | (r.tagged ? FI_TAGGED : FI_MSG) | ((m.flags & kCqData) ? FI_REMOTE_CQ_DATA : 0);
+  c.len = std::min<size_t>(cap, m.msg_len);
+  c.buf = r.iov.empty() ? nullptr : r.iov[0].iov_base;
+  c.data = m.data, c.tag = m.tag;
+  c.source = m.from;
+  if (m.msg_len > cap) c.err = FI_ETRUNC, c.olen = m.msg_len - cap;
+  sink.receive(c);
+}
+
+int Messenger::post_recv(RecvArgs a, Sink& sink) {
+  if (a.peek) {
+    Completion c;
+    c.context = a.context;
+    c.flags = FI_RECV | (a.tagged ? FI_TAGGED : FI_MSG);
+    c.err = FI_ENOMSG;
+    for (const auto& m : unexpected_) {
+      if (m->complete && matches(a, *m)) {
+        c.err = 0, c.len = m->msg_len, c.tag = m->tag, c.data = m->data, c.source = m->from;
+        break;
+      }
+    }
+    sink.receive(c);
+    return 0;
+  }
+  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+    Incoming& m = **it;
+    if (!matches(a, m)) continue;
+    m.target = std::move(a);
+    copy_to(m.target->iov, 0, m.buffer.data(), m.got);
+    m.buffer.clear();
+    m.buffer.shrink_to_fit();
+    if (m.complete) deliver(m, sink);
+    unexpected_.erase(it);
+    return 0;
+  }
+  posted_.push_back(std::move(a));
+  return 0;
+}
+
+bool Messenger::cancel(void* context, Sink& sink) {
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    if (it->context != context) continue;
+    Completion c;
+    c.context = context;
+    c.flags = FI_RECV | (it->tagged ? FI_TAGGED : FI_MSG);
+    c.err = FI_ECANCELED;
+    posted_.erase(it);
+    sink.receive(c);
+    return true;
+  }
+  return false;
+}
+
+void Messenger::take_record(Slot& s, int index, const RecordHeader& h, const uint8_t* payload, Sink& sink) {
+  (void)index;
+  if (h.flags & kFirst) {
+    auto m = std::make_shared<Incoming>();
+    m->from = s.from;
+    m->msg_len = h.msg_len, m->tag = h.tag, m->data = h.data, m->flags = h.flags;
+    for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+      if (!matches(*it, *m)) continue;
+      m->target = std::move(*it);
+      posted_.erase(it);
+      break;
+    }
+    if (!m->target) {
+      m->buffer.resize(m->msg_len);
+      unexpected_.push_back(m);
+    }
+    s.current = m;
+  }
+  Incoming* m = s.current.get();
+  if (!m) return;  // (a protocol error: a continuation without its first record)
+  if (m->target) {
+    copy_to(m->target->iov, m->got, payload, h.len);
+  } else {
+    std::memcpy(m->buffer.data() + m->got, payload, std::min<uint64_t>(h.len, m->msg_len - m->got));
+  }
+  m->got += h.len;
+  if (h.flags & kLast) {
+    m->complete = true;
+    if (m->target) deliver(*m, sink);
+    s.current.reset();
+  }
+}
+
+void Messenger::report_credit(Slot& s, bool drained) {
+  const uint64_t unreported = s.head - s.reported;
+  if (unreported == 0 || (unreported < kRing / 4 && !(drained && unreported >= kRing / 16))) return;
+  const uint64_t mark = staging_head_;
+  auto st = stage(8);
+  if (!st) return;
+  std::memcpy(at(kStagingOffset + *st), &s.head, 8);
+  const uint64_t dst = s.credit_key ? s.credit_offset : s.from.region + s.credit_offset;
+  if (!submit_write(s.from, s.credit_key, *st, dst, 8)) {
+    staging_head_ = mark;
+    return;
+  }
+  s.reported = s.head;
+}
+
+void Messenger::read_inbox(Sink& sink) {
+  const uint32_t n = std::min<uint32_t>(load32(at(kControlOffset)), kSlots);
+  while (slots_.size() < n) slots_.push_back(std::make_unique<Slot>());
+  for (uint32_t i = 0; i < n; ++i) {
+    Slot& s = *slots_[i];
+    const uint8_t* header = at(kSlotsOffset + 64 * uint64_t{i});
+    const uint64_t tail = load64(header + offsetof(SlotHeader, tail));
+    if (s.head == tail) continue;
+    if (!s.known) {
+      SlotHeader h;
+      std::memcpy(&h, header, sizeof h);
+      s.from = Addr{kAddrMagic, h.mesh, h.device, h.core, h.index, 0, h.region, h.credit_key};
+      s.credit_key = h.credit_key, s.credit_offset = h.credit_offset;
+      s.known = true;
+    }
+    const uint8_t* ring = at(kInboxOffset + uint64_t{i} * kRing);
+    while (s.head < tail) {
+      const uint8_t* p = ring + s.head % kRing;
+      RecordHeader h;
+      std::memcpy(&h, p, sizeof h);
+      uint64_t trailer = 0;
+      if (h.seq == s.seq + 1 && h.len <= kMaxRecordPayload) std::memcpy(&trailer, p + trailer_offset(h.len), 8);
+      if (h.seq != s.seq + 1 || trailer != h.seq) {
+        // Cannot happen while the fabric keeps one route's order; say so rather than guess.
+        std::fprintf(stderr, "libtt-fi: %s: a broken record from %s (seq %llu, expected %llu); its slot stops\n",
+                     to_string(self_).c_str(), to_string(s.from).c_str(), static_cast<unsigned long long>(h.seq),
+                     static_cast<unsigned long long>(s.seq + 1));
+        s.head = ~uint64_t{0};
+        break;
+      }
+      ++s.seq;
+      if (h.flags & kWrap) {
+        s.head += kRing - s.head % kRing;
+        continue;
+      }
+      take_record(s, static_cast<int>(i), h, p + sizeof h, sink);
+      ++events_;
+      s.head += record_bytes(h.len);
+    }
+    if (s.head != ~uint64_t{0}) report_credit(s, s.head == tail);
+  }
+}
+
+bool Messenger::progress(Sink& sink) {
+  const uint64_t before = events_ + staging_tail_ + staging_head_;
+  // NACKs: the fabric dropped a write (a dead chip, a refused key): its op fails.
+  tt_fabric_completion done[64];
+  for (int n; (n = tt_fabric_poll_completions(worker_, done, 64)) > 0;) {
+    for (int i = 0; i < n; ++i) {
+      if (done[i].kind != TT_FABRIC_NACKED) continue;
+      for (auto& st : staged_) {
+        if (st.txn == done[i].transaction_id) st.err = FI_EIO;
+      }
+    }
+  }
+  free_staging(sink);
+  for (Conn* c : conn_order_) {
+    while (!c->queue.empty()) {
+      SendOp& op = *c->queue.front();
+      if (c->error) {
+        Completion e;
+        e.context = op.a.context;
+        e.flags = FI_SEND | (op.a.tagged ? FI_TAGGED : FI_MSG);
+        e.err = c->error;
+        sink.transmit(e);  // errors are reported even without FI_COMPLETION
+        c->queue.pop_front();
+        continue;
+      }
+      if (!emit(*c, op)) break;
+      if (op.a.report) {
+        Completion k;
+        k.context = op.a.context;
+        k.flags = FI_SEND | (op.a.tagged ? FI_TAGGED : FI_MSG);
+        k.len = op.len;
+        if (op.a.transmit_complete && !staged_.empty()) {
+          staged_.back().on_done = [k](Sink& out, int e) mutable {
+            k.err = e;
+            out.transmit(k);
+          };
+        } else {
+          sink.transmit(k);
+        }
+      }
+      c->queue.pop_front();
+    }
+    emit_tail(*c);
+  }
+  run_rma();
+  read_inbox(sink);
+  return events_ + staging_tail_ + staging_head_ != before;
+}
+
+}  // namespace ttemu::fi
