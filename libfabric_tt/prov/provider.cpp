@@ -56,6 +56,8 @@ fi_info* offer(fi_ep_type type, const fi_info* hints, const Binding* b, uint32_t
   i->tx_attr->caps = caps;
   i->tx_attr->msg_order = kOrder;
   i->tx_attr->comp_order = FI_ORDER_NONE;
+  // The caller's default flags (e.g. FI_COMPLETION with FI_SELECTIVE_COMPLETION) are the endpoint's.
+  if (hints && hints->tx_attr) i->tx_attr->op_flags = hints->tx_attr->op_flags;
   i->tx_attr->inject_size = 4096;
   i->tx_attr->size = 1024;
   i->tx_attr->iov_limit = 4;
@@ -64,6 +66,7 @@ fi_info* offer(fi_ep_type type, const fi_info* hints, const Binding* b, uint32_t
   i->rx_attr->caps = caps;
   i->rx_attr->msg_order = kOrder;
   i->rx_attr->comp_order = FI_ORDER_NONE;
+  if (hints && hints->rx_attr) i->rx_attr->op_flags = hints->rx_attr->op_flags;
   i->rx_attr->size = 1024;
   i->rx_attr->iov_limit = 4;
   *i->ep_attr = fi_ep_attr{};
