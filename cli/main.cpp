@@ -11,6 +11,7 @@
 #include "tools/traffic/sim_command.hpp"
 #include "launcher/diagnose_command.hpp"
 #include "launcher/events_command.hpp"
+#include "launcher/run_command.hpp"
 #include "launcher/system_commands.hpp"
 #include "launcher/topo_command.hpp"
 #include "tools/traffic/traffic_command.hpp"
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   ttemu::launcher::add_system_commands(app, client, exit_status);
   ttemu::launcher::add_events_command(app);
   ttemu::launcher::add_diagnose_command(app);
+  ttemu::launcher::add_run_command(app, client, exit_status);
   ttemu::tools::add_traffic_command(app, exit_status);
   ttemu::tools::add_sim_command(app, exit_status);
   ttemu::tools::add_campaign_command(app, exit_status);

@@ -1,0 +1,20 @@
+// ttemu run: starts a program bound to a chip of the running system, as tt-metal's tt-run binds
+// ranks: TTEMU_CHIP (and TTEMU_CORE) for one process, TTEMU_RANK_BINDING for the ranks an
+// mpirun starts, and FI_PROVIDER_PATH pointing at the tt libfabric provider built beside ttemu.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace ttemu::launcher {
+
+void add_run_command(CLI::App& app, const std::vector<std::string>& client, int& exit_status);
+
+// The folder holding libtt-fi.so, built beside this ttemu binary; empty if there is none.
+std::string provider_dir();
+// Puts provider_dir() in front of $FI_PROVIDER_PATH (once).
+void export_provider_path();
+
+}  // namespace ttemu::launcher
