@@ -124,6 +124,7 @@ class Launcher : public ControlTarget {
     d.system_path = std::filesystem::absolute(o_.file).string();
     d.planes = sys_.planes;
     d.data_fvcs = o_.data_fvcs;
+    d.memory = o_.memory;
     for (int v = 0; v < sys_.node_count(); ++v) {
       const auto& chip = sys_.chips[static_cast<size_t>(v)];
       const chip::ArchSpec arch = chip::arch_spec(sys_.spec_of(v).arch);
@@ -164,6 +165,7 @@ class Launcher : public ControlTarget {
     m.credit_delay_us = o_.credit_delay_us;
     m.spin_us = o_.spin_us;
     m.transport = o_.transport;
+    m.memory = o_.memory;
     m.efc = o_.efc;
     m.efc_timeouts = o_.efc_timeouts;
     m.efc_error_rate = o_.efc_error_rate;
@@ -436,6 +438,7 @@ class Launcher : public ControlTarget {
                        {"packets_delivered", block->packets_delivered.load()},
                        {"router_events", block->router_events.load()},
                        {"transport_mode", chip::to_string(static_cast<chip::TransportMode>(block->transport_mode.load()))},
+                       {"memory_refused", block->windows.refused.load(std::memory_order_relaxed)},
                        {"sockets", node::sockets_json(*block)}, {"reservations", node::reservations_json(*block, chip.id)}});
     }
     for (const auto& l : sys_.links) {
@@ -464,7 +467,7 @@ class Launcher : public ControlTarget {
     }
     return {{"job", job_.text()}, {"system", o_.file}, {"system_path", std::filesystem::absolute(o_.file).string()},
             {"ready", ready_}, {"seed", seed_},
-            {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"transport", o_.transport}, {"events", events_},
+            {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"transport", o_.transport}, {"memory", o_.memory}, {"events", events_},
             {"tables_version", live_ ? live_->version() : 1}, {"injection_paused", injection_paused_},
             {"event_log", log_ ? log_->path() : ""},
             {"uptime_s", uptime()},

@@ -36,6 +36,7 @@ struct LaunchOptions {
   int credit_delay_us = 1000;         // freed buffer slots are returned after this long
   int spin_us = 0;                    // chips poll this long after traffic before sleeping
   std::string transport;              // udp | uring | shm; empty: $TTEMU_TRANSPORT, else udp
+  std::string memory = "open";        // open | protected: every RDMA packet needs a memory key
   std::string events_dir;             // the event log's directory; empty: default_events_dir()
   // The Ethernet Fallback Channel (docs/efc.md); defaults as the chips' (process::msg::Config).
   bool efc = process::msg::Config{}.efc;

@@ -82,6 +82,9 @@ void print_status(const json& s) {
              s["system"].get<std::string>(), s["uptime_s"].get<double>(), alive, s["chips"].size(), up,
              s["links"].size());
   fmt::print("transport: {}\n", transport);
+  uint64_t refused = 0;
+  for (const auto& c : s["chips"]) refused += c.value("memory_refused", uint64_t{0});
+  fmt::print("memory: {}, {} packet(s) refused for their key\n", s.value("memory", std::string("open")), refused);
   uint64_t injected = 0, delivered = 0, events = 0;
   for (const auto& c : s["chips"]) {
     injected += c.value("packets_injected", uint64_t{0});
@@ -187,6 +190,10 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
                      "How links move datagrams: udp (sockets), uring (the sockets through io_uring) or shm "
                      "(rings in shared memory, chips of one host); default: $TTEMU_TRANSPORT, else udp")
       ->check(CLI::IsMember(kTransports));
+  launch->add_option("--memory", lo->memory,
+                     "open: writes, reads and atomics go anywhere; protected: each needs the key of a memory window "
+                     "the target chip's worker registered (docs/api.md#memory-protection)")
+      ->check(CLI::IsMember({"open", "protected"}));
   launch->add_option("--spin-us", lo->spin_us, "Chips keep polling this long after traffic before they sleep (0: sleep at once)")->check(whole_number(0, 100000));
   launch->add_option("--efc", lo->efc, "Ethernet Fallback Channel: a broken link's traffic moves onto a parallel link (on|off)")
       ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"on", true}, {"off", false}}, CLI::ignore_case));

@@ -11,7 +11,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
+
+#include <sys/random.h>
 
 #include <fmt/format.h>
 
@@ -20,6 +23,7 @@
 #include "emulator/chip/command_buffer.hpp"
 #include "emulator/chip/doorbell.hpp"
 #include "emulator/chip/segments.hpp"
+#include "emulator/chip/window_client.hpp"
 #include "emulator/common/error.hpp"
 #include "emulator/common/futex.hpp"
 #include "emulator/job/description.hpp"
@@ -36,6 +40,10 @@ static_assert(TT_FABRIC_ACKED == static_cast<int>(routing::Command::kWriteAck) &
               TT_FABRIC_READ_DONE == static_cast<int>(routing::Command::kReadResponse));
 static_assert(sizeof(tt_fabric_completion) == sizeof(chip::Completion));
 static_assert(TT_FABRIC_MCAST_NOC == routing::kMcastNoc);
+static_assert(TT_FABRIC_REMOTE_READ == session::kRemoteRead && TT_FABRIC_REMOTE_WRITE == session::kRemoteWrite);
+static_assert(int{TT_FABRIC_NACK_PERMISSION} == int{routing::kNackPermission});
+static_assert(int{TT_FABRIC_EARG} == int{chip::kStatusBadArgument} && int{TT_FABRIC_ENOWINDOW} == int{chip::kStatusNoWindow} &&
+              int{TT_FABRIC_ESIZE} == int{chip::kStatusBadSize} && int{TT_FABRIC_EADDR} == int{chip::kStatusBadAddress});
 
 namespace {
 
@@ -121,7 +129,8 @@ int submit_checked(tt_fabric* f, const Request& r, tt_fabric_status* status, boo
   const bool moves_data = routing::moves_data(r.command);
   if (moves_data && (r.size == 0 || r.size > TT_FABRIC_MAX_SIZE)) return fail(status, TT_FABRIC_ESIZE);
   const uint32_t span = moves_data ? r.size : 4;
-  if (!chip::in_range(r.dst_addr, span, t->second.l1_bytes, t->second.dram_bytes)) return fail(status, TT_FABRIC_EADDR);
+  // With a key, dst_addr is an offset into a window that the remote center checks.
+  if (r.key == 0 && !chip::in_range(r.dst_addr, span, t->second.l1_bytes, t->second.dram_bytes)) return fail(status, TT_FABRIC_EADDR);
   if (routing::writes(r.command) && !chip::in_range(r.src_addr, r.size, f->l1.size(), f->dram.size())) {
     return fail(status, TT_FABRIC_EADDR);
   }
@@ -140,7 +149,7 @@ int submit_checked(tt_fabric* f, const Request& r, tt_fabric_status* status, boo
                                      .txn_id = r.txn, .wrap = r.wrap, .ttl = routing::kDefaultTtl,
                                      .dst_mesh = r.dst.mesh, .dst_device = r.dst.device, .size = r.size, .arg = r.arg,
                                      .src_addr = r.src_addr, .dst_addr = r.dst_addr, .return_addr = r.return_addr,
-                                     .status_addr = status_addr, .copies = r.copies};
+                                     .status_addr = status_addr, .copies = r.copies, .key = r.key};
   if (f->commands->try_submit(request)) return TT_FABRIC_OK;  // no clock, no syscall when a slot is free
   bool alive = chip_alive(f), sent = false;
   // Blocking: waits for a slot in steps, looking between them whether the chip still runs.
@@ -154,6 +163,9 @@ int submit_checked(tt_fabric* f, const Request& r, tt_fabric_status* status, boo
   if (!sent) return fail(status, !alive ? TT_FABRIC_ECHIPDOWN : block ? TT_FABRIC_ETIMEDOUT : TT_FABRIC_EAGAIN);
   return TT_FABRIC_OK;
 }
+
+// The key a worker's writes, reads and atomics name (none for a handle that is not open).
+uint64_t key_of(const tt_fabric* f) { return f ? f->key : 0; }
 
 // submit_checked, and in retry mode the write kept for its barrier.
 int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
@@ -297,7 +309,11 @@ tt_fabric* tt_fabric_open(const char* job, uint16_t mesh, uint16_t device, uint1
   }
 }
 
-void tt_fabric_close(tt_fabric* handle) { remove_handle(handle); }
+void tt_fabric_close(tt_fabric* handle) {
+  std::unique_ptr<tt_fabric> f = remove_handle(handle);
+  if (!f) return;
+  for (uint64_t key : f->windows) chip::deregister_window(*f->block, f->core, key);
+}
 
 void* tt_fabric_memory(tt_fabric* handle, uint64_t addr, size_t size) {
   tt_fabric* f = lookup(handle);
@@ -358,7 +374,7 @@ int tt_fabric_poll_completions(tt_fabric* handle, tt_fabric_completion* out, int
   while (n < max) {
     const size_t k = f->commands->poll({got, std::min<size_t>(64, static_cast<size_t>(max - n))});
     for (size_t i = 0; i < k; ++i, ++n) {
-      out[n] = {got[i].txn_id, static_cast<uint8_t>(got[i].command), 0, got[i].packets};
+      out[n] = {got[i].txn_id, static_cast<uint8_t>(got[i].command), got[i].reason, got[i].packets};
     }
     if (k == 0) break;
   }
@@ -382,6 +398,42 @@ uint32_t tt_fabric_nacks(tt_fabric* handle) {
   return f ? f->block->commands.workers[f->core].nacks.load() : 0;
 }
 
+uint32_t tt_fabric_permission_nacks(tt_fabric* handle) {
+  tt_fabric* f = lookup(handle);
+  return f ? f->block->commands.workers[f->core].permission_nacks.load() : 0;
+}
+
+int tt_fabric_mr_register(tt_fabric* handle, uint64_t addr, uint64_t size, uint32_t access, uint64_t* key) {
+  tt_fabric* f = lookup(handle);
+  if (!f || !key) return TT_FABRIC_EARG;
+  // The key's upper bits from the kernel: no worker can guess another's keys.
+  uint64_t random = 0;
+  if (getrandom(&random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) {
+    std::random_device rd;
+    random = uint64_t{rd()} << 32 | rd();
+  }
+  const chip::WindowRegistration r = chip::register_window(*f->block, f->core, addr, size, access, f->l1.size(), f->dram.size(), random);
+  if (r.status != chip::kStatusOk) return r.status;
+  f->windows.push_back(r.key);
+  *key = r.key;
+  return TT_FABRIC_OK;
+}
+
+int tt_fabric_mr_deregister(tt_fabric* handle, uint64_t key) {
+  tt_fabric* f = lookup(handle);
+  if (!f) return TT_FABRIC_EARG;
+  const int rc = chip::deregister_window(*f->block, f->core, key);
+  if (rc == TT_FABRIC_OK) std::erase(f->windows, key);
+  return rc;
+}
+
+int tt_fabric_set_key(tt_fabric* handle, uint64_t key) {
+  tt_fabric* f = lookup(handle);
+  if (!f) return TT_FABRIC_EARG;
+  f->key = key;
+  return TT_FABRIC_OK;
+}
+
 const char* tt_fabric_strerror(int code) {
   switch (code) {
     case TT_FABRIC_OK: return "success";
@@ -403,14 +455,16 @@ const char* tt_fabric_strerror(int code) {
     case TT_FABRIC_ELOST: return "the fabric dropped the stream's data: the stream is broken";
     case TT_FABRIC_ESOCKETOPEN: return "socket open error: no free endpoint or socket type not available";
     case TT_FABRIC_ENOPERM: return "the socket belongs to another worker";
+    case TT_FABRIC_ENOWINDOW: return "no free memory window on this chip";
   }
   return "unknown error";
 }
 
 int fabric_async_write(tt_fabric* handle, uint8_t plane, uint64_t src_addr, tt_fabric_device dst, uint64_t dst_addr,
                        uint32_t size, int fvc, uint8_t txn, tt_fabric_status* status) {
-  return submit(lookup(handle), {.command = routing::Command::kWrite, .plane = plane, .dst = dst, .src_addr = src_addr,
-                    .dst_addr = dst_addr, .size = size, .fvc = fvc, .txn = txn}, status);
+  tt_fabric* f = lookup(handle);
+  return submit(f, {.command = routing::Command::kWrite, .plane = plane, .dst = dst, .src_addr = src_addr,
+                    .dst_addr = dst_addr, .size = size, .fvc = fvc, .txn = txn, .key = key_of(f)}, status);
 }
 
 int fabric_async_write_multicast(tt_fabric* handle, uint8_t plane, tt_fabric_device origin, uint8_t e, uint8_t w,
@@ -469,21 +523,24 @@ int fabric_async_read_barrier(tt_fabric* handle, uint8_t txn) { return barrier(l
 
 int fabric_async_read(tt_fabric* handle, uint8_t plane, tt_fabric_device src, uint64_t src_addr, uint64_t return_addr,
                       uint32_t size, int fvc, uint8_t txn, tt_fabric_status* status) {
-  return submit(lookup(handle), {.command = routing::Command::kReadRequest, .plane = plane, .dst = src, .dst_addr = src_addr,
-                    .return_addr = return_addr, .size = size, .fvc = fvc, .txn = txn}, status);
+  tt_fabric* f = lookup(handle);
+  return submit(f, {.command = routing::Command::kReadRequest, .plane = plane, .dst = src, .dst_addr = src_addr,
+                    .return_addr = return_addr, .size = size, .fvc = fvc, .txn = txn, .key = key_of(f)}, status);
 }
 
 int fabric_async_atomic_inc(tt_fabric* handle, uint8_t plane, tt_fabric_device dst, uint64_t dst_addr, uint32_t inc,
                             uint8_t wrap, int fvc, uint8_t txn, tt_fabric_status* status) {
-  return submit(lookup(handle), {.command = routing::Command::kAtomicInc, .plane = plane, .dst = dst, .dst_addr = dst_addr,
-                    .arg = inc, .wrap = wrap, .fvc = fvc, .txn = txn}, status);
+  tt_fabric* f = lookup(handle);
+  return submit(f, {.command = routing::Command::kAtomicInc, .plane = plane, .dst = dst, .dst_addr = dst_addr,
+                    .arg = inc, .wrap = wrap, .fvc = fvc, .txn = txn, .key = key_of(f)}, status);
 }
 
 int fabric_async_atomic_read_inc(tt_fabric* handle, uint8_t plane, uint64_t return_addr, tt_fabric_device dst,
                                  uint64_t dst_addr, uint32_t inc, uint8_t wrap, int fvc, uint8_t txn,
                                  tt_fabric_status* status) {
-  return submit(lookup(handle), {.command = routing::Command::kAtomicReadInc, .plane = plane, .dst = dst, .dst_addr = dst_addr,
-                    .return_addr = return_addr, .arg = inc, .wrap = wrap, .fvc = fvc, .txn = txn}, status);
+  tt_fabric* f = lookup(handle);
+  return submit(f, {.command = routing::Command::kAtomicReadInc, .plane = plane, .dst = dst, .dst_addr = dst_addr,
+                    .return_addr = return_addr, .arg = inc, .wrap = wrap, .fvc = fvc, .txn = txn, .key = key_of(f)}, status);
 }
 
 }  // extern "C"

@@ -50,15 +50,22 @@ enum {
   TT_FABRIC_ELOST = -16,       /* the fabric dropped the stream's data (a NACK, or a gap): the stream is broken */
   TT_FABRIC_ESOCKETOPEN = -17, /* socket open error: no free endpoint, or a socket type not available */
   TT_FABRIC_ENOPERM = -18,     /* the socket handle belongs to another worker (core) of this chip */
+  /* Memory protection (below). */
+  TT_FABRIC_ENOWINDOW = -19,   /* mr_register: the chip's table of memory windows is full */
 };
 
 /* One answer from the fabric to this worker: `packets` packets of transaction `transaction_id`
- * acknowledged, NACKed (dropped by the fabric), or answered with read data. */
+ * acknowledged, NACKed (dropped by the fabric, or refused by the remote center), or answered
+ * with read data. */
 enum { TT_FABRIC_ACKED = 6, TT_FABRIC_NACKED = 7, TT_FABRIC_READ_DONE = 3 };
+/* Why a NACK came: 0 (dropped: TTL, timeout, no route, link down, outside memory), or refused
+ * for its memory key (wrong key, outside the window, a right the window lacks, no key in
+ * protected memory). */
+enum { TT_FABRIC_NACK_PERMISSION = 1 };
 typedef struct {
   uint8_t transaction_id;
-  uint8_t kind; /* TT_FABRIC_ACKED, TT_FABRIC_NACKED or TT_FABRIC_READ_DONE */
-  uint16_t reserved;
+  uint8_t kind;    /* TT_FABRIC_ACKED, TT_FABRIC_NACKED or TT_FABRIC_READ_DONE */
+  uint16_t reason; /* a NACK's: TT_FABRIC_NACK_PERMISSION, or 0; 0 for the others */
   uint32_t packets;
 } tt_fabric_completion;
 
@@ -96,8 +103,10 @@ int tt_fabric_devices(tt_fabric* f, tt_fabric_device* out, int max);
 int tt_fabric_device_position(tt_fabric* f, tt_fabric_device d, int* row, int* col);
 /* Data FVCs of the system (FVC numbers 0 .. n-1; the control FVC is not for workers). */
 int tt_fabric_data_fvcs(tt_fabric* f);
-/* Packets of this worker that the fabric dropped (TTL expiry, timeout) and NACKed. */
+/* Packets of this worker that the fabric dropped (TTL expiry, timeout) or refused, and NACKed. */
 uint32_t tt_fabric_nacks(tt_fabric* f);
+/* Of those, the packets a remote center refused for their memory key (TT_FABRIC_NACK_PERMISSION). */
+uint32_t tt_fabric_permission_nacks(tt_fabric* f);
 /* Retry mode (opt-in; rounds 0 turns it off). The library keeps the writes of each transaction
  * until its barrier. When the barrier finds that some of them were NACKed (a link or chip
  * failed on their way) or lost (see tt_fabric_lost), it writes the whole transaction again
@@ -114,6 +123,27 @@ uint64_t tt_fabric_retried(tt_fabric* f);
  * were inside a chip that died, where no router is left to NACK them), and written again. */
 uint64_t tt_fabric_lost(tt_fabric* f);
 const char* tt_fabric_strerror(int code);
+
+/* Memory protection (the UET seed's memory regions, libfabric's FI_MR_OFFSET). A worker
+ * registers windows of its own chip's memory; a remote worker names one by its key, and its
+ * writes, reads and atomics then address offsets into the window. The remote chip's center
+ * refuses a keyed request whose key is unknown, whose range leaves the window, or that needs
+ * a right the window lacks (an atomic needs write); in a system launched with
+ * `--memory protected` it also refuses every request without a key. A refused request
+ * changes nothing and is NACKed with TT_FABRIC_NACK_PERMISSION. Sockets are not checked. */
+#define TT_FABRIC_REMOTE_READ 1u
+#define TT_FABRIC_REMOTE_WRITE 2u
+/* Registers [addr, addr+size) of this worker's chip memory with access (TT_FABRIC_REMOTE_*)
+ * and puts its key (never 0) in *key: TT_FABRIC_EARG (access 0 or unknown bits, key NULL),
+ * TT_FABRIC_ESIZE (size 0), TT_FABRIC_EADDR (outside the chip), TT_FABRIC_ENOWINDOW (1024 per chip). */
+int tt_fabric_mr_register(tt_fabric* f, uint64_t addr, uint64_t size, uint32_t access, uint64_t* key);
+/* Removes a window of this worker's core: remote requests naming it are refused from now on;
+ * TT_FABRIC_EARG for a key no window of this core holds. tt_fabric_close removes the handle's. */
+int tt_fabric_mr_deregister(tt_fabric* f, uint64_t key);
+/* The key this worker's subsequent writes, reads and atomics name (0: none, the default). With
+ * a key, their remote address (dst_addr, a read's src_addr) is an offset into that window, which
+ * the remote center checks; multicasts carry no key. */
+int tt_fabric_set_key(tt_fabric* f, uint64_t key);
 
 int fabric_async_write(tt_fabric* f, uint8_t routing_plane, uint64_t src_addr, tt_fabric_device dst,
                        uint64_t dst_addr, uint32_t size, int fvc, uint8_t transaction_id,

@@ -31,6 +31,7 @@ struct Request {
   int fvc = -1;
   uint8_t txn = 0;
   uint16_t copies = 1;  // a multicast: the devices it writes
+  uint64_t key = 0;     // the remote window's (tt_fabric_set_key): dst_addr is an offset in it
 };
 }  // namespace ttemu::client
 
@@ -51,6 +52,8 @@ struct tt_fabric {
     return a;
   }();
   bool nonblocking = false;
+  uint64_t key = 0;              // named by this worker's writes, reads and atomics (tt_fabric_set_key)
+  std::vector<uint64_t> windows;  // keys this handle registered, removed by tt_fabric_close
   std::chrono::milliseconds limit{};  // of a barrier or a wait for a slot ($TTEMU_BARRIER_TIMEOUT_MS)
   int tensix_cores = 0;    // of this chip, from the published description
   uint64_t tensix_l1 = 0;

@@ -211,6 +211,7 @@ TEST(Robustness, LaunchOptionsAreRangeCheckedBeforeAnythingStarts) {
       {{"--window", "-1"}, "--window: must be a whole number 1-32768, not '-1'"},
       {{"--fvcs", "2.5"}, "--fvcs: must be a whole number 2-8, not '2.5'"},
       {{"--timeout-ms", "-1"}, "--timeout-ms: must be a whole number 1-600000, not '-1'"},
+      {{"--memory", "secret"}, "--memory: secret not in {open,protected}"},
   };
   for (const auto& [opts, message] : cases) {
     std::vector<std::string> args{"launch", topo("n300.yaml")};
@@ -285,6 +286,12 @@ TEST(Robustness, AWorkerHandleUsedAfterCloseIsAnErrorNotACrash) {
     failures += tt_fabric_nacks(f) != 0;
     failures += tt_fabric_core_l1_size(f) != 0;
     failures += tt_fabric_device_position(f, {0, 0}, nullptr, nullptr) != TT_FABRIC_EARG;
+    uint64_t key = 0;
+    failures += tt_fabric_mr_register(f, 0, 64, TT_FABRIC_REMOTE_WRITE, &key) != TT_FABRIC_EARG;
+    failures += key != 0;
+    failures += tt_fabric_mr_deregister(f, 1) != TT_FABRIC_EARG;
+    failures += tt_fabric_set_key(f, 1) != TT_FABRIC_EARG;
+    failures += tt_fabric_permission_nacks(f) != 0;
     tt_fabric_close(f);  // closing twice is harmless too
     // The other handle still works.
     failures += fabric_async_write(g, 0, 0, {0, 0}, 0, 64, -1, 0, &st) != TT_FABRIC_OK;

@@ -18,20 +18,14 @@
 #include <nlohmann/json.hpp>
 
 #include "libfabric_tt/tt_fabric.h"
+#include "tests/client_support.hpp"
 #include "tests/eventually.hpp"
 
 namespace {
 
-struct Handle {
-  tt_fabric* f = nullptr;
-  ~Handle() { tt_fabric_close(f); }
-};
-
-void open_on(Handle& h, tt_fabric_device d, uint16_t core) {
-  char err[256] = {};
-  h.f = tt_fabric_open(nullptr, d.mesh, d.device, core, err, sizeof err);
-  ASSERT_NE(h.f, nullptr) << "M" << d.mesh << "D" << d.device << ": " << err;
-}
+using ttemu::test::Handle;
+using ttemu::test::open_on;
+using ttemu::test::status_text;
 
 constexpr uint64_t kSrc = 8 << 20;    // the sender's data, in its chip's L1
 constexpr uint64_t kWrites = 10 << 20;  // where the other worker's writes land
@@ -197,21 +191,6 @@ void stalled_consumer(int handshake, uint32_t socket_id) {
 
 TEST(Socket, AStalledConsumerBlocksTheSharedFvcWithLocalHandshake) { stalled_consumer(TT_FABRIC_LOCAL_HANDSHAKE, 21); }
 TEST(Socket, AStalledConsumerBlocksNothingWithEndToEndHandshake) { stalled_consumer(TT_FABRIC_END_TO_END, 22); }
-
-// `ttemu status` (with `args`) of the system this worker runs in: the launcher that started
-// this program is the ttemu binary (it execs its command directly), and TTEMU_JOB names the job.
-std::string status_text(const std::string& args) {
-  char exe[4096] = {};
-  const ssize_t n = readlink(("/proc/" + std::to_string(getppid()) + "/exe").c_str(), exe, sizeof exe - 1);
-  if (n <= 0) return {};
-  FILE* p = popen((std::string(exe) + " status " + args).c_str(), "r");
-  if (!p) return {};
-  std::string out;
-  char buf[4096];
-  for (size_t k; (k = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, k);
-  pclose(p);
-  return out;
-}
 
 nlohmann::json status() { return nlohmann::json::parse(status_text("--json"), nullptr, false); }
 

@@ -644,6 +644,20 @@ TEST(Sockets, SocketsBetweenChipProcessesAcrossMeshes) {
                            "Socket.BadArgumentsAreNamedAndDoNothing"});
 }
 
+// Memory protection between chip processes (tests/memory_keys_client.cpp): a worker on M0D1
+// registers windows, a worker on M0D0 writes and reads them by key; a wrong key, a range
+// outside the window, a read-only window written and a write without a key are each NACKed
+// for permission with M0D1's bytes unchanged; ttemu status says the memory is protected.
+TEST(Fabric, ProtectedMemoryAdmitsOnlyWhatAWindowAllows) {
+  TTEMU_ONCE_FOR_ALL_TRANSPORTS();  // the check is the center's, whatever carries the packets
+  RunResult r = ttemu({"launch", topo("n300.yaml"), "--memory", "protected", "--", TTEMU_MEMORY_KEYS_CLIENT});
+  expect_client_passed(r, {"MemoryKeys.AKeyedWriteLandsByteForByteAndReadsBack", "MemoryKeys.AWrongKeyIsNackedForPermissionAndChangesNothing",
+                           "MemoryKeys.AWriteOutsideTheWindowIsNackedForPermissionAndChangesNothing",
+                           "MemoryKeys.AWriteToAReadOnlyWindowIsNackedForPermissionAndChangesNothing",
+                           "MemoryKeys.AnUnkeyedWriteOrReadIsRefusedInProtectedMemory", "MemoryKeys.ADeregisteredOrClosedWindowIsRefused",
+                           "MemoryKeys.StatusSaysTheMemoryIsProtectedAndCountsRefusals"});
+}
+
 TEST(Fabric, TrafficVerifiesEveryPatternWithCrcErrorsOnEveryLink) {
   TempFile plan("links:\n  - link: all\n    corrupt: 0.02\n");
   System sys({topo("galaxy.yaml"), "--faults", plan.path()});

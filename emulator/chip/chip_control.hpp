@@ -18,13 +18,14 @@
 #include "emulator/routing/address.hpp"
 #include "emulator/routing/packet.hpp"
 #include "emulator/routing/routing_table.hpp"
+#include "emulator/session/memory_windows.hpp"
 #include "emulator/session/socket_endpoint.hpp"
 
 namespace ttemu::chip {
 
 inline constexpr uint64_t kControlMagic = 0x4c5254434d455454ull;  // "TTEMCTRL"
 inline constexpr uint64_t kRouterMagic = 0x52544f524d455454ull;   // "TTEMROTR"
-inline constexpr uint32_t kControlVersion = 11;  // bumped whenever the layout below changes
+inline constexpr uint32_t kControlVersion = 12;  // bumped whenever the layout below changes
 
 // How the chip's links move datagrams, as the chip found it could (ChipControl::transport_mode).
 enum TransportMode : uint32_t {
@@ -96,6 +97,7 @@ struct FabricCommand {
   uint64_t return_addr = 0;  // local: where read answers land
   uint64_t status_addr = 0;  // local: a FabricStatus the router fills in; 0 for none
   uint16_t copies = 1;       // a multicast write: the devices that acknowledge each packet
+  uint64_t key = 0;          // the remote memory window's key (0: none); dst_addr is then its offset
 };
 
 enum FabricStatusCode : int32_t {  // mirrored by libfabric_tt/tt_fabric.h
@@ -106,6 +108,8 @@ enum FabricStatusCode : int32_t {  // mirrored by libfabric_tt/tt_fabric.h
   kStatusBadTxn = -4,
   kStatusBadFvc = -5,
   kStatusBadPlane = -6,
+  kStatusBadArgument = -8,
+  kStatusNoWindow = -19,  // the chip's memory-window table is full
 };
 
 struct FabricStatus {  // spec 3.1's tt_fabric_status, as the router writes it
@@ -118,7 +122,7 @@ struct FabricStatus {  // spec 3.1's tt_fabric_status, as the router writes it
 struct Completion {
   uint8_t txn_id = 0;
   routing::Command command = routing::Command::kWriteAck;  // ack, NACK or read response
-  uint16_t reserved = 0;
+  uint16_t reason = 0;  // a NACK's routing::NackReason; 0 otherwise
   uint32_t packets = 0;
 };
 inline constexpr uint32_t kCompletionSlots = 256;  // per worker
@@ -127,6 +131,7 @@ struct WorkerState {
   std::atomic<uint32_t> txn[kTxnIds];  // packets in flight per transaction id (futex words)
   std::atomic<uint32_t> nacks{0};      // packets NACKed: dropped by the fabric (TTL, timeout, link down) or refused
   std::atomic<uint32_t> txn_nacks[kTxnIds];  // the same, per transaction id (counted up, never reset)
+  std::atomic<uint32_t> permission_nacks{0};  // of those, refused by a center for their memory key
   std::atomic<uint32_t> acks{0};
   std::atomic<uint32_t> sleepers{0};   // threads asleep on a txn word: the router wakes them
   // Completions: the router writes at cq_head, the worker reads from cq_tail. When the worker
@@ -169,6 +174,9 @@ struct ChipControl {
   // The socket table (spec 2.4.2-2.4.4, 4): endpoints the chip's workers own and its session
   // layer serves (session/socket_endpoint.hpp, chip/socket_client.hpp).
   session::SocketEndpoint sockets[session::kSocketEndpoints];
+  // The memory windows the chip's workers registered, which its center checks keyed packets
+  // against (session/memory_windows.hpp, chip/window_client.hpp).
+  session::MemoryWindows windows;
 };
 
 // Whether the chip's process runs: one killed with SIGKILL leaves its block as it was, and its

@@ -33,6 +33,7 @@ bool CommandBufferClient::try_submit(const CommandRequest& r) {
   slot.return_addr = r.return_addr;
   slot.status_addr = r.status_addr;
   slot.copies = r.copies;
+  slot.key = r.key;
   cb.workers[core_ % kMaxWorkers].txn[r.txn_id % kTxnIds].fetch_add(routing::packets_for(r.command, r.size) * r.copies);
   slot.state.store(kSlotReady, std::memory_order_release);
   // The router looks for ready slots after it says it sleeps; ring only if it has said so.

@@ -29,6 +29,7 @@ struct CommandRequest {
   uint64_t src_addr = 0, dst_addr = 0, return_addr = 0;
   uint64_t status_addr = 0;  // a FabricStatus in this chip's memory the router fills in; 0: none
   uint16_t copies = 1;  // a multicast: the devices it writes (each acknowledges its packets)
+  uint64_t key = 0;     // the remote memory window's key (0: none); dst_addr is then its offset
 };
 
 class CommandBufferClient {

@@ -36,6 +36,7 @@ struct SystemDescription {
   std::string system_path;  // the system specification, absolute
   int planes = 0;
   int data_fvcs = 0;
+  std::string memory = "open";  // open | protected: whether RDMA packets need memory keys
   std::vector<ChipDescription> chips;
   std::vector<LinkDescription> links;
 };

@@ -15,6 +15,8 @@ namespace ttemu::node {
 
 // A packet's buffer becomes a frame where it lies: its link room is the frame header.
 static_assert(routing::Packet::kLinkRoom == link::kFrameRoom);
+// The largest packet (header and payload) fits one TT-link frame.
+static_assert(sizeof(routing::PacketHeader) + routing::kMaxPacketPayload <= link::kMaxPayload);
 
 namespace {
 
@@ -136,6 +138,7 @@ ChipNode::ChipNode(ChipNodeConfig config, session::Center::Memory memory, chip::
       by_number_(routing::kMaxPorts, nullptr) {
   ctl_.data_fvcs = static_cast<uint32_t>(cfg_.router.data_fvcs);
   fabric_.center().set_noc_grid(cfg_.tensix_cores, cfg_.tensix_l1);
+  fabric_.center().set_memory_windows(&control.windows, cfg_.memory);
   for (const auto& pc : cfg_.ports) {
     if (pc.number >= routing::kMaxPorts) throw std::invalid_argument("port " + std::to_string(pc.number) + " does not exist");
     auto p = std::make_unique<Port>();

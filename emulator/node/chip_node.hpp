@@ -59,6 +59,8 @@ struct ChipNodeConfig {
   std::vector<routing::RouterTable> tables;  // this chip's table on each plane
   int tensix_cores = 0;     // for NOC multicasts (Center::set_noc_grid); 0: unknown
   uint64_t tensix_l1 = 0;   // bytes of L1 per Tensix core
+  // Open, or protected: every RDMA packet needs a key of the chip's memory windows.
+  session::MemoryMode memory = session::MemoryMode::kOpen;
 };
 
 // What a node tells its driver. Every call happens inside one of the node's own calls.

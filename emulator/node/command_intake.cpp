@@ -135,6 +135,7 @@ bool CommandIntake::issue(const FabricCommand& c, Progress& pr, session::FabricN
     h.wrap = c.wrap;
     h.arg = c.arg;
     h.src_core = c.core;
+    h.key = c.key;
     if (routing::writes(c.command)) {
       auto src = mem_(c.src_addr + pr.offset, chunk);  // the pull: straight from worker memory
       p.bytes = node.buffers().take();
@@ -297,14 +298,16 @@ void CommandIntake::answer(const routing::Packet& packet) {
   uint32_t packets = 1;
   if (h.command == Command::kWriteAck) packets = std::max<uint32_t>(1, h.arg);
   if (h.command == Command::kNack && h.return_addr > 0) packets = static_cast<uint32_t>(h.return_addr);
-  count_down(h.src_core, h.txn_id, packets, h.command);
+  const uint16_t reason = h.command == Command::kNack ? h.wrap : 0;  // a NACK's reason travels in wrap
+  count_down(h.src_core, h.txn_id, packets, h.command, reason);
 }
 
-void CommandIntake::count_down(uint16_t core, uint8_t txn_id, uint32_t packets, Command answer) {
+void CommandIntake::count_down(uint16_t core, uint8_t txn_id, uint32_t packets, Command answer, uint16_t reason) {
   auto& ws = ctl_.commands.workers[core % kMaxWorkers];
   (answer == Command::kNack ? ws.nacks : ws.acks).fetch_add(packets);
   if (answer == Command::kNack) ws.txn_nacks[txn_id % kTxnIds].fetch_add(packets);
-  post_completion(ws, {static_cast<uint8_t>(txn_id % kTxnIds), answer, 0, packets});
+  if (answer == Command::kNack && reason == routing::kNackPermission) ws.permission_nacks.fetch_add(packets);
+  post_completion(ws, {static_cast<uint8_t>(txn_id % kTxnIds), answer, reason, packets});
   auto& txn = ws.txn[txn_id % kTxnIds];
   for (uint32_t i = 0; i < packets && txn.load() > 0; ++i) {
     // A worker that sleeps on the word said so first; one that spins will see the zero.

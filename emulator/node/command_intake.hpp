@@ -72,7 +72,7 @@ class CommandIntake {
   void refuse(const chip::FabricCommand& c, int32_t status);
   void write_status(const chip::FabricCommand& c, int32_t status, int32_t fvc);
   // Counts answered packets down in the worker's transaction and posts a completion.
-  void count_down(uint16_t core, uint8_t txn, uint32_t packets, routing::Command answer);
+  void count_down(uint16_t core, uint8_t txn, uint32_t packets, routing::Command answer, uint16_t reason = 0);
 
   routing::ChipId self_;
   chip::ChipControl& ctl_;

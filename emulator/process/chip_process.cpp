@@ -222,6 +222,9 @@ class Chip final : public node::NodeObserver {
     nc.router.mesh_cols = m.mesh_cols;
     nc.tensix_cores = arch_.tensix_cores;
     nc.tensix_l1 = arch_.tensix_l1;
+    const auto mode = session::parse_memory_mode(m.memory);
+    if (!mode) throw Error(fmt::format("unknown memory mode '{}'", m.memory));
+    nc.memory = *mode;
     nc.router.timeout = std::chrono::milliseconds(m.timeout_ms);
     nc.router.credit_delay = std::chrono::microseconds(m.credit_delay_us);
     planes_ = m.planes;

@@ -21,7 +21,7 @@ enum class Command : uint8_t {
   kAtomicInc = 4,      // add arg at dst_addr, wrapping at 2^(wrap+1)
   kAtomicReadInc = 5,  // same, answering the old value
   kWriteAck = 6,       // a write (or atomic) was committed
-  kNack = 7,           // a packet was dropped (TTL, timeout); sent to its source
+  kNack = 7,           // a packet was dropped (TTL, timeout) or refused; sent to its source, with its reason
   // Sockets (spec 2.4.2-2.4.4, 4; session/socket_layer.hpp). Their fields: see SocketTag.
   kSocketOpen = 8,     // a sender's session asks the receiver's for socket `arg` in an epoch
   kSocketAccept = 9,   // the receiver matched it: the session is active; dst_addr: credit limit
@@ -48,6 +48,12 @@ const char* to_string(Command c);
 
 inline constexpr uint8_t kDefaultTtl = 64;
 
+// Why a NACK was sent; it travels in the NACK's `wrap` (an answer has no wrap boundary).
+enum NackReason : uint8_t {
+  kNackDropped = 0,     // dropped by a router (TTL, timeout, no route, link down), or out of range
+  kNackPermission = 1,  // refused by the destination's center: the key, its window or its rights
+};
+
 // What a TT-link frame carries between fabric routers is told apart by the frame's destination
 // address (transport/lanes.hpp: kLinkPacketAddr, kLinkCreditAddr).
 inline constexpr uint32_t kMaxPacketPayload = 4096;  // larger transfers are split
@@ -67,11 +73,12 @@ struct PacketHeader {
   uint8_t plane = 0;         // routing plane (2.2.4)
   uint8_t wrap = 31;         // atomics: wrap boundary
   uint16_t src_core = 0;     // the worker that issued it
+  uint64_t key = 0;          // RDMA requests: the memory window's key (0: none); dst_addr is then its offset
 
   ChipId src() const { return {src_mesh, src_device}; }
   ChipId dst() const { return {dst_mesh, dst_device}; }
 };
-static_assert(sizeof(PacketHeader) == 48, "the fabric header is 48 bytes");
+static_assert(sizeof(PacketHeader) == 56 && alignof(PacketHeader) == 8, "the fabric header is 56 bytes, no padding");
 
 // A packet and its bytes. `bytes` holds room for the link's frame header, room for the packet
 // header, then the payload: the layout of a TT-link frame, so that a link puts it on the wire
@@ -105,9 +112,11 @@ struct Packet {
 };
 
 // The header of an answer (ack, NACK, read response) from chip `self` to the source of h: it
-// names the same packet, transaction, core and plane.
+// names the same packet, transaction, core and plane, and carries no key (a NACK's reason in
+// `wrap` starts as kNackDropped).
 inline PacketHeader answer_to(ChipId self, const PacketHeader& h, Command c, uint8_t fvc) {
   PacketHeader a;
+  a.wrap = kNackDropped;
   a.src_mesh = self.mesh;
   a.src_device = self.device;
   a.dst_mesh = h.src_mesh;

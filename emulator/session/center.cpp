@@ -29,17 +29,36 @@ void Center::ack(const routing::PacketHeader& h, Result& out) const {
   out.replies.push_back(std::move(r));
 }
 
-bool Center::commit(const routing::PacketHeader& h, std::span<const uint8_t> payload) const {
+std::optional<uint64_t> Center::admit(const routing::PacketHeader& h, uint64_t span, uint32_t need) const {
+  std::optional<uint64_t> addr;
+  if (h.key != 0) {
+    // A NOC multicast writes every Tensix core's L1: no one window covers that.
+    const bool noc = h.command == Command::kMcastWrite && (h.wrap & routing::kMcastNoc);
+    if (windows_ && !noc) addr = resolve(*windows_, h.key, h.dst_addr, span, need);
+  } else if (mode_ == MemoryMode::kOpen) {
+    addr = h.dst_addr;
+  }
+  if (!addr && windows_) windows_->refused.fetch_add(1, std::memory_order_relaxed);
+  return addr;
+}
+
+Packet Center::nack(const routing::PacketHeader& h, routing::NackReason why) const {
+  Packet r = reply_to(h, Command::kNack, static_cast<uint8_t>(data_fvcs_));
+  r.header.wrap = why;
+  return r;
+}
+
+bool Center::commit(const routing::PacketHeader& h, uint64_t addr, std::span<const uint8_t> payload) const {
   if (h.command != Command::kMcastWrite || !(h.wrap & routing::kMcastNoc)) {
-    auto dst = mem_(h.dst_addr, payload.size());
+    auto dst = mem_(addr, payload.size());
     if (dst.size() != payload.size()) return false;
     std::memcpy(dst.data(), payload.data(), payload.size());  // the commit
     return true;
   }
   // NOC multicast: the offset in every Tensix core's L1, each write inside that core's L1.
-  if (cores_ <= 0 || h.dst_addr + payload.size() > core_l1_) return false;
+  if (cores_ <= 0 || addr + payload.size() > core_l1_) return false;
   for (int c = 0; c < cores_; ++c) {
-    auto dst = mem_(static_cast<uint64_t>(c) * core_l1_ + h.dst_addr, payload.size());
+    auto dst = mem_(static_cast<uint64_t>(c) * core_l1_ + addr, payload.size());
     if (dst.size() != payload.size()) return false;
     std::memcpy(dst.data(), payload.data(), payload.size());
   }
@@ -53,31 +72,34 @@ void Center::on_packet(Packet& p, Result& out) {
   switch (h.command) {
     case Command::kWrite:
     case Command::kMcastWrite: {
-      // Outside this chip's memory: nothing is written and the source hears of it.
-      const bool ok = commit(h, p.payload());
-      if (ok) ack(h, out);
-      else out.replies.push_back(reply_to(h, Command::kNack, control));
+      // Refused, or outside this chip's memory: nothing is written and the source hears why.
+      const auto payload = p.payload();
+      const auto addr = admit(h, payload.size(), kRemoteWrite);
+      if (!addr) out.replies.push_back(nack(h, routing::kNackPermission));
+      else if (commit(h, *addr, payload)) ack(h, out);
+      else out.replies.push_back(nack(h, routing::kNackDropped));
       break;
     }
     case Command::kReadRequest: {
+      const auto addr = admit(h, h.size, kRemoteRead);
+      auto src = addr ? mem_(*addr, h.size) : std::span<uint8_t>();
+      if (src.size() != h.size || !addr) {
+        out.replies.push_back(nack(h, addr ? routing::kNackDropped : routing::kNackPermission));
+        break;
+      }
       Packet r = reply_to(h, Command::kReadResponse, respond_on);
       r.header.dst_addr = h.return_addr;
-      auto src = mem_(h.dst_addr, h.size);
-      if (src.size() != h.size) {
-        r.header.command = Command::kNack;
-        r.header.fvc = control;
-      } else {
-        r.set_payload(src);
-        r.header.size = h.size;
-      }
+      r.set_payload(src);
+      r.header.size = h.size;
       out.replies.push_back(std::move(r));
       break;
     }
     case Command::kAtomicInc:
     case Command::kAtomicReadInc: {
-      auto word = mem_(h.dst_addr, 4);
+      const auto addr = admit(h, 4, kRemoteWrite);  // an atomic writes: it needs the write right
+      auto word = addr ? mem_(*addr, 4) : std::span<uint8_t>();
       if (word.size() != 4) {
-        out.replies.push_back(reply_to(h, Command::kNack, control));
+        out.replies.push_back(nack(h, addr ? routing::kNackDropped : routing::kNackPermission));
         break;
       }
       uint32_t old = 0;

@@ -3,16 +3,21 @@
 // and atomics, and produces the answers: write acknowledgements and NACKs on the control FVC,
 // read responses on the request's FVC (answer_fvc() in packet.hpp); answers travel in answer
 // lanes, so they never wait behind requests (the SUE seed's VC0/VC1). Packets addressed to
-// this chip's own workers (acks, NACKs, read responses) are handed up.
+// this chip's own workers (acks, NACKs, read responses) are handed up. With memory windows
+// (memory_windows.hpp) it admits a keyed request only inside the window its key names, with
+// the right it needs, and in protected mode no request without a key; a refused one changes
+// nothing and is NACKed with kNackPermission.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "emulator/common/buffer_pool.hpp"
 #include "emulator/routing/packet.hpp"
+#include "emulator/session/memory_windows.hpp"
 
 namespace ttemu::session {
 
@@ -41,6 +46,8 @@ class Center {
   // offset written in every core's L1 (core i's L1 starts at i * l1_per_core). Unknown (0):
   // such a multicast is NACKed.
   void set_noc_grid(int cores, uint64_t l1_per_core) { cores_ = cores, core_l1_ = l1_per_core; }
+  // The chip's memory-window table (none: every key is wrong) and the job's memory mode.
+  void set_memory_windows(MemoryWindows* windows, MemoryMode mode) { windows_ = windows, mode_ = mode; }
 
  private:
   Packet reply_to(const routing::PacketHeader& h, routing::Command c, uint8_t fvc) const;
@@ -52,8 +59,15 @@ class Center {
   BufferPool& buffers_;
   int cores_ = 0;
   uint64_t core_l1_ = 0;
-  // Commits a write's payload; false (nothing written) when a target is outside memory.
-  bool commit(const routing::PacketHeader& h, std::span<const uint8_t> payload) const;
+  MemoryWindows* windows_ = nullptr;
+  MemoryMode mode_ = MemoryMode::kOpen;
+  // The chip address a request may touch for `span` bytes needing `need`: its dst_addr when
+  // it has no key (open mode), the window's address of its offset when it has one; nullopt
+  // when refused (counted in the table).
+  std::optional<uint64_t> admit(const routing::PacketHeader& h, uint64_t span, uint32_t need) const;
+  Packet nack(const routing::PacketHeader& h, routing::NackReason why) const;
+  // Commits a write's payload at `addr`; false (nothing written) when a target is outside memory.
+  bool commit(const routing::PacketHeader& h, uint64_t addr, std::span<const uint8_t> payload) const;
 };
 
 }  // namespace ttemu::session

@@ -87,7 +87,7 @@ struct FabricSim::Node final : node::NodeObserver, wire::Transport {
 };
 
 FabricSim::FabricSim(const control::System& sys, const control::TableSet& tables, SimConfig config)
-    : sys_(sys), cfg_(std::move(config)), tables_(tables) {
+    : sys_(sys), cfg_(std::move(config)), tables_(tables), window_keys_(cfg_.seed ^ 0x6b657973) {
   for (const auto& l : sys.links) {
     for (const auto& end : {l.a, l.b}) {
       auto e = std::make_unique<End>();
@@ -138,6 +138,7 @@ void FabricSim::build(Node& n, int v) {
   nc.tensix_cores = cfg_.tensix_cores;
   nc.tensix_l1 = cfg_.tensix_cores > 0 ? cfg_.l1_bytes / static_cast<size_t>(cfg_.tensix_cores) : 0;
   nc.tables = tables().of_node(v);
+  nc.memory = cfg_.memory;
   for (uint8_t port : sys_.wired_ports(v)) {
     const PortId self{n.id, port};
     const PortId peer = *sys_.peer(self);
@@ -269,6 +270,18 @@ chip::CommandBufferClient& FabricSim::worker(ChipId chip, uint16_t core) {
   }
   return *w;
 }
+
+chip::WindowRegistration FabricSim::register_window(ChipId chip, uint16_t core, uint64_t addr, uint64_t size,
+                                                   uint32_t access) {
+  Node& n = node(chip);
+  return chip::register_window(*n.control, core, addr, size, access, n.l1.size(), n.dram.size(), window_keys_());
+}
+
+int32_t FabricSim::deregister_window(ChipId chip, uint16_t core, uint64_t key) {
+  return chip::deregister_window(*node(chip).control, core, key);
+}
+
+const chip::ChipControl& FabricSim::control(ChipId chip) const { return *node(chip).control; }
 
 chip::SocketClient& FabricSim::sockets(ChipId chip, uint16_t core) {
   Node& n = node(chip);

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "emulator/chip/command_buffer.hpp"
 #include "emulator/chip/socket_client.hpp"
 #include "emulator/chip/status_queue.hpp"
+#include "emulator/chip/window_client.hpp"
 #include "emulator/control/live_routes.hpp"
 #include "emulator/control/system.hpp"
 #include "emulator/control/table_set.hpp"
@@ -46,6 +48,8 @@ struct SimConfig {
   size_t l1_bytes = 1 << 20;   // simulated memory per chip
   size_t dram_bytes = 1 << 20;
   int tensix_cores = 8;  // the simulated L1 is this many Tensix cores' (NOC multicasts)
+  // Open, or protected: every RDMA packet needs the key of a window (register_window()).
+  session::MemoryMode memory = session::MemoryMode::kOpen;
   bool trace = true;  // keep the trace (a line per delivery, event, ring...); off, nothing is formatted
   // The live control plane (spec 1.1.2, 1.1.2.1), as the launcher runs it: it drains every
   // chip's status queue into control_log(), and reloads the routing tables around directions
@@ -95,6 +99,15 @@ class FabricSim {
   chip::CommandBufferClient& worker(routing::ChipId chip, uint16_t core);
   // The sockets of that worker (chip/socket_client.hpp), over its command buffer.
   chip::SocketClient& sockets(routing::ChipId chip, uint16_t core);
+  // A window of `chip`'s memory registered by its worker on `core` (chip/window_client.hpp),
+  // as tt_fabric_mr_register does; its key comes from the seed (the same run, the same keys).
+  // A restarted chip has none.
+  chip::WindowRegistration register_window(routing::ChipId chip, uint16_t core, uint64_t addr, uint64_t size,
+                                           uint32_t access);
+  // kStatusOk, or kStatusBadArgument when `core` holds no window under `key` there.
+  int32_t deregister_window(routing::ChipId chip, uint16_t core, uint64_t key);
+  // The chip's control block (its workers' counters, its windows), as the launcher reads it.
+  const chip::ChipControl& control(routing::ChipId chip) const;
   // Times a worker rang the chip's doorbell (it rings only when the chip has said it sleeps;
   // a sleeping chip sees commands only when rung, woken by a datagram or by a deadline).
   uint64_t doorbell_rings(routing::ChipId chip) const;
@@ -190,6 +203,7 @@ class FabricSim {
   std::map<routing::PortId, uint64_t> link_number_;  // nonces and fault seeds
   const control::TableSet& tables_;
   uint64_t next_packet_id_ = 1;
+  std::mt19937_64 window_keys_;  // the upper bits of memory windows' keys, from the seed
   std::unique_ptr<control::LiveRoutes> live_;  // the control plane, when on
   std::vector<ControlRecord> control_log_;
 };

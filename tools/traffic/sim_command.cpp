@@ -58,6 +58,7 @@ struct SimOptions {
   int dscb_kib = -1;          // -1: 256 KiB with end-to-end handshake, none with local
   int l1cb_kib = 64;
   int retry = 0;
+  std::string memory = "open";  // protected: each chip registers a window of its L1, and writes name it
   int status_interval_ms = 1000;
   std::vector<int> planes{0};
   int samples = 16;
@@ -275,7 +276,7 @@ class PatternRun {
       const link::Time t0 = sim_.now();
       if (!sim_.worker(id(s), core(d)).try_submit({.command = routing::Command::kWrite, .fvc = static_cast<int8_t>(o_.fvc), .plane = static_cast<uint8_t>(plane), .txn_id = kProbe,
                          .dst_mesh = id(d).mesh, .dst_device = id(d).device, .size = 64,
-                         .src_addr = src_addr(d), .dst_addr = dst_addr(s)})) {
+                         .src_addr = src_addr(d), .dst_addr = dst_addr(s), .key = key_of(d)})) {
         continue;
       }
       // (Looked up after each step: a chip restarted meanwhile has new workers.) A probe lost
@@ -350,6 +351,21 @@ class PatternRun {
   uint64_t src_addr(int d) const { return l1_ / 2 + static_cast<uint64_t>(d) * uint64_t{o_.size} * o_.count; }
   uint64_t dst_addr(int s) const { return static_cast<uint64_t>(s) * uint64_t{o_.size} * o_.count; }
 
+  // --memory protected: the key of a window over chip d's whole L1 (offsets are then L1
+  // addresses), registered by its worker on core 0 once per incarnation (a restart loses it).
+  uint64_t key_of(int d) {
+    if (o_.memory != "protected") return 0;
+    keys_.resize(chips_.size());
+    auto& [incarnation, key] = keys_[static_cast<size_t>(d)];
+    if (key == 0 || incarnation != sim_.incarnation(id(d))) {
+      const auto w = sim_.register_window(id(d), 0, 0, l1_, session::kRemoteRead | session::kRemoteWrite);
+      if (w.status != chip::kStatusOk) throw Error(fmt::format("{}: no memory window ({})", routing::to_string(id(d)), w.status));
+      incarnation = sim_.incarnation(id(d));
+      key = w.key;
+    }
+    return key;
+  }
+
   // Every write of the pairs in `todo`, one from each in turn, as transaction `txn`; a full
   // command buffer lets the chip run until it takes some.
   void submit(const std::string& pattern, int plane, const std::vector<std::pair<int, int>>& pairs, const std::vector<size_t>& todo,
@@ -362,7 +378,7 @@ class PatternRun {
         chip::CommandRequest r{.command = command, .fvc = static_cast<int8_t>(o_.fvc), .plane = static_cast<uint8_t>(plane), .txn_id = txn,
                                .dst_mesh = id(d).mesh, .dst_device = id(d).device, .size = o_.size,
                                .src_addr = src_addr(d) + uint64_t{k} * o_.size,
-                               .dst_addr = dst_addr(s) + uint64_t{k} * o_.size};
+                               .dst_addr = dst_addr(s) + uint64_t{k} * o_.size, .key = key_of(d)};
         if (command == routing::Command::kAtomicInc) r.size = 4, r.arg = 1, r.dst_addr = dst_addr(s);  // one counter per pair
         if (command == routing::Command::kReadRequest) r.return_addr = readback_addr(d) + uint64_t{k} * o_.size;
         while (!died(s) && !sim_.worker(id(s), core(d)).try_submit(r)) {  // died: its workers are gone
@@ -454,6 +470,7 @@ class PatternRun {
   std::vector<control::PatternChip> chips_;  // the chips as the patterns see them
   std::vector<uint32_t> incarnation_;        // each chip's, when the pattern began
   uint8_t next_txn_ = 0;                     // the transaction of the next round (kTxnIds - 1 is the probes')
+  std::vector<std::pair<uint32_t, uint64_t>> keys_;  // --memory protected: each chip's incarnation and window key
 };
 
 // A file to write after the run ('-' is standard output, empty is none).
@@ -535,6 +552,7 @@ void run_sim(const SimOptions& o, int& exit_status) {
   cfg.link_faults = plan.tx;
   cfg.trace = !o.trace.empty();  // nobody reads it otherwise
   cfg.control_plane = true;
+  cfg.memory = *session::parse_memory_mode(o.memory);  // (the option admits only the two)
   cfg.rates.interval = std::chrono::milliseconds(o.status_interval_ms);
   cfg.link.ack_delay = std::chrono::microseconds(0);
   // Sources keep their data in the upper half of L1, destinations take each source's writes
@@ -623,7 +641,8 @@ void run_sim(const SimOptions& o, int& exit_status) {
     }
     sim.run(std::chrono::milliseconds(1));  // every link comes up
     if (!o.json) {
-      fmt::print("ttemu sim: {}: {} chip(s), {} link(s), seed {}, simulated\n", file, sys.node_count(), sys.links.size(), cfg.seed);
+      fmt::print("ttemu sim: {}: {} chip(s), {} link(s), seed {}, {} memory, simulated\n", file, sys.node_count(), sys.links.size(),
+                 cfg.seed, o.memory);
     }
     PatternRun runner(sim, sys, tables, o, cfg.l1_bytes);
     std::vector<std::pair<std::string, int>> runs;  // each pattern on each plane
@@ -734,6 +753,10 @@ void add_sim_command(CLI::App& app, int& exit_status) {
   c->add_option("--dscb-kib", o->dscb_kib, "--op socket: each receiver's DSCB, KiB (default 256 end-to-end, 0 local)")
       ->check(whole_number<int>(0, 65536));
   c->add_flag("--reader-stalls", o->sockets.reader_stalls, "--op socket: readers stall and resume at random (seeded)");
+  c->add_option("--memory", o->memory,
+                 "open, or protected: each chip registers a memory window of its L1 and every write, read and atomic "
+                 "names its key (docs/api.md#memory-protection)")
+      ->check(CLI::IsMember({"open", "protected"}));
   c->add_option("--retry", o->retry, "Write again what was NACKed or lost, after the control plane's reroute, up to this many rounds (0: off)")
       ->check(whole_number<int>(0, chip::kTxnIds - 2));
   c->add_option("--status-interval-ms", o->status_interval_ms,
