@@ -27,7 +27,7 @@ int ep_close(fid* f) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (ep->messenger->busy() && std::chrono::steady_clock::now() < until) ep->messenger->progress(ep->sink);
   ep->messenger.reset();
-  if (ep->address.key) mr_deregister(ep->worker, ep->address.key);
+  if (ep->address.key) tt_fabric_mr_deregister(ep->worker, ep->address.key);
   if (ep->own_worker) tt_fabric_close(ep->worker);
   else d->worker_taken = false;
   d->endpoints.erase(std::remove(d->endpoints.begin(), d->endpoints.end(), ep), d->endpoints.end());
@@ -344,7 +344,7 @@ int open_endpoint(fid_domain* domain, fi_info* info, fid_ep** out, void* context
   auto* memory = static_cast<uint8_t*>(tt_fabric_memory(ep->worker, *region, kRegion));
   if (!memory) return fail("the region is outside the chip's memory");
   uint64_t key = 0;
-  if (const int rc = mr_register(ep->worker, *region, kRegion, kRemoteRead | kRemoteWrite, &key);
+  if (const int rc = tt_fabric_mr_register(ep->worker, *region, kRegion, TT_FABRIC_REMOTE_READ | TT_FABRIC_REMOTE_WRITE, &key);
       rc != TT_FABRIC_OK) {
     return fail(fmt::format("registering its region: {}", tt_fabric_strerror(rc)));
   }

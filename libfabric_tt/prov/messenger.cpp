@@ -10,7 +10,6 @@
 
 #include <fmt/format.h>
 
-#include "libfabric_tt/prov/keys_shim.hpp"
 
 namespace ttemu::fi {
 
@@ -73,10 +72,10 @@ uint64_t in_region(const Addr& a, uint64_t offset) { return a.key ? offset : a.r
 class KeyScope {
  public:
   KeyScope(tt_fabric* f, uint64_t key) : f_(f), key_(key) {
-    if (key_) set_key(f_, key_);
+    if (key_) tt_fabric_set_key(f_, key_);
   }
   ~KeyScope() {
-    if (key_) set_key(f_, 0);
+    if (key_) tt_fabric_set_key(f_, 0);
   }
   KeyScope(const KeyScope&) = delete;
   KeyScope& operator=(const KeyScope&) = delete;
@@ -546,8 +545,9 @@ bool Messenger::progress(Sink& sink) {
   for (int n; (n = tt_fabric_poll_completions(worker_, done, 64)) > 0;) {
     for (int i = 0; i < n; ++i) {
       if (done[i].kind != TT_FABRIC_NACKED) continue;
+      const int err = done[i].reason == TT_FABRIC_NACK_PERMISSION ? FI_EACCES : FI_EIO;
       for (auto& st : staged_) {
-        if (st.txn == done[i].transaction_id) st.err = FI_EIO;
+        if (st.txn == done[i].transaction_id) st.err = err;
       }
     }
   }

@@ -15,7 +15,7 @@ int close_mr(fid* f) {
   Mr* mr = reinterpret_cast<Mr*>(f);
   if (mr->window_key) {
     std::lock_guard guard(mr->domain->lock);
-    mr_deregister(mr->domain->worker, mr->window_key);
+    tt_fabric_mr_deregister(mr->domain->worker, mr->window_key);
   }
   delete mr;
   return 0;
@@ -50,12 +50,12 @@ int register_mr(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t
                        d->binding.chip()));
       return -FI_EINVAL;
     }
-    const uint32_t rights = ((access & FI_REMOTE_READ) ? kRemoteRead : 0u) |
-                            ((access & FI_REMOTE_WRITE) ? kRemoteWrite : 0u);
-    const int rc = mr_register(d->worker, *addr, len, rights, &key);
+    const uint32_t rights = ((access & FI_REMOTE_READ) ? TT_FABRIC_REMOTE_READ : 0u) |
+                            ((access & FI_REMOTE_WRITE) ? TT_FABRIC_REMOTE_WRITE : 0u);
+    const int rc = tt_fabric_mr_register(d->worker, *addr, len, rights, &key);
     if (rc != TT_FABRIC_OK) {
       warn(fmt::format("fi_mr_reg: {}", tt_fabric_strerror(rc)));
-      return rc == kENoWindow ? -FI_ENOSPC : -FI_EINVAL;
+      return rc == TT_FABRIC_ENOWINDOW ? -FI_ENOSPC : -FI_EINVAL;
     }
   }
   auto* mr = new Mr;

@@ -23,7 +23,6 @@
 #include <vector>
 
 #include "libfabric_tt/prov/binding.hpp"
-#include "libfabric_tt/prov/keys_shim.hpp"
 #include "libfabric_tt/prov/messenger.hpp"
 
 namespace ttemu::fi {
