@@ -1,4 +1,5 @@
 #include "launcher/launch.hpp"
+#include "launcher/run_command.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -246,11 +247,13 @@ class Launcher : public ControlTarget {
     for (auto& a : o_.command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     const std::string job = job_.text();
+    const std::string fi_path = provider_path_with_ours();  // libfabric clients find the tt provider
     pid_t pid = ::fork();
     if (pid < 0) throw Error("fork failed");
     if (pid == 0) {
       ::setenv("TTEMU_JOB", job.c_str(), 1);
       ::setenv("TTEMU_CONTROL", socket_path_.c_str(), 1);
+      if (!fi_path.empty()) ::setenv("FI_PROVIDER_PATH", fi_path.c_str(), 1);
       ::execvp(argv[0], argv.data());
       fmt::print(stderr, "ttemu: cannot run '{}': {}\n", o_.command[0], std::strerror(errno));
       _exit(127);

@@ -23,13 +23,16 @@ std::string provider_dir() {
   return std::filesystem::exists(dir / "libtt-fi.so", ec) ? dir.string() : std::string();
 }
 
-void export_provider_path() {
+std::string provider_path_with_ours() {
   const std::string dir = provider_dir();
-  if (dir.empty()) return;
   const char* now = std::getenv("FI_PROVIDER_PATH");
-  if (now && std::string(now).find(dir) != std::string::npos) return;
-  const std::string path = now && *now ? dir + ":" + now : dir;
-  ::setenv("FI_PROVIDER_PATH", path.c_str(), 1);
+  if (dir.empty() || (now && std::string(now).find(dir) != std::string::npos)) return now ? now : "";
+  return now && *now ? dir + ":" + now : dir;
+}
+
+void export_provider_path() {
+  const std::string path = provider_path_with_ours();
+  if (!path.empty()) ::setenv("FI_PROVIDER_PATH", path.c_str(), 1);
 }
 
 namespace {

@@ -14,7 +14,9 @@ void add_run_command(CLI::App& app, const std::vector<std::string>& client, int&
 
 // The folder holding libtt-fi.so, built beside this ttemu binary; empty if there is none.
 std::string provider_dir();
-// Puts provider_dir() in front of $FI_PROVIDER_PATH (once).
+// $FI_PROVIDER_PATH with provider_dir() in front (once); empty when there is no provider.
+std::string provider_path_with_ours();
+// Sets $FI_PROVIDER_PATH to that.
 void export_provider_path();
 
 }  // namespace ttemu::launcher

@@ -213,7 +213,7 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
                      "Where the job's event log goes (default: $TTEMU_EVENTS_DIR, else $XDG_STATE_HOME/ttemu/events, else ~/.local/state/ttemu/events)");
   launch->add_option("--timeout-ms", lo->timeout_ms, "Drop a packet whose head waits this long (spec 5.5)")->check(whole_number(1, 600000));
   launch->footer("Run a client against the live system: ttemu launch FILE -- CMD ARGS...\n"
-                 "(it sees TTEMU_JOB and TTEMU_CONTROL; the system stops when it exits, with its status)");
+                 "(it sees TTEMU_JOB, TTEMU_CONTROL and FI_PROVIDER_PATH with the tt libfabric provider; the system stops when it exits, with its status)");
   launch->callback([lo, &client_command, &exit_status] {
     if (lo->file.empty()) lo->file = default_system_file();
     lo->command = client_command;

@@ -142,6 +142,20 @@ TEST(Libfabric, OpenMpiPointToPointAllreduceAndAlltoallAcrossGalaxyChips) {
   }
 }
 
+// RMA, atomics and permission errors through the provider (tests/fi_rma_client.cpp) in a
+// system whose memory is protected: a wrong key, a write running out of its window and a write
+// to a read-only window each fail with FI_EACCES and change no byte.
+TEST(Libfabric, RmaAtomicsAndPermissionErrorsThroughTheProvider) {
+  RunResult r = run({TTEMU_BINARY, "launch", topo("n300.yaml"), "--memory", "protected", "--", TTEMU_FI_RMA_CLIENT});
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* name : {"FiRma.AWriteLandsByteForByteAndReadsBack", "FiRma.AWrongKeyFailsWithEaccesAndChangesNothing",
+                           "FiRma.AWriteOutsideTheWindowFailsWithEaccesAndChangesNothing",
+                           "FiRma.AReadOnlyWindowWrittenFailsWithEaccesAndChangesNothing", "FiRma.AtomicsAddAndFetchOnTheFabric",
+                           "FiRma.WhatDoesNotMapIsRefusedByName"}) {
+    EXPECT_NE(r.out.find(std::string("[       OK ] ") + name + " ("), std::string::npos) << name << ":\n" << r.out;
+  }
+}
+
 // A process bound to no chip is told how to bind (libfabric's log, FI_LOG_LEVEL=warn).
 TEST(Libfabric, AnUnboundProcessIsToldHowToBind) {
   REQUIRE_PROGRAM("fi_info");
