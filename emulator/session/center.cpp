@@ -1,5 +1,6 @@
 #include "emulator/session/center.hpp"
 
+#include <atomic>
 #include <cstring>
 
 namespace ttemu::session {
@@ -48,11 +49,33 @@ Packet Center::nack(const routing::PacketHeader& h, routing::NackReason why) con
   return r;
 }
 
+// A packet's last 8 bytes land after the rest of it, with release order: a reader in another
+// process that sees them (an acquire load) sees the whole packet, and every packet committed
+// before it. Packets of one route commit in order, so the last word of a write announces the
+// write (libfabric_tt/prov's records end in such a word). The rest is one plain copy.
+void commit_last_word_last(std::span<uint8_t> dst, std::span<const uint8_t> src) {
+  const size_t n = src.size();
+  if (n <= 8) {
+    std::memcpy(dst.data(), src.data(), n);
+    return;
+  }
+  std::memcpy(dst.data(), src.data(), n - 8);
+  std::atomic_thread_fence(std::memory_order_release);
+  uint8_t* last = dst.data() + n - 8;
+  if (reinterpret_cast<uintptr_t>(last) % 8 == 0) {
+    uint64_t word;
+    std::memcpy(&word, src.data() + n - 8, 8);
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(last)).store(word, std::memory_order_relaxed);
+  } else {
+    std::memcpy(last, src.data() + n - 8, 8);  // (x86 keeps the order of plain stores too)
+  }
+}
+
 bool Center::commit(const routing::PacketHeader& h, uint64_t addr, std::span<const uint8_t> payload) const {
   if (h.command != Command::kMcastWrite || !(h.wrap & routing::kMcastNoc)) {
     auto dst = mem_(addr, payload.size());
     if (dst.size() != payload.size()) return false;
-    std::memcpy(dst.data(), payload.data(), payload.size());  // the commit
+    commit_last_word_last(dst, payload);  // the commit
     return true;
   }
   // NOC multicast: the offset in every Tensix core's L1, each write inside that core's L1.

@@ -6,7 +6,8 @@
 // this chip's own workers (acks, NACKs, read responses) are handed up. With memory windows
 // (memory_windows.hpp) it admits a keyed request only inside the window its key names, with
 // the right it needs, and in protected mode no request without a key; a refused one changes
-// nothing and is NACKed with kNackPermission.
+// nothing and is NACKed with kNackPermission. A commit writes a packet's last 8 bytes last
+// (commit_last_word_last), so a reader that sees them sees the packet.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,10 @@ namespace ttemu::session {
 
 using routing::ChipId;
 using routing::Packet;
+
+// Copies src to dst, its last 8 bytes after the rest with release order: a reader that sees
+// them with an acquire load sees all of it and every packet committed before.
+void commit_last_word_last(std::span<uint8_t> dst, std::span<const uint8_t> src);
 
 class Center {
  public:

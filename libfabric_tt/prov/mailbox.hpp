@@ -7,11 +7,12 @@
 //   staging   where outgoing records and RMA data wait for the router to pull them
 //   inbox     one ring per slot: records written by that sender only, read here in order
 //
-// A record is written by one RDMA write: header, payload, trailer. After its records the sender
-// writes its tail (how far it has written) into its slot header: every write of one sender to
-// one receiver travels the same FVC and route, so the fabric commits the records first, and
-// the receiver reads only up to the tail. The header and the trailer carry the record's
-// sequence number in its ring, checked as a guard against a broken protocol.
+// A record is written by one RDMA write: header, payload, trailer. The trailer is the write's
+// last word, which the receiving chip's center commits after the rest of it (session/center.hpp),
+// and every write of one sender to one receiver travels one FVC and one route, so the records
+// land in order: a receiver that finds the trailer a record's header promises has the whole
+// record. The trailer mixes the record's sequence number with the connection's nonce, so stale
+// bytes of an earlier lap or an earlier connection, or a payload's own bytes, never pass for one.
 #pragma once
 
 #include <cstddef>
@@ -46,14 +47,15 @@ struct Addr {
 static_assert(sizeof(Addr) == 32);
 inline constexpr uint32_t kAddrMagic = 0x31415454;  // "TTA1"
 
-// A sender's entry in the receiver's slots: written once, before its first record.
+// A sender's entry in the receiver's slots: written once, before its first record; its last
+// word, the nonce (never 0), lands last, so a slot whose nonce is set is complete.
 struct SlotHeader {
   uint16_t mesh, device, core, index;
   uint64_t credit_key;      // the key of the sender's region
   uint64_t credit_offset;   // where in it the receiver writes how far it has read
   uint64_t region;          // the sender's region (its chip address)
   uint64_t reserved[3];
-  uint64_t tail;            // bytes of records the sender has written so far (the last write)
+  uint64_t nonce;           // the connection's: records' trailers are mixed with it
 };
 static_assert(sizeof(SlotHeader) == 64);
 
@@ -79,5 +81,12 @@ static_assert(sizeof(RecordHeader) == 48);
 // The bytes a record of `len` payload bytes takes in a ring: header, payload, trailer, padded.
 constexpr uint64_t record_bytes(uint64_t len) { return (sizeof(RecordHeader) + ((len + 7) & ~uint64_t{7}) + 8 + 63) & ~uint64_t{63}; }
 constexpr uint64_t trailer_offset(uint64_t len) { return sizeof(RecordHeader) + ((len + 7) & ~uint64_t{7}); }
+// The trailer of record `seq` of a connection (splitmix64 of the two).
+constexpr uint64_t trailer(uint64_t nonce, uint64_t seq) {
+  uint64_t z = nonce + seq * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 }  // namespace ttemu::fi

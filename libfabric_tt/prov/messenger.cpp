@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -102,7 +103,8 @@ struct Messenger::Conn {
   Addr peer;
   int slot = -1;     // ours in the peer's inbox
   int credit = 0;    // our credit word for this peer
-  uint64_t tail = 0, seq = 0, tail_sent = 0;
+  uint64_t tail = 0, seq = 0;
+  uint64_t nonce = 0;
   int error = 0;     // the peer cannot be reached (FI_E*)
   std::deque<std::unique_ptr<SendOp>> queue;
 };
@@ -125,7 +127,7 @@ struct Messenger::Incoming {
 
 struct Messenger::Slot {
   uint64_t head = 0, seq = 0, reported = 0;
-  bool known = false;
+  uint64_t nonce = 0;  // 0 until the sender's slot header is complete
   Addr from;
   uint64_t credit_key = 0, credit_offset = 0;
   std::shared_ptr<Incoming> current;
@@ -182,11 +184,14 @@ Messenger::Conn* Messenger::connect(const Addr& to) {
     h.credit_key = self_.key;
     h.credit_offset = kCreditsOffset + 8 * static_cast<uint64_t>(c->credit);
     h.region = self_.region;
-    // Written before any record, on the same route: the receiver reads it with the first one.
+    static std::random_device seed;
+    c->nonce = (uint64_t{seed()} << 32 | seed()) | 1;
+    h.nonce = c->nonce;
+    // Written before any record, on the same route; its nonce lands last.
     tt_fabric_set_nonblocking(worker_, 0);
     auto s = stage(sizeof h);
     if (!s || (std::memcpy(at(kStagingOffset + *s), &h, sizeof h),
-               !submit_write(to, to.key, *s, in_region(to, kSlotsOffset + 64 * static_cast<uint64_t>(c->slot)), sizeof h - 8))) {
+               !submit_write(to, to.key, *s, in_region(to, kSlotsOffset + 64 * static_cast<uint64_t>(c->slot)), sizeof h))) {
       c->error = FI_EHOSTUNREACH;
     }
     tt_fabric_set_nonblocking(worker_, 1);
@@ -250,9 +255,10 @@ bool Messenger::emit(Conn& c, SendOp& op) {
       if (!s) return false;
       RecordHeader h{};
       h.seq = c.seq + 1, h.flags = kWrap;
+      const uint64_t t = trailer(c.nonce, h.seq);
       std::memcpy(at(kStagingOffset + *s), &h, sizeof h);
-      std::memcpy(at(kStagingOffset + *s + trailer_offset(0)), &h.seq, 8);
-      if (!submit_write(c.peer, c.peer.key, *s, in_region(c.peer, ring + pos), 64)) {
+      std::memcpy(at(kStagingOffset + *s + trailer_offset(0)), &t, 8);
+      if (!submit_write(c.peer, c.peer.key, *s, in_region(c.peer, ring + pos), trailer_offset(0) + 8)) {
         staging_head_ = mark;
         return false;
       }
@@ -272,8 +278,10 @@ bool Messenger::emit(Conn& c, SendOp& op) {
     h.msg_len = op.len, h.tag = op.a.tag, h.data = op.a.data;
     std::memcpy(p, &h, sizeof h);
     copy_from(op.a.iov, op.done, p + sizeof h, chunk);
-    std::memcpy(p + trailer_offset(chunk), &h.seq, 8);
-    if (!submit_write(c.peer, c.peer.key, *s, in_region(c.peer, ring + pos), bytes)) {
+    const uint64_t t = trailer(c.nonce, h.seq);
+    std::memcpy(p + trailer_offset(chunk), &t, 8);
+    // The write ends at the trailer: its last word, which the receiving center commits last.
+    if (!submit_write(c.peer, c.peer.key, *s, in_region(c.peer, ring + pos), trailer_offset(chunk) + 8)) {
       staging_head_ = mark;
       return false;
     }
@@ -282,21 +290,6 @@ bool Messenger::emit(Conn& c, SendOp& op) {
     op.done += chunk;
     op.finished = op.done == op.len;
   }
-  return true;
-}
-
-bool Messenger::emit_tail(Conn& c) {
-  if (c.tail == c.tail_sent || c.slot < 0) return true;
-  const uint64_t mark = staging_head_;
-  auto s = stage(8);
-  if (!s) return false;
-  std::memcpy(at(kStagingOffset + *s), &c.tail, 8);
-  const uint64_t dst = in_region(c.peer, kSlotsOffset + 64 * static_cast<uint64_t>(c.slot) + offsetof(SlotHeader, tail));
-  if (!submit_write(c.peer, c.peer.key, *s, dst, 8)) {
-    staging_head_ = mark;
-    return false;
-  }
-  c.tail_sent = c.tail;
   return true;
 }
 
@@ -495,46 +488,49 @@ void Messenger::report_credit(Slot& s, bool drained) {
   s.reported = s.head;
 }
 
+// The record at the slot's head if it has all landed: its trailer is there, found at the
+// offset its header gives (read again once the trailer says the header is whole).
+std::optional<RecordHeader> Messenger::landed(const Slot& s, const uint8_t* p) const {
+  RecordHeader h;
+  std::memcpy(&h, p, sizeof h);
+  if (h.seq != s.seq + 1 || h.len > kMaxRecordPayload) return std::nullopt;
+  if (load64(p + trailer_offset(h.len)) != trailer(s.nonce, h.seq)) return std::nullopt;
+  RecordHeader again;
+  std::memcpy(&again, p, sizeof again);
+  if (std::memcmp(&again, &h, sizeof h) != 0) return std::nullopt;  // it was torn: look again later
+  return h;
+}
+
 void Messenger::read_inbox(Sink& sink) {
   const uint32_t n = std::min<uint32_t>(load32(at(kControlOffset)), kSlots);
   while (slots_.size() < n) slots_.push_back(std::make_unique<Slot>());
   for (uint32_t i = 0; i < n; ++i) {
     Slot& s = *slots_[i];
     const uint8_t* header = at(kSlotsOffset + 64 * uint64_t{i});
-    const uint64_t tail = load64(header + offsetof(SlotHeader, tail));
-    if (s.head == tail) continue;
-    if (!s.known) {
+    if (!s.nonce) {
+      const uint64_t nonce = load64(header + offsetof(SlotHeader, nonce));
+      if (!nonce) continue;  // the sender's slot header has not all landed yet
       SlotHeader h;
       std::memcpy(&h, header, sizeof h);
       s.from = Addr{kAddrMagic, h.mesh, h.device, h.core, h.index, 0, h.region, h.credit_key};
       s.credit_key = h.credit_key, s.credit_offset = h.credit_offset;
-      s.known = true;
+      s.nonce = nonce;
     }
     const uint8_t* ring = at(kInboxOffset + uint64_t{i} * kRing);
-    while (s.head < tail) {
+    for (;;) {
       const uint8_t* p = ring + s.head % kRing;
-      RecordHeader h;
-      std::memcpy(&h, p, sizeof h);
-      uint64_t trailer = 0;
-      if (h.seq == s.seq + 1 && h.len <= kMaxRecordPayload) std::memcpy(&trailer, p + trailer_offset(h.len), 8);
-      if (h.seq != s.seq + 1 || trailer != h.seq) {
-        // Cannot happen while the fabric keeps one route's order; say so rather than guess.
-        std::fprintf(stderr, "libtt-fi: %s: a broken record from %s (seq %llu, expected %llu); its slot stops\n",
-                     to_string(self_).c_str(), to_string(s.from).c_str(), static_cast<unsigned long long>(h.seq),
-                     static_cast<unsigned long long>(s.seq + 1));
-        s.head = ~uint64_t{0};
-        break;
-      }
+      const auto h = landed(s, p);
+      if (!h) break;
       ++s.seq;
-      if (h.flags & kWrap) {
+      ++events_;
+      if (h->flags & kWrap) {
         s.head += kRing - s.head % kRing;
         continue;
       }
-      take_record(s, static_cast<int>(i), h, p + sizeof h, sink);
-      ++events_;
-      s.head += record_bytes(h.len);
+      take_record(s, static_cast<int>(i), *h, p + sizeof *h, sink);
+      s.head += record_bytes(h->len);
     }
-    if (s.head != ~uint64_t{0}) report_credit(s, s.head == tail);
+    report_credit(s, true);
   }
 }
 
@@ -581,7 +577,6 @@ bool Messenger::progress(Sink& sink) {
       }
       c->queue.pop_front();
     }
-    emit_tail(*c);
   }
   run_rma();
   read_inbox(sink);

@@ -106,12 +106,12 @@ class Messenger {
 
   Conn* connect(const Addr& to);
   bool emit(Conn& c, SendOp& op);
-  bool emit_tail(Conn& c);
   std::optional<uint64_t> stage(uint64_t bytes);
   bool submit_write(const Addr& to, uint64_t key, uint64_t src, uint64_t dst, uint64_t size);
   void free_staging(Sink& sink);
   void run_rma();
   void read_inbox(Sink& sink);
+  std::optional<RecordHeader> landed(const Slot& s, const uint8_t* p) const;
   void take_record(Slot& s, int index, const RecordHeader& h, const uint8_t* payload, Sink& sink);
   bool matches(const RecvArgs& r, const Incoming& m) const;
   void deliver(Incoming& m, Sink& sink);

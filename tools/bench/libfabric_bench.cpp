@@ -3,12 +3,13 @@
 // "usec/xfer" and "MB/sec"), RDM endpoints everywhere:
 //   - tt, server on M0D0 of a 4x4 mesh and client on M0D1 (1 hop) and on M0D15 (6 hops), both
 //     bound with `ttemu run` inside one `ttemu launch` of the mesh (--transport chooses how
-//     its links move datagrams);
+//     its links move datagrams), once with chips that sleep when idle (the default) and once
+//     with chips that poll for --spin-us after traffic, as the clients themselves poll;
 //   - udp (through libfabric's ofi_rxd, which gives it RDM), tcp and shm, on loopback.
 // Prints each figure with the ratios to udp (the yardstick: bandwidth at 1 MiB >= udp's,
 // one-hop latency <= 2x udp's); --json prints one object. The median of --repeat runs.
 //
-//   ttemu_bench_libfabric [--repeat R] [--iterations N] [--transport T] [--json]
+//   ttemu_bench_libfabric [--repeat R] [--iterations N] [--transport T] [--spin-us N] [--json]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -84,64 +85,65 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   int repeat = 3, iterations = 1000;
   std::string transport = "udp";
+  int spin_us = 100;
   bool as_json = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--repeat" && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
     else if (a == "--iterations" && i + 1 < argc) iterations = std::max(10, std::atoi(argv[++i]));
     else if (a == "--transport" && i + 1 < argc) transport = argv[++i];
+    else if (a == "--spin-us" && i + 1 < argc) spin_us = std::max(1, std::atoi(argv[++i]));
     else if (a == "--json") as_json = true;
     else {
-      fmt::print(stderr, "usage: ttemu_bench_libfabric [--repeat R] [--iterations N] [--transport udp|uring|shm] [--json]\n");
+      fmt::print(stderr, "usage: ttemu_bench_libfabric [--repeat R] [--iterations N] [--transport udp|uring|shm] [--spin-us N] [--json]\n");
       return 2;
     }
   }
   const int big_iters = std::max(10, iterations / 10);
-  // The runs: key -> (provider, server chip, client chip).
-  const std::vector<std::array<std::string, 4>> runs = {
-      {"tt, 1 hop", "tt", "M0D0", "M0D1"}, {"tt, 6 hops", "tt", "M0D0", "M0D15"},
-      {"udp (ofi_rxd)", "udp", "", ""},   {"tcp", "tcp", "", ""},
-      {"shm", "shm", "", ""}};
+  // The runs: name, provider, server chip, client chip, chips' spin (tt only).
+  const std::string spun = fmt::format(", spin {}", spin_us);
+  const std::vector<std::array<std::string, 5>> runs = {
+      {"tt, 1 hop", "tt", "M0D0", "M0D1", "0"},         {"tt, 6 hops", "tt", "M0D0", "M0D15", "0"},
+      {"tt, 1 hop" + spun, "tt", "M0D0", "M0D1", std::to_string(spin_us)},
+      {"tt, 6 hops" + spun, "tt", "M0D0", "M0D15", std::to_string(spin_us)},
+      {"udp (ofi_rxd)", "udp", "", "", ""},           {"tcp", "tcp", "", "", ""},
+      {"shm", "shm", "", "", ""}};
   std::map<std::string, Figure> figures;
   for (int r = 0; r < repeat; ++r) {
-    std::string tt_script = std::string(kPair);
-    std::string others = std::string(kPair);
-    for (const auto& [name, prov, s, c] : runs) {
-      std::string& script = prov == "tt" ? tt_script : others;
+    std::map<std::string, std::string> scripts;  // by the chips' spin ("" for the other providers)
+    for (const auto& [name, prov, s, c, spin] : runs) {
+      std::string& script = scripts[spin];
+      if (script.empty()) script = kPair;
       script += fmt::format("pair {0} 64 {2} {5} {3} {4}\npair {0} 1048576 {1} {6} {3} {4}\n", prov, big_iters, iterations, s, c,
                             free_port(), free_port());
     }
-    const std::string tt_out =
-        shell(fmt::format("{0} launch {1}/mesh_4x4.yaml --transport {2} -- /bin/bash -c 'TTEMU={0}; {3}' 2>/dev/null", TTEMU_BINARY,
-                          TTEMU_TOPOLOGIES, transport, [&] {
-                            std::string s = tt_script;
-                            std::string quoted;
-                            for (char ch : s) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-                            return quoted;
-                          }()));
-    const std::string other_out = shell("/bin/bash -c '" + [&] {
+    for (const auto& [spin, script] : scripts) {
       std::string quoted;
-      for (char ch : others) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-      return quoted;
-    }() + "' 2>/dev/null");
-    // ROW <prov><server><client> bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
-    std::istringstream lines(tt_out + other_out);
-    for (std::string line; std::getline(lines, line);) {
-      std::istringstream w(line);
-      std::string tag, who, bytes, sent, ack, total, time;
-      double mb = 0, us = 0;
-      if (!(w >> tag >> who >> bytes >> sent >> ack >> total >> time >> mb >> us) || tag != "ROW") continue;
-      for (const auto& [name, prov, s, c] : runs) {
-        if (who != prov + s + c) continue;
-        if (bytes == "64") figures[name].latency_us.push_back(us);
-        if (bytes == "1m") figures[name].mb_per_s.push_back(mb);
+      for (char ch : script) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+      const std::string out =
+          spin.empty() ? shell("/bin/bash -c '" + quoted + "' 2>/dev/null")
+                       : shell(fmt::format("{0} launch {1}/mesh_4x4.yaml --transport {2} --spin-us {3} -- /bin/bash -c 'TTEMU={0}; {4}' "
+                                           "2>/dev/null",
+                                           TTEMU_BINARY, TTEMU_TOPOLOGIES, transport, spin, quoted));
+      // ROW <prov><server><client> bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
+      std::istringstream lines(out);
+      for (std::string line; std::getline(lines, line);) {
+        std::istringstream w(line);
+        std::string tag, who, bytes, sent, ack, total, time;
+        double mb = 0, us = 0;
+        if (!(w >> tag >> who >> bytes >> sent >> ack >> total >> time >> mb >> us) || tag != "ROW") continue;
+        for (const auto& [name, prov, s, c, sp] : runs) {
+          if (who != prov + s + c || sp != spin) continue;
+          if (bytes == "64") figures[name].latency_us.push_back(us);
+          if (bytes == "1m") figures[name].mb_per_s.push_back(mb);
+        }
       }
     }
   }
   json out = json::object();
   const double udp_lat = median(figures["udp (ofi_rxd)"].latency_us), udp_bw = median(figures["udp (ofi_rxd)"].mb_per_s);
   bool complete = true;
-  for (const auto& [name, prov, s, c] : runs) {
+  for (const auto& [name, prov, s, c, spin] : runs) {
     const Figure& f = figures[name];
     complete = complete && !f.latency_us.empty() && !f.mb_per_s.empty();
     const double lat = median(f.latency_us), bw = median(f.mb_per_s);
@@ -155,11 +157,11 @@ int main(int argc, char** argv) {
   } else {
     fmt::print("fi_pingpong, RDM endpoints, median of {} runs ({} iterations at 64 B, {} at 1 MiB); tt links over {}\n", repeat,
                iterations, big_iters, transport);
-    fmt::print("  {:<16} {:>16} {:>18} {:>14} {:>16}\n", "provider", "64 B latency us", "1 MiB MB/s (pp)", "latency/udp",
+    fmt::print("  {:<22} {:>16} {:>18} {:>14} {:>16}\n", "provider", "64 B latency us", "1 MiB MB/s (pp)", "latency/udp",
                "bandwidth/udp");
-    for (const auto& [name, prov, s, c] : runs) {
+    for (const auto& [name, prov, s, c, spin] : runs) {
       const auto& o = out[name];
-      fmt::print("  {:<16} {:>16.1f} {:>18.1f} {:>14.2f} {:>16.2f}\n", name, o["latency_64B_us"].get<double>(),
+      fmt::print("  {:<22} {:>16.1f} {:>18.1f} {:>14.2f} {:>16.2f}\n", name, o["latency_64B_us"].get<double>(),
                  o["bandwidth_1MiB_MB_per_s"].get<double>(), o["latency_vs_udp"].get<double>(), o["bandwidth_vs_udp"].get<double>());
     }
   }
