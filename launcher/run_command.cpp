@@ -5,13 +5,14 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <regex>
+#include <cstring>
 
 #include <fmt/format.h>
 
 #include "emulator/common/error.hpp"
 #include "emulator/job/description.hpp"
 #include "emulator/job/job.hpp"
+#include "emulator/routing/address.hpp"
 
 namespace ttemu::launcher {
 
@@ -47,15 +48,17 @@ void run(const RunOptions& o, const std::vector<std::string>& client) {
   if (o.chip.empty() == o.rank_binding.empty()) throw Error("ttemu run: give one of --chip or --rank-binding");
   const job::JobId id = job::find_job(o.job.empty() ? std::nullopt : std::optional<std::string>(o.job));
   const job::SystemDescription d = job::read_description(id);
+  // One binding: what an outer environment said of another is dropped.
+  ::unsetenv("TTEMU_CHIP");
+  ::unsetenv("TTEMU_CORE");
+  ::unsetenv("TTEMU_RANK_BINDING");
   if (!o.chip.empty()) {
-    static const std::regex re("[Mm]([0-9]+)[Dd]([0-9]+)");
-    std::smatch m;
-    if (!std::regex_match(o.chip, m, re)) throw Error(fmt::format("--chip {}: not a chip (like M0D3)", o.chip));
-    const auto mesh = std::stoul(m[1]), device = std::stoul(m[2]);
+    const auto chip = routing::parse_chip(o.chip);
+    if (!chip) throw Error(fmt::format("--chip {}: not a chip (like M0D3)", o.chip));
     bool found = false;
-    for (const auto& c : d.chips) found = found || (c.mesh == mesh && c.device == device);
+    for (const auto& c : d.chips) found = found || (c.mesh == chip->mesh && c.device == chip->device);
     if (!found) throw Error(fmt::format("--chip {}: no such chip in the running system ({})", o.chip, d.system_path));
-    ::setenv("TTEMU_CHIP", fmt::format("M{}D{}", mesh, device).c_str(), 1);
+    ::setenv("TTEMU_CHIP", routing::to_string(*chip).c_str(), 1);
     if (o.core >= 0) ::setenv("TTEMU_CORE", std::to_string(o.core).c_str(), 1);
   } else {
     if (!std::filesystem::exists(o.rank_binding)) throw Error(fmt::format("--rank-binding {}: no such file", o.rank_binding));
@@ -77,7 +80,7 @@ void add_run_command(CLI::App& app, const std::vector<std::string>& client, int&
   auto o = std::make_shared<RunOptions>();
   auto* cmd = app.add_subcommand("run", "Run a program bound to a chip of the running system (ttemu run --chip M0D3 -- CMD)");
   cmd->add_option("--chip", o->chip, "The chip its libfabric endpoints (provider tt) and workers are on, like M0D3");
-  cmd->add_option("--core", o->core, "The worker core (default: 0, or TTEMU_CORE)")->check(CLI::Range(0, 127));
+  cmd->add_option("--core", o->core, "The worker core (default: the first from 0 that no provider endpoint holds)")->check(CLI::Range(0, 127));
   cmd->add_option("--rank-binding", o->rank_binding,
                   "A rank-binding file for the ranks an mpirun starts (rank_bindings: [{rank: 0, chip: M0D0}, ...])");
   cmd->add_option("--job", o->job, "The job (default: $TTEMU_JOB, else the only running one)");

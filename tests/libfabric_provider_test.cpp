@@ -142,16 +142,22 @@ TEST(Libfabric, OpenMpiPointToPointAllreduceAndAlltoallAcrossGalaxyChips) {
   }
 }
 
-// RMA, atomics and permission errors through the provider (tests/fi_rma_client.cpp) in a
-// system whose memory is protected: a wrong key, a write running out of its window and a write
-// to a read-only window each fail with FI_EACCES and change no byte.
-TEST(Libfabric, RmaAtomicsAndPermissionErrorsThroughTheProvider) {
-  RunResult r = run({TTEMU_BINARY, "launch", topo("n300.yaml"), "--memory", "protected", "--", TTEMU_FI_RMA_CLIENT});
+// RMA, atomics and permission errors through the provider (tests/fi_client.cpp) in a system
+// whose memory is protected: a wrong key, a write running out of its window (ten packets, the
+// first seven inside) and a write to a read-only window each fail with FI_EACCES and change no
+// byte. And messaging cases: two senders' 3 MiB messages interleaving in one receiver,
+// truncation, cancel, counters and injects, two endpoints of one chip on cores of their own.
+TEST(Libfabric, RmaAtomicsPermissionErrorsAndMessagingCasesThroughTheProvider) {
+  RunResult r = run({TTEMU_BINARY, "launch", topo("n300.yaml"), "--memory", "protected", "--", TTEMU_FI_CLIENT});
   ASSERT_EQ(r.status, 0) << r.out;
   for (const char* name : {"FiRma.AWriteLandsByteForByteAndReadsBack", "FiRma.AWrongKeyFailsWithEaccesAndChangesNothing",
                            "FiRma.AWriteOutsideTheWindowFailsWithEaccesAndChangesNothing",
                            "FiRma.AReadOnlyWindowWrittenFailsWithEaccesAndChangesNothing", "FiRma.AtomicsAddAndFetchOnTheFabric",
-                           "FiRma.WhatDoesNotMapIsRefusedByName"}) {
+                           "FiRma.AddressesNameTheChipCoreAndEndpoint", "FiRma.WhatDoesNotMapIsRefusedByName",
+                           "FiMsg.TwoEndpointsOfOneChipHoldCoresOfTheirOwn", "FiMsg.TwoSendersInterleaveLargeMessagesByteForByte",
+                           "FiMsg.ATruncatedReceiveFailsWithEtruncAndSaysHowMuchDidNotFit",
+                           "FiMsg.ACancelledReceiveCompletesWithEcanceled",
+                           "FiMsg.InjectsCountWithoutCompletingAndSendmsgWithFiInjectCompletes"}) {
     EXPECT_NE(r.out.find(std::string("[       OK ] ") + name + " ("), std::string::npos) << name << ":\n" << r.out;
   }
 }

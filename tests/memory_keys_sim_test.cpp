@@ -140,6 +140,9 @@ TEST_F(MemoryKeysSim, AWriteThatLeavesTheWindowIsNackedAndChangesNoByte) {
   fill_destination();
   expect_refused(issue(Command::kWrite, key, kWindowSize, 64));          // wholly past the end
   expect_refused(issue(Command::kWrite, key, kWindowSize - 100, 4096));  // starts inside, runs past the end
+  // A write of several packets whose first packets lie inside: every packet answers for the
+  // whole write, so none lands.
+  expect_refused(issue(Command::kWrite, key, kWindowSize - 3 * 4096 - 100, 4 * 4096), 4);
   expect_refused(issue(Command::kWrite, key, ~uint64_t{0} - 10, 64));    // an offset that would wrap
   expect_refused(issue(Command::kAtomicInc, key, kWindowSize - 2, 0));   // the counter's 4 bytes cross the end
   // The last byte of the window is still inside.

@@ -25,7 +25,7 @@ namespace ttemu::chip {
 
 inline constexpr uint64_t kControlMagic = 0x4c5254434d455454ull;  // "TTEMCTRL"
 inline constexpr uint64_t kRouterMagic = 0x52544f524d455454ull;   // "TTEMROTR"
-inline constexpr uint32_t kControlVersion = 12;  // bumped whenever the layout below changes
+inline constexpr uint32_t kControlVersion = 13;  // bumped whenever the layout below changes
 
 // How the chip's links move datagrams, as the chip found it could (ChipControl::transport_mode).
 enum TransportMode : uint32_t {
@@ -132,6 +132,7 @@ struct WorkerState {
   std::atomic<uint32_t> nacks{0};      // packets NACKed: dropped by the fabric (TTL, timeout, link down) or refused
   std::atomic<uint32_t> txn_nacks[kTxnIds];  // the same, per transaction id (counted up, never reset)
   std::atomic<uint32_t> permission_nacks{0};  // of those, refused by a center for their memory key
+  std::atomic<uint32_t> provider_pid{0};  // the process whose libfabric endpoint drives this core (libfabric_tt/prov), 0: none
   std::atomic<uint32_t> acks{0};
   std::atomic<uint32_t> sleepers{0};   // threads asleep on a txn word: the router wakes them
   // Completions: the router writes at cq_head, the worker reads from cq_tail. When the worker

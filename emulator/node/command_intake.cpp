@@ -125,7 +125,12 @@ bool CommandIntake::issue(const FabricCommand& c, Progress& pr, session::FabricN
     h.dst_addr = c.dst_addr + pr.offset;
     // A multicast carries the number of devices it is to reach (its copies carry their
     // subtree's), so that a NACK of it counts them all.
-    h.return_addr = c.command == Command::kMcastWrite ? c.copies : c.return_addr + pr.offset;
+    // A keyed write carries where the whole write ends (a write has no answer address), so
+    // that the center refuses every packet of a write that leaves its window, not just the
+    // packets outside it.
+    h.return_addr = c.command == Command::kMcastWrite                 ? c.copies
+                    : c.command == Command::kWrite && c.key != 0 ? c.dst_addr + total
+                                                                   : c.return_addr + pr.offset;
     h.packet_id = packet_id_ + 1;
     h.command = c.command;
     h.fvc = static_cast<uint8_t>(pr.fvc);

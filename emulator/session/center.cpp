@@ -1,5 +1,6 @@
 #include "emulator/session/center.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -55,11 +56,11 @@ Packet Center::nack(const routing::PacketHeader& h, routing::NackReason why) con
 // write (libfabric_tt/prov's records end in such a word). The rest is one plain copy.
 void commit_last_word_last(std::span<uint8_t> dst, std::span<const uint8_t> src) {
   const size_t n = src.size();
-  if (n <= 8) {
+  if (n < 8) {
     std::memcpy(dst.data(), src.data(), n);
     return;
   }
-  std::memcpy(dst.data(), src.data(), n - 8);
+  if (n > 8) std::memcpy(dst.data(), src.data(), n - 8);
   std::atomic_thread_fence(std::memory_order_release);
   uint8_t* last = dst.data() + n - 8;
   if (reinterpret_cast<uintptr_t>(last) % 8 == 0) {
@@ -97,7 +98,9 @@ void Center::on_packet(Packet& p, Result& out) {
     case Command::kMcastWrite: {
       // Refused, or outside this chip's memory: nothing is written and the source hears why.
       const auto payload = p.payload();
-      const auto addr = admit(h, payload.size(), kRemoteWrite);
+      // A keyed write's packets each answer for the whole write: [dst_addr, return_addr).
+      const bool whole = h.command == Command::kWrite && h.key != 0 && h.return_addr > h.dst_addr;
+      const auto addr = admit(h, whole ? std::max<uint64_t>(payload.size(), h.return_addr - h.dst_addr) : payload.size(), kRemoteWrite);
       if (!addr) out.replies.push_back(nack(h, routing::kNackPermission));
       else if (commit(h, *addr, payload)) ack(h, out);
       else out.replies.push_back(nack(h, routing::kNackDropped));

@@ -8,11 +8,15 @@
 
 namespace ttemu::fi {
 
+namespace {
+uint64_t endpoint_key(const Addr& a) {
+  return uint64_t{a.mesh} << 48 | uint64_t{a.device} << 32 | uint64_t{a.core} << 16 | a.index;
+}
+}  // namespace
+
 fi_addr_t Av::find(const Addr& a) const {
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (live[i] && same_endpoint(entries[i], a)) return i;
-  }
-  return FI_ADDR_NOTAVAIL;
+  const auto it = by_endpoint.find(endpoint_key(a));
+  return it == by_endpoint.end() ? FI_ADDR_NOTAVAIL : it->second;
 }
 
 namespace {
@@ -20,7 +24,13 @@ namespace {
 Av* av_of(fid_av* f) { return reinterpret_cast<Av*>(f); }
 
 int close_av(fid* f) {
-  delete reinterpret_cast<Av*>(f);
+  Av* av = reinterpret_cast<Av*>(f);
+  {
+    std::lock_guard guard(av->domain->lock);
+    if (av->bound > 0) return -FI_EBUSY;  // its endpoints first
+    --av->domain->objects;
+  }
+  delete av;
   return 0;
 }
 
@@ -38,6 +48,7 @@ int av_insert(fid_av* fa, const void* addr, size_t count, fi_addr_t* fi_addr, ui
     }
     av->entries.push_back(a);
     av->live.push_back(true);
+    av->by_endpoint.emplace(endpoint_key(a), av->entries.size() - 1);  // (the first entry of an endpoint names it)
     if (fi_addr) fi_addr[i] = av->entries.size() - 1;
     ++done;
   }
@@ -50,6 +61,8 @@ int av_remove(fid_av* fa, fi_addr_t* fi_addr, size_t count, uint64_t) {
   for (size_t i = 0; i < count; ++i) {
     if (fi_addr[i] >= av->entries.size()) return -FI_EINVAL;
     av->live[fi_addr[i]] = false;
+    const auto it = av->by_endpoint.find(endpoint_key(av->entries[fi_addr[i]]));
+    if (it != av->by_endpoint.end() && it->second == fi_addr[i]) av->by_endpoint.erase(it);
   }
   return 0;
 }
@@ -108,6 +121,10 @@ int open_av(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context) {
   a->fid.fid.context = context;
   a->fid.fid.ops = &g_av_fi_ops;
   a->fid.ops = &g_av_ops;
+  {
+    std::lock_guard guard(a->domain->lock);
+    ++a->domain->objects;
+  }
   *av = &a->fid;
   return 0;
 }

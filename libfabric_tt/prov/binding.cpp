@@ -1,9 +1,12 @@
 #include "libfabric_tt/prov/binding.hpp"
 
+#include "emulator/routing/address.hpp"
+
 #include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
-#include <regex>
+#include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -12,12 +15,9 @@ namespace ttemu::fi {
 std::string Binding::chip() const { return fmt::format("M{}D{}", mesh, device); }
 
 std::optional<Binding> parse_chip(const std::string& s) {
-  static const std::regex re("[Mm]([0-9]{1,5})[Dd]([0-9]{1,5})");
-  std::smatch m;
-  if (!std::regex_match(s, m, re)) return std::nullopt;
-  const unsigned long mesh = std::stoul(m[1]), device = std::stoul(m[2]);
-  if (mesh > 0xFFFF || device > 0xFFFF) return std::nullopt;
-  return Binding{static_cast<uint16_t>(mesh), static_cast<uint16_t>(device), 0};
+  const auto chip = routing::parse_chip(s);
+  if (!chip) return std::nullopt;
+  return Binding{chip->mesh, chip->device, 0, false};
 }
 
 namespace {
@@ -50,7 +50,7 @@ std::optional<Binding> from_file(const std::string& path, int rank, std::string*
       *why = fmt::format("{}: no 'rank_bindings' list", path);
       return std::nullopt;
     }
-    std::map<std::string, int> used;  // cores given out per chip, in file order
+    std::map<std::string, std::set<int>> used;  // cores earlier entries hold, per chip
     for (const auto& e : list) {
       const auto chip = parse_chip(e["chip"].as<std::string>(""));
       if (!chip) {
@@ -58,8 +58,16 @@ std::optional<Binding> from_file(const std::string& path, int rank, std::string*
         return std::nullopt;
       }
       Binding b = *chip;
-      const int next = used[b.chip()]++;
-      b.core = static_cast<uint16_t>(e["core"] ? e["core"].as<int>() : next);
+      auto& held = used[b.chip()];
+      int core = 0;
+      if (e["core"]) {
+        core = e["core"].as<int>();
+        b.core_given = true;
+      } else {
+        while (held.count(core)) ++core;
+      }
+      held.insert(core);
+      b.core = static_cast<uint16_t>(core);
       if (e["rank"].as<int>(-1) == rank) return b;
     }
     *why = fmt::format("{}: no binding for rank {}", path, rank);
@@ -97,7 +105,7 @@ std::optional<Binding> resolve_binding(const char* node, std::string* why) {
     *why = "not bound to a chip: set TTEMU_CHIP (ttemu run --chip M0D3 -- CMD), TTEMU_RANK_BINDING, or name the chip as the node";
     return std::nullopt;
   }
-  if (auto core = env_int("TTEMU_CORE")) b->core = static_cast<uint16_t>(*core);
+  if (auto core = env_int("TTEMU_CORE")) b->core = static_cast<uint16_t>(*core), b->core_given = true;
   return b;
 }
 

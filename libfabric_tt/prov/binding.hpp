@@ -2,7 +2,8 @@
 // tt-run binds MPI ranks: a node string naming a chip ("M0D3"), else $TTEMU_CHIP (set by
 // `ttemu run --chip`), else the rank-binding file $TTEMU_RANK_BINDING and the process's MPI
 // rank ($OMPI_COMM_WORLD_RANK, $PMIX_RANK, $PMI_RANK or $SLURM_PROCID). The core is
-// $TTEMU_CORE, else the file's `core`, else the number of earlier ranks bound to the same chip.
+// $TTEMU_CORE, else the file's `core`, else the lowest core no earlier rank of the file holds on
+// that chip; a core nobody named is only where the search for a free one starts.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@ namespace ttemu::fi {
 struct Binding {
   uint16_t mesh = 0, device = 0;
   uint16_t core = 0;
+  bool core_given = false;  // named by $TTEMU_CORE or the file: that core or none
   std::string chip() const;  // "M0D3"
 };
 

@@ -15,8 +15,7 @@ int close_cntr(fid* f) {
   Cntr* c = reinterpret_cast<Cntr*>(f);
   {
     std::lock_guard guard(c->domain->lock);
-    auto& v = c->domain->cntrs;
-    v.erase(std::remove(v.begin(), v.end(), c), v.end());
+    --c->domain->objects;
   }
   delete c;
   return 0;
@@ -103,7 +102,7 @@ int open_cntr(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr, void* con
   c->fid.ops = &g_cntr_ops;
   {
     std::lock_guard guard(c->domain->lock);
-    c->domain->cntrs.push_back(c);
+    ++c->domain->objects;
   }
   *cntr = &c->fid;
   return 0;

@@ -18,8 +18,8 @@ int close_cq(fid* f) {
   Cq* cq = reinterpret_cast<Cq*>(f);
   {
     std::lock_guard guard(cq->domain->lock);
-    auto& v = cq->domain->cqs;
-    v.erase(std::remove(v.begin(), v.end(), cq), v.end());
+    if (cq->bound > 0) return -FI_EBUSY;  // its endpoints first
+    --cq->domain->objects;
   }
   delete cq;
   return 0;
@@ -38,7 +38,8 @@ ssize_t cq_readfrom(fid_cq* fc, void* buf, size_t count, fi_addr_t* src) {
   Cq* cq = cq_of(fc);
   cq->domain->progress();
   std::lock_guard guard(cq->domain->lock);
-  if (cq->entries.empty()) return cq->errors.empty() ? -FI_EAGAIN : -FI_EAVAIL;
+  if (!cq->errors.empty()) return -FI_EAVAIL;  // an error is read before anything after it
+  if (cq->entries.empty()) return -FI_EAGAIN;
   const size_t size = entry_size(cq->format);
   size_t n = 0;
   for (; n < count && !cq->entries.empty(); ++n) {
@@ -58,12 +59,11 @@ ssize_t cq_readerr(fid_cq* fc, fi_cq_err_entry* buf, uint64_t) {
   if (cq->errors.empty()) return -FI_EAGAIN;
   const fi_cq_err_entry e = cq->errors.front();
   cq->errors.pop_front();
-  // (An application of API 1.5 or later may pass err_data of its own; this provider has none.)
+  // (An application may pass err_data of its own; this provider has none to put there.)
   void* user_err_data = buf->err_data;
-  const size_t user_err_size = buf->err_data_size;
   *buf = e;
   buf->err_data = user_err_data;
-  buf->err_data_size = user_err_size ? 0 : 0;
+  buf->err_data_size = 0;
   return 1;
 }
 
@@ -150,7 +150,7 @@ int open_cq(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context) {
   q->fid.ops = &g_cq_ops;
   {
     std::lock_guard guard(q->domain->lock);
-    q->domain->cqs.push_back(q);
+    ++q->domain->objects;
   }
   *cq = &q->fid;
   return 0;

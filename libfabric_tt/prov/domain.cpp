@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "libfabric_tt/prov/fi_tt.h"
+#include "libfabric_tt/prov/core_access.hpp"
 #include "libfabric_tt/prov/objects.hpp"
 #include "libfabric_tt/prov/region.hpp"
 
@@ -15,8 +16,11 @@ Domain* domain_of(fid* f) { return reinterpret_cast<Domain*>(f); }
 
 int close_domain(fid* f) {
   Domain* d = domain_of(f);
-  if (!d->endpoints.empty() || !d->cqs.empty() || !d->cntrs.empty()) return -FI_EBUSY;
-  if (d->worker) tt_fabric_close(d->worker);
+  {
+    std::lock_guard guard(d->lock);
+    if (d->objects > 0) return -FI_EBUSY;  // its endpoints, AVs, CQs, counters and MRs first
+  }
+  close_claimed(d->worker);
   delete d;
   return 0;
 }
@@ -81,8 +85,9 @@ void Domain::progress() {
   }
   // The chips' processes do the fabric's work on the same CPUs as a client that polls its CQ in
   // a loop: after a few idle polls, let them run.
-  idle_polls = moved ? 0 : idle_polls + 1;
-  if (idle_polls > 8) sched_yield();
+  const uint32_t idle = moved ? 0 : idle_polls.load(std::memory_order_relaxed) + 1;
+  idle_polls.store(idle, std::memory_order_relaxed);
+  if (idle > 8) sched_yield();
 }
 
 int open_domain(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* context) {
@@ -99,12 +104,12 @@ int open_domain(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* co
     const auto* a = static_cast<const Addr*>(info->src_addr);
     if (a->magic == kAddrMagic && a->mesh == b->mesh && a->device == b->device) b->core = a->core;
   }
-  char error[256] = {};
-  tt_fabric* worker = tt_fabric_open(nullptr, b->mesh, b->device, b->core, error, sizeof error);
+  tt_fabric* worker = open_claimed(*b, b->core, b->core_given, &why);
   if (!worker) {
-    warn(std::string("cannot open chip ") + b->chip() + " core " + std::to_string(b->core) + ": " + error);
-    return -FI_ENODEV;
+    warn("fi_domain: " + why);
+    return b->core_given ? -FI_EBUSY : -FI_ENODEV;
   }
+  b->core = static_cast<uint16_t>(tt_fabric_core_l1(worker) / tt_fabric_core_l1_size(worker));
   auto* d = new Domain;
   d->fabric = reinterpret_cast<Fabric*>(fabric);
   d->binding = *b;

@@ -1,12 +1,15 @@
 // The endpoint (FI_EP_RDM and FI_EP_DGRAM): one worker core of the domain's chip, its region
 // registered under a key, and the Messenger that moves its messages. Messages and tagged
 // messages are here; RMA and atomics are in rma.cpp.
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "libfabric_tt/prov/core_access.hpp"
 #include "libfabric_tt/prov/objects.hpp"
 #include "libfabric_tt/prov/region.hpp"
 
@@ -22,14 +25,30 @@ Endpoint* ep_of(fid* f) { return reinterpret_cast<Endpoint*>(f); }
 int ep_close(fid* f) {
   Endpoint* ep = ep_of(f);
   Domain* d = ep->domain;
-  std::lock_guard guard(d->lock);
-  // What is queued still goes: the peer may be waiting for it (fi_pingpong's "fin").
+  // What is queued still goes: the peer may be waiting for it (fi_pingpong's "fin"). The lock
+  // is not held while waiting, and the CPU is given to the chips doing the work.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (ep->messenger->busy() && std::chrono::steady_clock::now() < until) ep->messenger->progress(ep->sink);
+  for (;;) {
+    {
+      std::lock_guard guard(d->lock);
+      if (!ep->messenger->busy()) break;
+      ep->messenger->progress(ep->sink);
+    }
+    if (std::chrono::steady_clock::now() >= until) {
+      warn(fmt::format("fi_close: endpoint {} closed with operations the fabric had not finished", to_string(ep->address)));
+      break;
+    }
+    sched_yield();
+  }
+  std::lock_guard guard(d->lock);
   ep->messenger.reset();
   if (ep->address.key) tt_fabric_mr_deregister(ep->worker, ep->address.key);
-  if (ep->own_worker) tt_fabric_close(ep->worker);
+  if (ep->own_worker) close_claimed(ep->worker);
   else d->worker_taken = false;
+  if (ep->av) --ep->av->bound;
+  if (ep->tx_cq) --ep->tx_cq->bound;
+  if (ep->rx_cq) --ep->rx_cq->bound;
+  --d->objects;
   d->endpoints.erase(std::remove(d->endpoints.begin(), d->endpoints.end(), ep), d->endpoints.end());
   fi_freeinfo(ep->info);
   delete ep;
@@ -41,12 +60,20 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) {
   std::lock_guard guard(ep->domain->lock);
   switch (bfid->fclass) {
     case FI_CLASS_AV:
+      if (ep->av) --ep->av->bound;
       ep->av = reinterpret_cast<Av*>(bfid);
+      ++ep->av->bound;
       return 0;
     case FI_CLASS_CQ: {
       auto* cq = reinterpret_cast<Cq*>(bfid);
-      if (flags & FI_TRANSMIT) ep->tx_cq = cq, ep->tx_selective = (flags & FI_SELECTIVE_COMPLETION) != 0;
-      if (flags & FI_RECV) ep->rx_cq = cq, ep->rx_selective = (flags & FI_SELECTIVE_COMPLETION) != 0;
+      if (flags & FI_TRANSMIT) {
+        if (ep->tx_cq) --ep->tx_cq->bound;
+        ep->tx_cq = cq, ++cq->bound, ep->tx_selective = (flags & FI_SELECTIVE_COMPLETION) != 0;
+      }
+      if (flags & FI_RECV) {
+        if (ep->rx_cq) --ep->rx_cq->bound;
+        ep->rx_cq = cq, ++cq->bound, ep->rx_selective = (flags & FI_SELECTIVE_COMPLETION) != 0;
+      }
       return 0;
     }
     case FI_CLASS_CNTR: {
@@ -116,8 +143,10 @@ int ep_getname(fid* f, void* addr, size_t* addrlen) {
 std::vector<iovec> iovs(const iovec* iov, size_t count) { return {iov, iov + count}; }
 std::vector<iovec> one(const void* buf, size_t len) { return {iovec{const_cast<void*>(buf), len}}; }
 
+// `inject_call`: fi_inject and its kin, which never complete; FI_INJECT on fi_sendmsg only
+// means the buffer is free at once.
 ssize_t do_send(Endpoint* ep, std::vector<iovec> iov, fi_addr_t dest, uint64_t tag, uint64_t data, bool tagged, uint64_t flags,
-                void* context) {
+                void* context, bool inject_call = false) {
   std::lock_guard guard(ep->domain->lock);
   const Addr* peer = lookup_peer(*ep, dest);
   if (!peer) return -FI_EINVAL;
@@ -138,7 +167,7 @@ ssize_t do_send(Endpoint* ep, std::vector<iovec> iov, fi_addr_t dest, uint64_t t
   a.has_data = (flags & FI_REMOTE_CQ_DATA) != 0;
   a.inject = inject;
   a.transmit_complete = (flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE)) != 0;
-  a.report = !inject && (!ep->tx_selective || (flags & FI_COMPLETION));
+  a.report = !inject_call && (!ep->tx_selective || (flags & FI_COMPLETION));
   a.context = context;
   const int rc = ep->messenger->send(std::move(a));
   ep->messenger->progress(ep->sink);
@@ -159,6 +188,7 @@ ssize_t do_recv(Endpoint* ep, std::vector<iovec> iov, fi_addr_t src, uint64_t ta
   r.tag = tag, r.ignore = ignore;
   r.tagged = tagged;
   r.peek = (flags & FI_PEEK) != 0;
+  r.report = !ep->rx_selective || (flags & FI_COMPLETION);
   r.context = context;
   const int rc = ep->messenger->post_recv(std::move(r), ep->sink);
   ep->messenger->progress(ep->sink);
@@ -185,13 +215,13 @@ ssize_t msg_sendmsg(fid_ep* e, const fi_msg* m, uint64_t flags) {
   return do_send(ep_of(e), iovs(m->msg_iov, m->iov_count), m->addr, 0, m->data, false, flags, m->context);
 }
 ssize_t msg_inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest) {
-  return do_send(ep_of(e), one(buf, len), dest, 0, 0, false, FI_INJECT, nullptr);
+  return do_send(ep_of(e), one(buf, len), dest, 0, 0, false, FI_INJECT, nullptr, true);
 }
 ssize_t msg_senddata(fid_ep* e, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest, void* ctx) {
   return do_send(ep_of(e), one(buf, len), dest, 0, data, false, ep_of(e)->tx_op_flags | FI_REMOTE_CQ_DATA, ctx);
 }
 ssize_t msg_injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi_addr_t dest) {
-  return do_send(ep_of(e), one(buf, len), dest, 0, data, false, FI_INJECT | FI_REMOTE_CQ_DATA, nullptr);
+  return do_send(ep_of(e), one(buf, len), dest, 0, data, false, FI_INJECT | FI_REMOTE_CQ_DATA, nullptr, true);
 }
 
 // fi_ops_tagged
@@ -214,13 +244,13 @@ ssize_t tag_sendmsg(fid_ep* e, const fi_msg_tagged* m, uint64_t flags) {
   return do_send(ep_of(e), iovs(m->msg_iov, m->iov_count), m->addr, m->tag, m->data, true, flags, m->context);
 }
 ssize_t tag_inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) {
-  return do_send(ep_of(e), one(buf, len), dest, tag, 0, true, FI_INJECT, nullptr);
+  return do_send(ep_of(e), one(buf, len), dest, tag, 0, true, FI_INJECT, nullptr, true);
 }
 ssize_t tag_senddata(fid_ep* e, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest, uint64_t tag, void* ctx) {
   return do_send(ep_of(e), one(buf, len), dest, tag, data, true, ep_of(e)->tx_op_flags | FI_REMOTE_CQ_DATA, ctx);
 }
 ssize_t tag_injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi_addr_t dest, uint64_t tag) {
-  return do_send(ep_of(e), one(buf, len), dest, tag, data, true, FI_INJECT | FI_REMOTE_CQ_DATA, nullptr);
+  return do_send(ep_of(e), one(buf, len), dest, tag, data, true, FI_INJECT | FI_REMOTE_CQ_DATA, nullptr, true);
 }
 
 fi_ops g_ep_fi_ops = {
@@ -300,17 +330,18 @@ fi_ops_collective g_collective_ops = {
 
 }  // namespace
 
+// Counters count every operation; a CQ gets the ones that asked for a completion, and errors.
 void EndpointSink::transmit(const Completion& c) {
   Endpoint* ep = ep_;
   Cntr* cn = (c.flags & (FI_RMA | FI_ATOMIC)) ? ((c.flags & FI_READ) ? ep->read_cntr : ep->write_cntr) : ep->send_cntr;
   count(cn, c.err != 0);
-  if (ep->tx_cq) push(*ep->tx_cq, c, FI_ADDR_NOTAVAIL);
+  if (ep->tx_cq && (c.report || c.err)) push(*ep->tx_cq, c, FI_ADDR_NOTAVAIL);
 }
 
 void EndpointSink::receive(const Completion& c) {
   Endpoint* ep = ep_;
-  count(ep->recv_cntr, c.err != 0);
-  if (ep->rx_cq) push(*ep->rx_cq, c, c.source && ep->av ? ep->av->find(*c.source) : FI_ADDR_NOTAVAIL);
+  if (c.counted) count(ep->recv_cntr, c.err != 0);
+  if (ep->rx_cq && (c.report || c.err)) push(*ep->rx_cq, c, c.source && ep->av ? ep->av->find(*c.source) : FI_ADDR_NOTAVAIL);
 }
 
 int open_endpoint(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
@@ -323,19 +354,19 @@ int open_endpoint(fid_domain* domain, fi_info* info, fid_ep** out, void* context
     ep->worker = d->worker;
     d->worker_taken = true;
   } else {
-    // A further endpoint is a further worker: the next core not in use by this domain.
-    const uint16_t core = static_cast<uint16_t>(d->binding.core + d->endpoints.size() + 1);
-    char error[256] = {};
-    ep->worker = tt_fabric_open(nullptr, d->binding.mesh, d->binding.device, core, error, sizeof error);
+    // A further endpoint is a further worker: the next core after the domain's that no
+    // provider holds.
+    std::string why;
+    ep->worker = open_claimed(d->binding, static_cast<uint16_t>(d->binding.core + 1), false, &why);
     if (!ep->worker) {
-      warn(fmt::format("fi_endpoint: {}", error));
-      return -FI_ENODEV;
+      warn("fi_endpoint: " + why);
+      return -FI_EBUSY;
     }
     ep->own_worker = true;
   }
   auto fail = [&](const std::string& why) {
     warn(fmt::format("fi_endpoint on {}: {}", d->binding.chip(), why));
-    if (ep->own_worker) tt_fabric_close(ep->worker);
+    if (ep->own_worker) close_claimed(ep->worker);
     else d->worker_taken = false;
     return -FI_ENOMEM;
   };
@@ -365,6 +396,7 @@ int open_endpoint(fid_domain* domain, fi_info* info, fid_ep** out, void* context
   ep->fid.atomic = &atomic_ops;
   ep->fid.collective = &g_collective_ops;
   d->endpoints.push_back(ep.get());
+  ++d->objects;
   *out = &ep.release()->fid;
   return 0;
 }

@@ -1,5 +1,7 @@
 #include "libfabric_tt/prov/messenger.hpp"
 
+#include "libfabric_tt/prov/core_access.hpp"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_errno.h>
 
@@ -105,14 +107,16 @@ struct Messenger::Conn {
   int credit = 0;    // our credit word for this peer
   uint64_t tail = 0, seq = 0;
   uint64_t nonce = 0;
-  int error = 0;     // the peer cannot be reached (FI_E*)
+  bool header_sent = false;  // the slot header goes before any record
+  int error = 0;     // the peer cannot be reached, or a write to it was lost (FI_E*): sends fail
   std::deque<std::unique_ptr<SendOp>> queue;
 };
 
 struct Messenger::Staged {
   uint64_t end;    // staging position after this write
   uint8_t txn;
-  int err = 0;
+  uint32_t nacks_before;  // the transaction's NACK count when it was issued
+  Conn* conn = nullptr;   // a message write: losing it breaks the connection
   std::function<void(Sink&, int)> on_done;  // once the fabric answered every packet
 };
 
@@ -143,17 +147,14 @@ Messenger::Messenger(tt_fabric* worker, Addr self, uint64_t region, uint8_t* mem
 
 Messenger::~Messenger() = default;
 
-bool Messenger::busy() const { return queued_sends() > 0 || !staged_.empty() || !rma_queue_.empty(); }
+bool Messenger::busy() const { return queued_ > 0 || !staged_.empty() || !rma_queue_.empty(); }
 
-size_t Messenger::queued_sends() const {
-  size_t n = 0;
-  for (const Conn* c : conn_order_) n += c->queue.size();
-  return n;
-}
+size_t Messenger::queued_sends() const { return queued_; }
 
 Messenger::Conn* Messenger::connect(const Addr& to) {
-  const auto key = std::make_tuple(to.mesh, to.device, to.core, to.index);
-  if (auto it = conns_.find(key); it != conns_.end()) return it->second.get();
+  // A peer is an endpoint under its key: one that opened again on the same core is a new peer.
+  const auto id = std::make_tuple(to.mesh, to.device, to.core, to.index, to.key);
+  if (auto it = conns_.find(id); it != conns_.end()) return it->second.get();
   auto c = std::make_unique<Conn>();
   c->peer = to;
   c->credit = static_cast<int>(conns_.size());
@@ -163,41 +164,28 @@ Messenger::Conn* Messenger::connect(const Addr& to) {
     // Take a slot in the peer's inbox: one atomic, answered by the peer's chip, not the peer.
     const uint64_t answer = region_ + kControlOffset + 64 + 8 * static_cast<uint64_t>(c->credit);
     tt_fabric_set_nonblocking(worker_, 0);
-    const uint32_t nacks = tt_fabric_nacks(worker_);
-    KeyScope scope(worker_, to.key);
-    int rc = fabric_async_atomic_read_inc(worker_, 0, answer, {to.mesh, to.device}, in_region(to, kControlOffset), 1, 31, 0,
-                                          kControlTxn, nullptr);
+    const uint32_t nacks = txn_nacks(worker_, kControlTxn);
+    int rc = TT_FABRIC_OK;
+    {
+      KeyScope scope(worker_, to.key);
+      rc = fabric_async_atomic_read_inc(worker_, 0, answer, {to.mesh, to.device}, in_region(to, kControlOffset), 1, 31, 0,
+                                        kControlTxn, nullptr);
+    }
     if (rc == TT_FABRIC_OK) rc = fabric_async_read_barrier(worker_, kControlTxn);
     tt_fabric_set_nonblocking(worker_, 1);
     const uint32_t slot = load32(at(answer - region_));
-    if (rc != TT_FABRIC_OK || tt_fabric_nacks(worker_) != nacks) {
+    if (rc != TT_FABRIC_OK || txn_nacks(worker_, kControlTxn) != nacks) {
       c->error = FI_EHOSTUNREACH;
     } else if (slot >= kSlots) {
       c->error = FI_ENOSPC;  // the peer's inbox has a slot for kSlots senders
     } else {
       c->slot = static_cast<int>(slot);
+      thread_local std::random_device seed;
+      c->nonce = (uint64_t{seed()} << 32 | seed()) | 1;
     }
-  }
-  if (c->slot >= 0) {
-    SlotHeader h{};
-    h.mesh = self_.mesh, h.device = self_.device, h.core = self_.core, h.index = self_.index;
-    h.credit_key = self_.key;
-    h.credit_offset = kCreditsOffset + 8 * static_cast<uint64_t>(c->credit);
-    h.region = self_.region;
-    static std::random_device seed;
-    c->nonce = (uint64_t{seed()} << 32 | seed()) | 1;
-    h.nonce = c->nonce;
-    // Written before any record, on the same route; its nonce lands last.
-    tt_fabric_set_nonblocking(worker_, 0);
-    auto s = stage(sizeof h);
-    if (!s || (std::memcpy(at(kStagingOffset + *s), &h, sizeof h),
-               !submit_write(to, to.key, *s, in_region(to, kSlotsOffset + 64 * static_cast<uint64_t>(c->slot)), sizeof h))) {
-      c->error = FI_EHOSTUNREACH;
-    }
-    tt_fabric_set_nonblocking(worker_, 1);
   }
   Conn* raw = c.get();
-  conns_.emplace(key, std::move(c));
+  conns_.emplace(id, std::move(c));
   conn_order_.push_back(raw);
   return raw;
 }
@@ -205,15 +193,15 @@ Messenger::Conn* Messenger::connect(const Addr& to) {
 int Messenger::send(SendArgs a) {
   auto op = std::make_unique<SendOp>();
   op->len = iov_bytes(a.iov);
-  if (a.inject) {
+  if (a.inject) {  // the caller may reuse its buffer at once
     op->owned.resize(op->len);
     copy_from(a.iov, 0, op->owned.data(), op->len);
     a.iov = {iovec{op->owned.data(), op->len}};
-    a.report = false;
   }
   op->a = std::move(a);
   Conn* c = connect(op->a.to);
   c->queue.push_back(std::move(op));
+  ++queued_;
   return 0;
 }
 
@@ -227,19 +215,45 @@ std::optional<uint64_t> Messenger::stage(uint64_t bytes) {
   return start % kStaging;
 }
 
-bool Messenger::submit_write(const Addr& to, uint64_t key, uint64_t src, uint64_t dst, uint64_t size) {
-  KeyScope scope(worker_, key);
+// Takes `room` bytes of staging, lets `fill` write the first `size` of them, and writes those
+// to `dst` at `to`. False, with nothing taken, when staging or the command buffer is full.
+template <typename Fill>
+bool Messenger::put(const Addr& to, uint64_t key, uint64_t dst, uint64_t size, uint64_t room, Conn* conn, Fill fill) {
+  const uint64_t mark = staging_head_;
+  const auto s = stage(room);
+  if (!s) return false;
+  fill(at(kStagingOffset + *s));
   const uint8_t txn = next_txn_;
-  const int rc = fabric_async_write(worker_, 0, region_ + kStagingOffset + src, {to.mesh, to.device}, dst,
-                                    static_cast<uint32_t>(size), 0, txn, nullptr);
-  if (rc != TT_FABRIC_OK) return false;
+  const uint32_t nacks = txn_nacks(worker_, txn);
+  int rc = TT_FABRIC_OK;
+  {
+    KeyScope scope(worker_, key);
+    rc = fabric_async_write(worker_, 0, region_ + kStagingOffset + *s, {to.mesh, to.device}, dst, static_cast<uint32_t>(size), 0,
+                            txn, nullptr);
+  }
+  if (rc != TT_FABRIC_OK) {
+    staging_head_ = mark;
+    return false;
+  }
   next_txn_ = static_cast<uint8_t>((next_txn_ + 1) % kControlTxn);
-  staged_.push_back({staging_head_, txn, 0, {}});
+  staged_.push_back({staging_head_, txn, nacks, conn, {}});
   return true;
 }
 
-// Emits records of op until it is all sent or credits or staging run out.
+// Emits the slot header (once), then records of op until it is all sent or credits or staging
+// run out.
 bool Messenger::emit(Conn& c, SendOp& op) {
+  if (!c.header_sent) {
+    SlotHeader h{};
+    h.mesh = self_.mesh, h.device = self_.device, h.core = self_.core, h.index = self_.index;
+    h.credit_key = self_.key;
+    h.credit_offset = kCreditsOffset + 8 * static_cast<uint64_t>(c.credit);
+    h.region = self_.region;
+    h.nonce = c.nonce;  // its last word, which lands last
+    const uint64_t dst = in_region(c.peer, kSlotsOffset + 64 * static_cast<uint64_t>(c.slot));
+    if (!put(c.peer, c.peer.key, dst, sizeof h, sizeof h, &c, [&](uint8_t* p) { std::memcpy(p, &h, sizeof h); })) return false;
+    c.header_sent = true;
+  }
   while (!op.finished) {
     const uint64_t chunk = std::min<uint64_t>(kMaxRecordPayload, op.len - op.done);
     const uint64_t bytes = record_bytes(chunk);
@@ -249,42 +263,31 @@ bool Messenger::emit(Conn& c, SendOp& op) {
     const uint64_t credit = load64(at(kCreditsOffset + 8 * static_cast<uint64_t>(c.credit)));
     if (c.tail + bytes + (wrap ? to_end : 0) - credit > kRing) return false;
     const uint64_t ring = kInboxOffset + static_cast<uint64_t>(c.slot) * kRing;
+    RecordHeader h{};
+    h.seq = c.seq + 1;
+    const uint64_t t = trailer(c.nonce, h.seq);
     if (wrap) {
-      const uint64_t mark = staging_head_;
-      auto s = stage(64);
-      if (!s) return false;
-      RecordHeader h{};
-      h.seq = c.seq + 1, h.flags = kWrap;
-      const uint64_t t = trailer(c.nonce, h.seq);
-      std::memcpy(at(kStagingOffset + *s), &h, sizeof h);
-      std::memcpy(at(kStagingOffset + *s + trailer_offset(0)), &t, 8);
-      if (!submit_write(c.peer, c.peer.key, *s, in_region(c.peer, ring + pos), trailer_offset(0) + 8)) {
-        staging_head_ = mark;
-        return false;
-      }
+      h.flags = kWrap;
+      const bool ok = put(c.peer, c.peer.key, in_region(c.peer, ring + pos), trailer_offset(0) + 8, 64, &c, [&](uint8_t* p) {
+        std::memcpy(p, &h, sizeof h);
+        std::memcpy(p + trailer_offset(0), &t, 8);
+      });
+      if (!ok) return false;
       ++c.seq;
       c.tail += to_end;
       continue;
     }
-    const uint64_t mark = staging_head_;
-    auto s = stage(bytes);
-    if (!s) return false;
-    uint8_t* p = at(kStagingOffset + *s);
-    RecordHeader h{};
-    h.seq = c.seq + 1;
     h.len = static_cast<uint32_t>(chunk);
     h.flags = (op.done == 0 ? kFirst : 0u) | (op.done + chunk == op.len ? kLast : 0u) | (op.a.tagged ? kTagged : 0u) |
               (op.a.has_data ? kCqData : 0u);
     h.msg_len = op.len, h.tag = op.a.tag, h.data = op.a.data;
-    std::memcpy(p, &h, sizeof h);
-    copy_from(op.a.iov, op.done, p + sizeof h, chunk);
-    const uint64_t t = trailer(c.nonce, h.seq);
-    std::memcpy(p + trailer_offset(chunk), &t, 8);
     // The write ends at the trailer: its last word, which the receiving center commits last.
-    if (!submit_write(c.peer, c.peer.key, *s, in_region(c.peer, ring + pos), trailer_offset(chunk) + 8)) {
-      staging_head_ = mark;
-      return false;
-    }
+    const bool ok = put(c.peer, c.peer.key, in_region(c.peer, ring + pos), trailer_offset(chunk) + 8, bytes, &c, [&](uint8_t* p) {
+      std::memcpy(p, &h, sizeof h);
+      copy_from(op.a.iov, op.done, p + sizeof h, chunk);
+      std::memcpy(p + trailer_offset(chunk), &t, 8);
+    });
+    if (!ok) return false;
     ++c.seq;
     c.tail += bytes;
     op.done += chunk;
@@ -303,12 +306,17 @@ int Messenger::rma(RmaArgs a) {
 
 // Issues queued RMA operations in order, in pieces as staging room allows; an op completes
 // with its last piece, failed if any piece was.
-void Messenger::run_rma() {
+void Messenger::run_rma(Sink& sink) {
   while (!rma_queue_.empty()) {
     RmaOp& op = *rma_queue_.front();
     const RmaArgs& a = *op.a;
     const bool moves = a.op == RmaArgs::kWrite || a.op == RmaArgs::kRead;
     const size_t len = moves ? iov_bytes(a.iov) : 4;
+    if (len == 0) {  // nothing to move: done at once
+      sink.transmit(rma_completion(a, 0));
+      rma_queue_.pop_front();
+      continue;
+    }
     const uint64_t piece = std::min<uint64_t>(kMaxWrite, kStaging / 4);
     do {
       const uint64_t n = std::min<uint64_t>(piece, len - op.issued);
@@ -318,6 +326,7 @@ void Messenger::run_rma() {
       const uint64_t local = region_ + kStagingOffset + *s;
       const uint64_t remote = a.remote_addr + op.issued;
       const uint8_t txn = next_txn_;
+      const uint32_t nacks = txn_nacks(worker_, txn);
       const tt_fabric_device dev{a.peer.mesh, a.peer.device};
       KeyScope scope(worker_, a.key);
       int rc = TT_FABRIC_EARG;
@@ -346,19 +355,11 @@ void Messenger::run_rma() {
       auto args = op.a;
       auto err = op.err;
       if (rc != TT_FABRIC_OK && !*err) *err = rc == TT_FABRIC_EADDR ? FI_EINVAL : FI_EIO;
-      Staged st{staging_head_, txn, 0, [this, args, err, offset, staged_at, n, last](Sink& out, int e) {
+      Staged st{staging_head_, txn, nacks, nullptr, [this, args, err, offset, staged_at, n, last](Sink& out, int e) {
                   if (e && !*err) *err = e;
                   if (!*err && args->op == RmaArgs::kRead) copy_to(args->iov, offset, at(kStagingOffset + staged_at), n);
                   if (!*err && args->op == RmaArgs::kFetchAdd && args->result) std::memcpy(args->result, at(kStagingOffset + staged_at), 4);
-                  if (!last || (!args->report && !*err)) return;
-                  Completion c;
-                  c.context = args->context;
-                  c.flags = args->op == RmaArgs::kWrite  ? (FI_RMA | FI_WRITE)
-                            : args->op == RmaArgs::kRead ? (FI_RMA | FI_READ)
-                                                         : (FI_ATOMIC | (args->op == RmaArgs::kFetchAdd ? FI_READ : FI_WRITE));
-                  c.len = args->op == RmaArgs::kWrite || args->op == RmaArgs::kRead ? iov_bytes(args->iov) : 0;
-                  c.err = *err;
-                  out.transmit(c);
+                  if (last) out.transmit(rma_completion(*args, *err));
                 }};
       staged_.push_back(std::move(st));
       op.issued += n;
@@ -367,12 +368,33 @@ void Messenger::run_rma() {
   }
 }
 
+// The answers' reasons: why the fabric NACKed the latest refused packet of each transaction.
+void Messenger::poll_reasons() {
+  tt_fabric_completion done[64];
+  for (int n; (n = tt_fabric_poll_completions(worker_, done, 64)) > 0;) {
+    for (int i = 0; i < n; ++i) {
+      if (done[i].kind == TT_FABRIC_NACKED) reasons_[done[i].transaction_id] = done[i].reason;
+    }
+  }
+}
+
+// Frees staging the fabric has answered, in order. A write whose transaction was NACKed since
+// it was issued failed (FI_EACCES when refused for its key): its op fails, and a lost message
+// write breaks its connection (the receiver would wait for that record for good).
 void Messenger::free_staging(Sink& sink) {
+  bool polled = false;
   while (!staged_.empty() && tt_fabric_pending(worker_, staged_.front().txn) == 0) {
+    if (!polled) poll_reasons(), polled = true;  // (a NACK is queued before its count goes down)
     Staged st = std::move(staged_.front());
     staged_.pop_front();
     staging_tail_ = st.end;
-    if (st.on_done) st.on_done(sink, st.err);
+    int err = 0;
+    if (txn_nacks(worker_, st.txn) != st.nacks_before) err = reasons_[st.txn] == TT_FABRIC_NACK_PERMISSION ? FI_EACCES : FI_EIO;
+    if (err && st.conn && !st.conn->error) {
+      st.conn->error = err;
+      warn_lost(*st.conn);
+    }
+    if (st.on_done) st.on_done(sink, err);
   }
 }
 
@@ -392,6 +414,7 @@ void Messenger::deliver(Incoming& m, Sink& sink) {
   c.buf = r.iov.empty() ? nullptr : r.iov[0].iov_base;
   c.data = m.data, c.tag = m.tag;
   c.source = m.from;
+  c.report = r.report;
   if (m.msg_len > cap) c.err = FI_ETRUNC, c.olen = m.msg_len - cap;
   sink.receive(c);
 }
@@ -402,6 +425,7 @@ int Messenger::post_recv(RecvArgs a, Sink& sink) {
     c.context = a.context;
     c.flags = FI_RECV | (a.tagged ? FI_TAGGED : FI_MSG);
     c.err = FI_ENOMSG;
+    c.counted = false;
     for (const auto& m : unexpected_) {
       if (m->complete && matches(a, *m)) {
         c.err = 0, c.len = m->msg_len, c.tag = m->tag, c.data = m->data, c.source = m->from;
@@ -473,19 +497,21 @@ void Messenger::take_record(Slot& s, int index, const RecordHeader& h, const uin
   }
 }
 
-void Messenger::report_credit(Slot& s, bool drained) {
-  const uint64_t unreported = s.head - s.reported;
-  if (unreported == 0 || (unreported < kRing / 4 && !(drained && unreported >= kRing / 16))) return;
-  const uint64_t mark = staging_head_;
-  auto st = stage(8);
-  if (!st) return;
-  std::memcpy(at(kStagingOffset + *st), &s.head, 8);
-  const uint64_t dst = s.credit_key ? s.credit_offset : s.from.region + s.credit_offset;
-  if (!submit_write(s.from, s.credit_key, *st, dst, 8)) {
-    staging_head_ = mark;
+// After reading a ring: how far it has read goes back to the sender once that is a sixteenth
+// of the ring or more (a sender waits for credit only with more than half the ring unreported:
+// its largest need is a record and a wrap, under half a ring).
+void Messenger::report_credit(Slot& s) {
+  if (s.head - s.reported < kRing / 16) return;
+  const uint64_t head = s.head, before = s.reported;
+  if (!put(s.from, s.credit_key, in_region(Addr{kAddrMagic, 0, 0, 0, 0, 0, s.from.region, s.credit_key}, s.credit_offset), 8, 8,
+           nullptr, [&](uint8_t* p) { std::memcpy(p, &head, 8); })) {
     return;
   }
-  s.reported = s.head;
+  s.reported = head;
+  // A lost report is made again: without it the sender could wait for credit for good.
+  staged_.back().on_done = [&s, before, head](Sink&, int e) {
+    if (e && s.reported == head) s.reported = before;
+  };
 }
 
 // The record at the slot's head if it has all landed: its trailer is there, found at the
@@ -530,42 +556,26 @@ void Messenger::read_inbox(Sink& sink) {
       take_record(s, static_cast<int>(i), *h, p + sizeof *h, sink);
       s.head += record_bytes(h->len);
     }
-    report_credit(s, true);
+    report_credit(s);
   }
 }
 
 bool Messenger::progress(Sink& sink) {
   const uint64_t before = events_ + staging_tail_ + staging_head_;
-  // NACKs: the fabric dropped a write (a dead chip, a refused key): its op fails.
-  tt_fabric_completion done[64];
-  for (int n; (n = tt_fabric_poll_completions(worker_, done, 64)) > 0;) {
-    for (int i = 0; i < n; ++i) {
-      if (done[i].kind != TT_FABRIC_NACKED) continue;
-      const int err = done[i].reason == TT_FABRIC_NACK_PERMISSION ? FI_EACCES : FI_EIO;
-      for (auto& st : staged_) {
-        if (st.txn == done[i].transaction_id) st.err = err;
-      }
-    }
-  }
   free_staging(sink);
   for (Conn* c : conn_order_) {
     while (!c->queue.empty()) {
       SendOp& op = *c->queue.front();
+      Completion k;
+      k.context = op.a.context;
+      k.flags = FI_SEND | (op.a.tagged ? FI_TAGGED : FI_MSG);
+      k.len = op.len;
+      k.report = op.a.report;
       if (c->error) {
-        Completion e;
-        e.context = op.a.context;
-        e.flags = FI_SEND | (op.a.tagged ? FI_TAGGED : FI_MSG);
-        e.err = c->error;
-        sink.transmit(e);  // errors are reported even without FI_COMPLETION
-        c->queue.pop_front();
-        continue;
-      }
-      if (!emit(*c, op)) break;
-      if (op.a.report) {
-        Completion k;
-        k.context = op.a.context;
-        k.flags = FI_SEND | (op.a.tagged ? FI_TAGGED : FI_MSG);
-        k.len = op.len;
+        k.err = c->error;
+        sink.transmit(k);  // errors are reported even without FI_COMPLETION
+      } else {
+        if (!emit(*c, op)) break;
         if (op.a.transmit_complete && !staged_.empty()) {
           staged_.back().on_done = [k](Sink& out, int e) mutable {
             k.err = e;
@@ -576,11 +586,29 @@ bool Messenger::progress(Sink& sink) {
         }
       }
       c->queue.pop_front();
+      --queued_;
     }
   }
-  run_rma();
+  run_rma(sink);
   read_inbox(sink);
   return events_ + staging_tail_ + staging_head_ != before;
+}
+
+void Messenger::warn_lost(const Conn& c) const {
+  std::fprintf(stderr, "libtt-fi: %s: a write to %s was lost (%s): its messages fail from now on\n", to_string(self_).c_str(),
+               to_string(c.peer).c_str(), fi_strerror(c.error));
+}
+
+Completion Messenger::rma_completion(const RmaArgs& a, int err) {
+  Completion c;
+  c.context = a.context;
+  c.flags = a.op == RmaArgs::kWrite  ? (FI_RMA | FI_WRITE)
+            : a.op == RmaArgs::kRead ? (FI_RMA | FI_READ)
+                                     : (FI_ATOMIC | (a.op == RmaArgs::kFetchAdd ? FI_READ : FI_WRITE));
+  c.len = a.op == RmaArgs::kWrite || a.op == RmaArgs::kRead ? iov_bytes(a.iov) : 0;
+  c.err = err;
+  c.report = a.report;
+  return c;
 }
 
 }  // namespace ttemu::fi

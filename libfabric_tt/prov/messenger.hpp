@@ -36,6 +36,8 @@ struct Completion {
   int err = 0;         // 0, or a positive FI_E* code
   size_t olen = 0;     // bytes that did not fit (FI_ETRUNC)
   std::optional<Addr> source;
+  bool report = true;  // to the CQ (errors always are); counters count every operation
+  bool counted = true; // (not a peek)
 };
 class Sink {
  public:
@@ -49,7 +51,7 @@ struct SendArgs {
   std::vector<iovec> iov;
   uint64_t tag = 0, data = 0;
   bool tagged = false, has_data = false;
-  bool inject = false;         // copy the bytes now; no completion
+  bool inject = false;         // copy the bytes now (the caller's buffer is free at once)
   bool transmit_complete = false;  // complete once the fabric acknowledged, not once staged
   bool report = true;          // a completion is wanted (FI_SELECTIVE_COMPLETION)
   void* context = nullptr;
@@ -60,6 +62,7 @@ struct RecvArgs {
   uint64_t tag = 0, ignore = 0;
   bool tagged = false;
   bool peek = false;           // FI_PEEK: report a matching message without taking it
+  bool report = true;          // a completion is wanted (FI_SELECTIVE_COMPLETION)
   void* context = nullptr;
 };
 struct RmaArgs {
@@ -106,23 +109,27 @@ class Messenger {
 
   Conn* connect(const Addr& to);
   bool emit(Conn& c, SendOp& op);
+  template <typename Fill>
+  bool put(const Addr& to, uint64_t key, uint64_t dst, uint64_t size, uint64_t room, Conn* conn, Fill fill);
+  void poll_reasons();
+  void warn_lost(const Conn& c) const;
+  static Completion rma_completion(const RmaArgs& a, int err);
   std::optional<uint64_t> stage(uint64_t bytes);
-  bool submit_write(const Addr& to, uint64_t key, uint64_t src, uint64_t dst, uint64_t size);
   void free_staging(Sink& sink);
-  void run_rma();
+  void run_rma(Sink& sink);
   void read_inbox(Sink& sink);
   std::optional<RecordHeader> landed(const Slot& s, const uint8_t* p) const;
   void take_record(Slot& s, int index, const RecordHeader& h, const uint8_t* payload, Sink& sink);
   bool matches(const RecvArgs& r, const Incoming& m) const;
   void deliver(Incoming& m, Sink& sink);
-  void report_credit(Slot& s, bool drained);
+  void report_credit(Slot& s);
   uint8_t* at(uint64_t offset) const { return memory_ + offset; }
 
   tt_fabric* worker_;
   Addr self_;
   uint64_t region_;
   uint8_t* memory_;
-  std::map<std::tuple<uint16_t, uint16_t, uint16_t, uint16_t>, std::unique_ptr<Conn>> conns_;
+  std::map<std::tuple<uint16_t, uint16_t, uint16_t, uint16_t, uint64_t>, std::unique_ptr<Conn>> conns_;
   std::vector<Conn*> conn_order_;
   std::deque<Staged> staged_;
   uint64_t staging_head_ = 0, staging_tail_ = 0;  // positions that only grow, modulo kStaging
@@ -131,7 +138,9 @@ class Messenger {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::list<RecvArgs> posted_;                      // receives waiting for a message
   std::list<std::shared_ptr<Incoming>> unexpected_; // messages waiting for a receive
-  uint64_t events_ = 0;  // things moved, counted to tell progress from an idle poll
+  uint64_t events_ = 0;
+  size_t queued_ = 0;            // sends queued, over every connection
+  uint16_t reasons_[16] = {};    // per transaction: the reason of its latest NACK  // things moved, counted to tell progress from an idle poll
 };
 
 }  // namespace ttemu::fi

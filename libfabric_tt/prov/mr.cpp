@@ -13,9 +13,10 @@ namespace {
 
 int close_mr(fid* f) {
   Mr* mr = reinterpret_cast<Mr*>(f);
-  if (mr->window_key) {
+  {
     std::lock_guard guard(mr->domain->lock);
-    tt_fabric_mr_deregister(mr->domain->worker, mr->window_key);
+    if (mr->window_key) tt_fabric_mr_deregister(mr->domain->worker, mr->window_key);
+    --mr->domain->objects;
   }
   delete mr;
   return 0;
@@ -66,6 +67,7 @@ int register_mr(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t
   mr->fid.fid.ops = &g_mr_fi_ops;
   mr->fid.mem_desc = mr;
   mr->fid.key = key;
+  ++d->objects;
   *out = &mr->fid;
   return 0;
 }

@@ -16,7 +16,9 @@
 #include <rdma/fi_tagged.h>
 #include <rdma/providers/fi_prov.h>
 
+#include <atomic>
 #include <deque>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,6 +60,8 @@ struct Av {
   fi_av_type type = FI_AV_TABLE;
   std::vector<Addr> entries;  // fi_addr_t = index, for FI_AV_TABLE and FI_AV_MAP alike
   std::vector<bool> live;
+  std::unordered_map<uint64_t, fi_addr_t> by_endpoint;  // (mesh, device, core, index) -> its entry
+  int bound = 0;                                        // endpoints bound to it
   fi_addr_t find(const Addr& a) const;  // FI_ADDR_NOTAVAIL when not inserted
 };
 
@@ -90,9 +94,8 @@ struct Domain {
   bool worker_taken = false;
   uint64_t mr_mode = 0;
   std::vector<Endpoint*> endpoints;
-  std::vector<Cq*> cqs;
-  std::vector<Cntr*> cntrs;
-  uint32_t idle_polls = 0;
+  int objects = 0;  // open endpoints, AVs, CQs, counters and MRs: the domain closes after them
+  std::atomic<uint32_t> idle_polls{0};
   void progress();  // every endpoint of the domain; an idle poll gives the CPU to the chips
 };
 
@@ -107,6 +110,7 @@ struct Cq {
   std::deque<Entry> entries;
   std::deque<fi_cq_err_entry> errors;
   size_t size = 1024;
+  int bound = 0;  // endpoints bound to it
 };
 
 struct Cntr {
@@ -142,7 +146,7 @@ struct Endpoint {
   uint64_t tx_op_flags = 0, rx_op_flags = 0;
   tt_fabric* worker = nullptr;
   bool own_worker = false;
-  std::unique_ptr<Messenger> messenger;  // from fi_enable on
+  std::unique_ptr<Messenger> messenger;  // from fi_endpoint on
   Addr address{};
   EndpointSink sink{this};
 };

@@ -17,14 +17,20 @@ constexpr uint64_t kRdmCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND 
 constexpr uint64_t kDgramCaps = FI_MSG | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr size_t kRdmMaxMsg = size_t{1} << 30;
 constexpr size_t kDgramMaxMsg = 64 << 10;
-constexpr uint64_t kOrder = FI_ORDER_SAS | FI_ORDER_SAW | FI_ORDER_WAS | FI_ORDER_WAW | FI_ORDER_RAR | FI_ORDER_RAW |
-                            FI_ORDER_WAR | FI_ORDER_SAR | FI_ORDER_RAS;
+// Messages go in order after messages to the same peer, and RMA after RMA (one queue each, one
+// route); a message and an RMA operation may pass each other.
+constexpr uint64_t kOrder = FI_ORDER_SAS | FI_ORDER_WAW | FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAR;
+constexpr uint64_t kRemoteCaps = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
 char* dup(const std::string& s) { return strdup(s.c_str()); }
 
 // One offer for an endpoint type, or nullptr when the hints rule it out.
 fi_info* offer(fi_ep_type type, const fi_info* hints, const Binding* b, uint32_t version) {
-  const uint64_t caps = type == FI_EP_RDM ? kRdmCaps : kDgramCaps;
+  uint64_t caps = type == FI_EP_RDM ? kRdmCaps : kDgramCaps;
+  // Remote memory needs the chips' keys: a caller that does not take FI_MR_PROV_KEY gets no RMA.
+  const int accepted = hints && hints->domain_attr ? hints->domain_attr->mr_mode : 0;
+  const bool prov_key = FI_VERSION_GE(version, FI_VERSION(1, 5)) && (accepted & FI_MR_PROV_KEY);
+  if (!prov_key) caps &= ~kRemoteCaps;
   const size_t max_msg = type == FI_EP_RDM ? kRdmMaxMsg : kDgramMaxMsg;
   if (hints) {
     if (hints->caps & ~caps) return nullptr;
@@ -38,6 +44,16 @@ fi_info* offer(fi_ep_type type, const fi_info* hints, const Binding* b, uint32_t
   }
   fi_info* i = fi_allocinfo();
   if (!i) return nullptr;
+  // What was asked for (a capability that changes behaviour, like FI_DIRECTED_RECV, only then),
+  // with the send and receive directions its primary capabilities imply.
+  if (hints && hints->caps) {
+    caps = hints->caps;
+    if (!(caps & (FI_SEND | FI_RECV))) caps |= FI_SEND | FI_RECV;
+    if ((caps & (FI_RMA | FI_ATOMIC)) && !(caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE))) {
+      caps |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    }
+    caps |= FI_LOCAL_COMM | FI_REMOTE_COMM;
+  }
   i->caps = caps;
   i->mode = 0;
   i->addr_format = FI_FORMAT_UNSPEC;
@@ -86,8 +102,7 @@ fi_info* offer(fi_ep_type type, const fi_info* hints, const Binding* b, uint32_t
   d->av_type = hints && hints->domain_attr && hints->domain_attr->av_type != FI_AV_UNSPEC ? hints->domain_attr->av_type : FI_AV_TABLE;
   // Keys are the chip's (FI_MR_PROV_KEY) where the caller accepts that; remote addresses are
   // offsets into the registered window (no FI_MR_VIRT_ADDR).
-  const int accepted = hints && hints->domain_attr ? hints->domain_attr->mr_mode : 0;
-  d->mr_mode = FI_VERSION_GE(version, FI_VERSION(1, 5)) && (accepted & FI_MR_PROV_KEY) ? FI_MR_PROV_KEY : 0;
+  d->mr_mode = prov_key ? FI_MR_PROV_KEY : 0;
   d->mr_key_size = 8;
   d->cq_data_size = type == FI_EP_RDM ? 8 : 0;
   d->cq_cnt = 64;

@@ -13,11 +13,16 @@ namespace {
 
 Endpoint* ep_of(fid_ep* f) { return reinterpret_cast<Endpoint*>(f); }
 
-ssize_t issue(Endpoint* ep, RmaArgs a, fi_addr_t peer, uint64_t flags) {
+// `inject_call`: fi_inject_write and fi_inject_atomic, which never complete; FI_INJECT on a
+// *msg call only means the buffer is free at once.
+ssize_t issue(Endpoint* ep, RmaArgs a, fi_addr_t peer, uint64_t flags, bool inject_call = false) {
   std::lock_guard guard(ep->domain->lock);
   const Addr* p = lookup_peer(*ep, peer);
   if (!p) return -FI_EINVAL;
+  // Remote memory is reached only through a window's key (chip keys are never 0).
+  if (a.key == 0) return -FI_EINVAL;
   a.peer = *p;
+  a.report = !inject_call && (!ep->tx_selective || (flags & FI_COMPLETION));
   if (flags & FI_INJECT) {
     // The caller may reuse its buffer at once: keep a copy until the write is issued.
     size_t len = 0;
@@ -26,9 +31,6 @@ ssize_t issue(Endpoint* ep, RmaArgs a, fi_addr_t peer, uint64_t flags) {
     size_t at = 0;
     for (const auto& v : a.iov) std::memcpy(a.keep->data() + at, v.iov_base, v.iov_len), at += v.iov_len;
     a.iov = {iovec{a.keep->data(), len}};
-    a.report = false;
-  } else {
-    a.report = !ep->tx_selective || (flags & FI_COMPLETION);
   }
   const int rc = ep->messenger->rma(std::move(a));
   ep->messenger->progress(ep->sink);
@@ -69,7 +71,7 @@ ssize_t rma_writemsg(fid_ep* e, const fi_msg_rma* m, uint64_t flags) {
                m->addr, flags);
 }
 ssize_t rma_inject(fid_ep* e, const void* buf, size_t len, fi_addr_t dst, uint64_t addr, uint64_t key) {
-  return issue(ep_of(e), args(RmaArgs::kWrite, {iovec{const_cast<void*>(buf), len}}, addr, key, nullptr), dst, FI_INJECT);
+  return issue(ep_of(e), args(RmaArgs::kWrite, {iovec{const_cast<void*>(buf), len}}, addr, key, nullptr), dst, FI_INJECT, true);
 }
 
 bool mapped(fi_datatype type, fi_op op, bool fetch) {
@@ -88,15 +90,13 @@ ssize_t atomic_writemsg(fid_ep* e, const fi_msg_atomic* m, uint64_t flags) {
   if (!mapped(m->datatype, m->op, false) || m->msg_iov[0].count != 1) return -FI_EOPNOTSUPP;
   RmaArgs a = args(RmaArgs::kAtomicAdd, {}, m->rma_iov[0].addr, m->rma_iov[0].key, m->context);
   std::memcpy(&a.operand, m->msg_iov[0].addr, 4);
-  return issue(ep_of(e), std::move(a), m->addr, flags & ~uint64_t{FI_INJECT});
+  return issue(ep_of(e), std::move(a), m->addr, flags);
 }
 ssize_t atomic_inject(fid_ep* e, const void* buf, size_t count, fi_addr_t dst, uint64_t addr, uint64_t key, fi_datatype type, fi_op op) {
   if (!mapped(type, op, false) || count != 1) return -FI_EOPNOTSUPP;
   RmaArgs a = args(RmaArgs::kAtomicAdd, {}, addr, key, nullptr);
   std::memcpy(&a.operand, buf, 4);
-  a.report = false;
-  Endpoint* ep = ep_of(e);
-  return issue(ep, std::move(a), dst, FI_INJECT);
+  return issue(ep_of(e), std::move(a), dst, FI_INJECT, true);
 }
 ssize_t atomic_readwrite(fid_ep* e, const void* buf, size_t count, void*, void* result, void*, fi_addr_t dst, uint64_t addr,
                          uint64_t key, fi_datatype type, fi_op op, void* ctx) {
