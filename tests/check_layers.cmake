@@ -17,7 +17,7 @@ set(layers
   "emulator/node:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/wire,emulator/link,emulator/session,emulator/chip"
   "emulator/sim:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node"
   "emulator/process:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node"
-  "libfabric_tt:emulator/common,emulator/job,emulator/chip"
+  "libfabric_tt:emulator/common,emulator/job,emulator/routing,emulator/chip"
   "tools/viz:emulator/common,emulator/transport,emulator/routing,emulator/control"
   "launcher:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node,emulator/process,tools/viz"
   "tools/bench:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node,libfabric_tt"
