@@ -1,7 +1,6 @@
 // Counters: completions counted per kind of operation (fi_cntr), read after progress.
 #include <algorithm>
 #include <chrono>
-#include <thread>
 
 #include "libfabric_tt/prov/objects.hpp"
 
@@ -60,7 +59,7 @@ int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout) {
     if (cntr_read(f) >= threshold) return 0;
     if (cntr_readerr(f) != errors) return -FI_EAVAIL;
     if (timeout >= 0 && std::chrono::steady_clock::now() >= until) return -FI_ETIMEDOUT;
-    if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    poll_pause(spins);
   }
 }
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "libfabric_tt/prov/objects.hpp"
 
@@ -73,8 +72,7 @@ ssize_t cq_sreadfrom(fid_cq* fc, void* buf, size_t count, fi_addr_t* src, const 
     const ssize_t n = cq_readfrom(fc, buf, count, src);
     if (n != -FI_EAGAIN) return n;
     if (timeout >= 0 && std::chrono::steady_clock::now() >= until) return -FI_EAGAIN;
-    // Spin while traffic may be flowing, then nap: a blocked reader costs (almost) nothing.
-    if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    poll_pause(spins);
   }
 }
 
@@ -84,14 +82,7 @@ ssize_t cq_sread(fid_cq* fc, void* buf, size_t count, const void* cond, int time
 
 int cq_signal(fid_cq*) { return 0; }
 
-const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t len) {
-  const char* s = fi_strerror(prov_errno);
-  if (buf && len) {
-    std::strncpy(buf, s, len - 1);
-    buf[len - 1] = 0;
-  }
-  return s;
-}
+const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t len) { return provider_strerror(prov_errno, buf, len); }
 
 fi_ops g_cq_fi_ops = {
     .size = sizeof(fi_ops),

@@ -50,14 +50,7 @@ ssize_t eq_sread(fid_eq* fe, uint32_t* event, void* buf, size_t len, int timeout
   }
 }
 
-const char* eq_strerror(fid_eq*, int prov_errno, const void*, char* buf, size_t len) {
-  const char* s = fi_strerror(prov_errno);
-  if (buf && len) {
-    std::strncpy(buf, s, len - 1);
-    buf[len - 1] = 0;
-  }
-  return s;
-}
+const char* eq_strerror(fid_eq*, int prov_errno, const void*, char* buf, size_t len) { return provider_strerror(prov_errno, buf, len); }
 
 fi_ops g_eq_fi_ops = {
     .size = sizeof(fi_ops),

@@ -133,7 +133,7 @@ struct Messenger::Slot {
   uint64_t head = 0, seq = 0, reported = 0;
   uint64_t nonce = 0;  // 0 until the sender's slot header is complete
   Addr from;
-  uint64_t credit_key = 0, credit_offset = 0;
+  uint64_t credit_offset = 0;  // in the sender's region (`from`, under its key)
   std::shared_ptr<Incoming> current;
 };
 
@@ -503,8 +503,7 @@ void Messenger::take_record(Slot& s, int index, const RecordHeader& h, const uin
 void Messenger::report_credit(Slot& s) {
   if (s.head - s.reported < kRing / 16) return;
   const uint64_t head = s.head, before = s.reported;
-  if (!put(s.from, s.credit_key, in_region(Addr{kAddrMagic, 0, 0, 0, 0, 0, s.from.region, s.credit_key}, s.credit_offset), 8, 8,
-           nullptr, [&](uint8_t* p) { std::memcpy(p, &head, 8); })) {
+  if (!put(s.from, s.from.key, in_region(s.from, s.credit_offset), 8, 8, nullptr, [&](uint8_t* p) { std::memcpy(p, &head, 8); })) {
     return;
   }
   s.reported = head;
@@ -539,7 +538,7 @@ void Messenger::read_inbox(Sink& sink) {
       SlotHeader h;
       std::memcpy(&h, header, sizeof h);
       s.from = Addr{kAddrMagic, h.mesh, h.device, h.core, h.index, 0, h.region, h.credit_key};
-      s.credit_key = h.credit_key, s.credit_offset = h.credit_offset;
+      s.credit_offset = h.credit_offset;
       s.nonce = nonce;
     }
     const uint8_t* ring = at(kInboxOffset + uint64_t{i} * kRing);

@@ -45,6 +45,11 @@ struct NoSys<R (*)(A...)> {
 
 // Logs a one-line warning through libfabric's log (FI_LOG_LEVEL=warn shows it).
 void warn(const std::string& what);
+// fi_strerror(prov_errno), also copied into buf (the CQ's and EQ's strerror).
+const char* provider_strerror(int prov_errno, char* buf, size_t len);
+// A blocking read's pause between polls: none while traffic may be flowing, then a nap that
+// costs (almost) no CPU.
+void poll_pause(int polls);
 
 struct Domain;
 struct Endpoint;

@@ -1,7 +1,9 @@
 // The provider's entry point (fi_prov_ini, found by libfabric in $FI_PROVIDER_PATH) and
 // fi_getinfo: what the provider offers, matched against the caller's hints.
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include <rdma/providers/fi_log.h>
 
@@ -165,6 +167,19 @@ struct fi_provider g_provider = {
 };
 
 void warn(const std::string& what) { FI_WARN(&g_provider, FI_LOG_CORE, "%s\n", what.c_str()); }
+
+const char* provider_strerror(int prov_errno, char* buf, size_t len) {
+  const char* s = fi_strerror(prov_errno);
+  if (buf && len) {
+    std::strncpy(buf, s, len - 1);
+    buf[len - 1] = 0;
+  }
+  return s;
+}
+
+void poll_pause(int polls) {
+  if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
 
 }  // namespace ttemu::fi
 
