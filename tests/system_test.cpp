@@ -572,26 +572,6 @@ RunResult client_on(const std::vector<std::string>& launch_args, const std::stri
   return ttemu(args);
 }
 
-// The fabric client's run succeeded, and each test named ran and passed ("[       OK ] NAME (",
-// as gtest prints it), and none failed. A filter that matched nothing exits 0 too, so the exit
-// status alone proves nothing.
-void expect_client_passed(const RunResult& r, std::initializer_list<const char*> tests) {
-  EXPECT_EQ(r.status, 0) << r.out;
-  for (const char* name : tests) {
-    EXPECT_NE(r.out.find(std::string("[       OK ] ") + name + " ("), std::string::npos) << name << " did not pass:\n" << r.out;
-  }
-  EXPECT_EQ(r.out.find("[  FAILED  ]"), std::string::npos) << r.out;
-}
-
-// The lines of `out` that contain `text`.
-std::vector<std::string> lines_with(const std::string& out, const std::string& text) {
-  std::vector<std::string> found;
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.find(text) != std::string::npos) found.push_back(line);
-  }
-  return found;
-}
 
 const std::set<std::string> kAllPatterns = {"unicast", "all_to_all", "one_to_all", "all_to_one", "neighbor_exchange",
                                             "random_pairing"};

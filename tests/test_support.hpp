@@ -200,6 +200,27 @@ inline std::vector<std::string> words(const std::string& line) {
   return out;
 }
 
+// A client program's run (a GoogleTest binary run inside a system) succeeded, and each test named ran and passed ("[       OK ] NAME (",
+// as gtest prints it), and none failed. A filter that matched nothing exits 0 too, so the exit
+// status alone proves nothing.
+inline void expect_client_passed(const RunResult& r, std::initializer_list<const char*> tests) {
+  EXPECT_EQ(r.status, 0) << r.out;
+  for (const char* name : tests) {
+    EXPECT_NE(r.out.find(std::string("[       OK ] ") + name + " ("), std::string::npos) << name << " did not pass:\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("[  FAILED  ]"), std::string::npos) << r.out;
+}
+
+// The lines of `out` that contain `text`.
+inline std::vector<std::string> lines_with(const std::string& out, const std::string& text) {
+  std::vector<std::string> found;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(text) != std::string::npos) found.push_back(line);
+  }
+  return found;
+}
+
 #ifdef TTEMU_BINARY
 // The `ttemu` binary under test, run to completion.
 inline RunResult ttemu(std::vector<std::string> args) {

@@ -88,15 +88,7 @@ const char* av_straddr(fid_av*, const void* addr, char* buf, size_t* len) {
   return buf;
 }
 
-fi_ops g_av_fi_ops = {
-    .size = sizeof(fi_ops),
-    .close = close_av,
-    .bind = TT_NOSYS(fi_ops, bind),
-    .control = TT_NOSYS(fi_ops, control),
-    .ops_open = TT_NOSYS(fi_ops, ops_open),
-    .tostr = TT_NOSYS(fi_ops, tostr),
-    .ops_set = TT_NOSYS(fi_ops, ops_set),
-};
+fi_ops g_av_fi_ops = fid_ops(close_av);
 
 fi_ops_av g_av_ops = {
     .size = sizeof(fi_ops_av),

@@ -63,15 +63,7 @@ int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout) {
   }
 }
 
-fi_ops g_cntr_fi_ops = {
-    .size = sizeof(fi_ops),
-    .close = close_cntr,
-    .bind = TT_NOSYS(fi_ops, bind),
-    .control = TT_NOSYS(fi_ops, control),
-    .ops_open = TT_NOSYS(fi_ops, ops_open),
-    .tostr = TT_NOSYS(fi_ops, tostr),
-    .ops_set = TT_NOSYS(fi_ops, ops_set),
-};
+fi_ops g_cntr_fi_ops = fid_ops(close_cntr);
 
 fi_ops_cntr g_cntr_ops = {
     .size = sizeof(fi_ops_cntr),

@@ -84,15 +84,7 @@ int cq_signal(fid_cq*) { return 0; }
 
 const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t len) { return provider_strerror(prov_errno, buf, len); }
 
-fi_ops g_cq_fi_ops = {
-    .size = sizeof(fi_ops),
-    .close = close_cq,
-    .bind = TT_NOSYS(fi_ops, bind),
-    .control = TT_NOSYS(fi_ops, control),
-    .ops_open = TT_NOSYS(fi_ops, ops_open),
-    .tostr = TT_NOSYS(fi_ops, tostr),
-    .ops_set = TT_NOSYS(fi_ops, ops_set),
-};
+fi_ops g_cq_fi_ops = fid_ops(close_cq);
 
 fi_ops_cq g_cq_ops = {
     .size = sizeof(fi_ops_cq),

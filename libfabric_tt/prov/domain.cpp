@@ -43,15 +43,7 @@ int domain_ops_open(fid*, const char* name, uint64_t, void** ops, void*) {
   return 0;
 }
 
-fi_ops g_domain_fi_ops = {
-    .size = sizeof(fi_ops),
-    .close = close_domain,
-    .bind = TT_NOSYS(fi_ops, bind),
-    .control = TT_NOSYS(fi_ops, control),
-    .ops_open = domain_ops_open,
-    .tostr = TT_NOSYS(fi_ops, tostr),
-    .ops_set = TT_NOSYS(fi_ops, ops_set),
-};
+fi_ops g_domain_fi_ops = fid_ops(close_domain, TT_NOSYS(fi_ops, bind), TT_NOSYS(fi_ops, control), domain_ops_open);
 
 fi_ops_domain g_domain_ops = {
     .size = sizeof(fi_ops_domain),

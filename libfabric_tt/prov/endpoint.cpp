@@ -150,8 +150,7 @@ ssize_t do_send(Endpoint* ep, std::vector<iovec> iov, fi_addr_t dest, uint64_t t
   std::lock_guard guard(ep->domain->lock);
   const Addr* peer = lookup_peer(*ep, dest);
   if (!peer) return -FI_EINVAL;
-  size_t len = 0;
-  for (const auto& v : iov) len += v.iov_len;
+  const size_t len = iov_bytes(iov);
   if (len > ep->info->ep_attr->max_msg_size) return -FI_EMSGSIZE;
   const bool inject = (flags & FI_INJECT) != 0;
   if (inject && len > ep->info->tx_attr->inject_size) return -FI_EMSGSIZE;
@@ -253,15 +252,7 @@ ssize_t tag_injectdata(fid_ep* e, const void* buf, size_t len, uint64_t data, fi
   return do_send(ep_of(e), one(buf, len), dest, tag, data, true, FI_INJECT | FI_REMOTE_CQ_DATA, nullptr, true);
 }
 
-fi_ops g_ep_fi_ops = {
-    .size = sizeof(fi_ops),
-    .close = ep_close,
-    .bind = ep_bind,
-    .control = ep_control,
-    .ops_open = TT_NOSYS(fi_ops, ops_open),
-    .tostr = TT_NOSYS(fi_ops, tostr),
-    .ops_set = TT_NOSYS(fi_ops, ops_set),
-};
+fi_ops g_ep_fi_ops = fid_ops(ep_close, ep_bind, ep_control);
 
 fi_ops_ep g_ep_ops = {
     .size = sizeof(fi_ops_ep),

@@ -52,15 +52,7 @@ ssize_t eq_sread(fid_eq* fe, uint32_t* event, void* buf, size_t len, int timeout
 
 const char* eq_strerror(fid_eq*, int prov_errno, const void*, char* buf, size_t len) { return provider_strerror(prov_errno, buf, len); }
 
-fi_ops g_eq_fi_ops = {
-    .size = sizeof(fi_ops),
-    .close = close_eq,
-    .bind = TT_NOSYS(fi_ops, bind),
-    .control = TT_NOSYS(fi_ops, control),
-    .ops_open = TT_NOSYS(fi_ops, ops_open),
-    .tostr = TT_NOSYS(fi_ops, tostr),
-    .ops_set = TT_NOSYS(fi_ops, ops_set),
-};
+fi_ops g_eq_fi_ops = fid_ops(close_eq);
 
 fi_ops_eq g_eq_ops = {
     .size = sizeof(fi_ops_eq),

@@ -12,15 +12,7 @@ int close_fabric(fid* f) {
 
 int trywait(fid_fabric*, fid**, int) { return 0; }
 
-fi_ops g_fabric_fi_ops = {
-    .size = sizeof(fi_ops),
-    .close = close_fabric,
-    .bind = TT_NOSYS(fi_ops, bind),
-    .control = TT_NOSYS(fi_ops, control),
-    .ops_open = TT_NOSYS(fi_ops, ops_open),
-    .tostr = TT_NOSYS(fi_ops, tostr),
-    .ops_set = TT_NOSYS(fi_ops, ops_set),
-};
+fi_ops g_fabric_fi_ops = fid_ops(close_fabric);
 
 fi_ops_fabric g_fabric_ops = {
     .size = sizeof(fi_ops_fabric),

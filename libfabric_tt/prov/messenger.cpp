@@ -22,6 +22,12 @@ bool same_endpoint(const Addr& a, const Addr& b) {
 
 std::string to_string(const Addr& a) { return fmt::format("M{}D{}.c{}.e{}", a.mesh, a.device, a.core, a.index); }
 
+size_t iov_bytes(const std::vector<iovec>& iov) {
+  size_t n = 0;
+  for (const auto& v : iov) n += v.iov_len;
+  return n;
+}
+
 namespace {
 
 constexpr uint8_t kControlTxn = 15;  // slot allocations; writes use 0-14 in turn
@@ -30,13 +36,10 @@ constexpr uint64_t kMaxWrite = TT_FABRIC_MAX_SIZE;
 uint64_t load64(const uint8_t* p) { return std::atomic_ref<const uint64_t>(*reinterpret_cast<const uint64_t*>(p)).load(std::memory_order_acquire); }
 uint32_t load32(const uint8_t* p) { return std::atomic_ref<const uint32_t>(*reinterpret_cast<const uint32_t*>(p)).load(std::memory_order_acquire); }
 
-size_t iov_bytes(const std::vector<iovec>& iov) {
-  size_t n = 0;
-  for (const auto& v : iov) n += v.iov_len;
-  return n;
-}
-// Copies up to n bytes into the iovs from byte `offset` on; returns how many fitted.
-size_t copy_to(const std::vector<iovec>& iov, size_t offset, const uint8_t* src, size_t n) {
+// Calls piece(iov bytes, k, done) for the iovs' bytes [offset, offset + n), in order; returns
+// how many there were (fewer than n when the iovs end first).
+template <typename Piece>
+size_t walk(const std::vector<iovec>& iov, size_t offset, size_t n, Piece piece) {
   size_t done = 0;
   for (const auto& v : iov) {
     if (done == n) break;
@@ -45,25 +48,18 @@ size_t copy_to(const std::vector<iovec>& iov, size_t offset, const uint8_t* src,
       continue;
     }
     const size_t k = std::min(v.iov_len - offset, n - done);
-    std::memcpy(static_cast<uint8_t*>(v.iov_base) + offset, src + done, k);
+    piece(static_cast<uint8_t*>(v.iov_base) + offset, k, done);
     done += k;
     offset = 0;
   }
   return done;
 }
+// Copies up to n bytes into the iovs from byte `offset` on; returns how many fitted.
+size_t copy_to(const std::vector<iovec>& iov, size_t offset, const uint8_t* src, size_t n) {
+  return walk(iov, offset, n, [src](uint8_t* p, size_t k, size_t done) { std::memcpy(p, src + done, k); });
+}
 void copy_from(const std::vector<iovec>& iov, size_t offset, uint8_t* dst, size_t n) {
-  size_t done = 0;
-  for (const auto& v : iov) {
-    if (done == n) break;
-    if (offset >= v.iov_len) {
-      offset -= v.iov_len;
-      continue;
-    }
-    const size_t k = std::min(v.iov_len - offset, n - done);
-    std::memcpy(dst + done, static_cast<const uint8_t*>(v.iov_base) + offset, k);
-    done += k;
-    offset = 0;
-  }
+  walk(iov, offset, n, [dst](const uint8_t* p, size_t k, size_t done) { std::memcpy(dst + done, p, k); });
 }
 
 // A chip address in a peer's region: an offset under its key, else the address itself.
@@ -96,7 +92,7 @@ struct Messenger::RmaOp {
 
 struct Messenger::SendOp {
   SendArgs a;
-  std::vector<uint8_t> owned;  // an inject's bytes
+  std::shared_ptr<std::vector<uint8_t>> owned;  // an inject's bytes
   size_t len = 0, done = 0;
   bool finished = false;
 };
@@ -190,14 +186,18 @@ Messenger::Conn* Messenger::connect(const Addr& to) {
   return raw;
 }
 
+// The bytes of an inject, kept until they are staged: the caller may reuse its buffer at once.
+std::shared_ptr<std::vector<uint8_t>> Messenger::keep(std::vector<iovec>& iov) {
+  auto copy = std::make_shared<std::vector<uint8_t>>(iov_bytes(iov));
+  copy_from(iov, 0, copy->data(), copy->size());
+  iov = {iovec{copy->data(), copy->size()}};
+  return copy;
+}
+
 int Messenger::send(SendArgs a) {
   auto op = std::make_unique<SendOp>();
   op->len = iov_bytes(a.iov);
-  if (a.inject) {  // the caller may reuse its buffer at once
-    op->owned.resize(op->len);
-    copy_from(a.iov, 0, op->owned.data(), op->len);
-    a.iov = {iovec{op->owned.data(), op->len}};
-  }
+  if (a.inject) op->owned = keep(a.iov);
   op->a = std::move(a);
   Conn* c = connect(op->a.to);
   c->queue.push_back(std::move(op));
@@ -297,6 +297,7 @@ bool Messenger::emit(Conn& c, SendOp& op) {
 }
 
 int Messenger::rma(RmaArgs a) {
+  if (a.inject) a.keep = keep(a.iov);
   auto op = std::make_unique<RmaOp>();
   op->a = std::make_shared<const RmaArgs>(std::move(a));
   op->err = std::make_shared<int>(0);

@@ -25,6 +25,7 @@ namespace ttemu::fi {
 
 bool same_endpoint(const Addr& a, const Addr& b);
 std::string to_string(const Addr& a);  // "M0D3.c1.e0"
+size_t iov_bytes(const std::vector<iovec>& iov);
 
 // Where an operation's outcome goes (the endpoint routes it to its CQs and counters).
 struct Completion {
@@ -73,6 +74,7 @@ struct RmaArgs {
   uint32_t operand = 0;        // atomics
   void* result = nullptr;      // fetch: where the old value goes
   bool report = true;
+  bool inject = false;         // copy the bytes now (the caller's buffer is free at once)
   void* context = nullptr;
   std::shared_ptr<std::vector<uint8_t>> keep;  // an inject's copy of its bytes
 };
@@ -109,6 +111,7 @@ class Messenger {
 
   Conn* connect(const Addr& to);
   bool emit(Conn& c, SendOp& op);
+  static std::shared_ptr<std::vector<uint8_t>> keep(std::vector<iovec>& iov);
   template <typename Fill>
   bool put(const Addr& to, uint64_t key, uint64_t dst, uint64_t size, uint64_t room, Conn* conn, Fill fill);
   void poll_reasons();

@@ -24,15 +24,7 @@ int close_mr(fid* f) {
 
 int bind_mr(fid*, fid*, uint64_t) { return 0; }
 
-fi_ops g_mr_fi_ops = {
-    .size = sizeof(fi_ops),
-    .close = close_mr,
-    .bind = bind_mr,
-    .control = TT_NOSYS(fi_ops, control),
-    .ops_open = TT_NOSYS(fi_ops, ops_open),
-    .tostr = TT_NOSYS(fi_ops, tostr),
-    .ops_set = TT_NOSYS(fi_ops, ops_set),
-};
+fi_ops g_mr_fi_ops = fid_ops(close_mr, bind_mr);
 
 }  // namespace
 

@@ -43,6 +43,14 @@ struct NoSys<R (*)(A...)> {
 };
 #define TT_NOSYS(type, member) (&::ttemu::fi::NoSys<decltype(type::member)>::fn)
 
+// An object's fi_ops: its close, and bind, control and ops_open where it has them.
+constexpr fi_ops fid_ops(decltype(fi_ops::close) close, decltype(fi_ops::bind) bind = TT_NOSYS(fi_ops, bind),
+                         decltype(fi_ops::control) control = TT_NOSYS(fi_ops, control),
+                         decltype(fi_ops::ops_open) ops_open = TT_NOSYS(fi_ops, ops_open)) {
+  return {.size = sizeof(fi_ops), .close = close, .bind = bind, .control = control, .ops_open = ops_open,
+          .tostr = TT_NOSYS(fi_ops, tostr), .ops_set = TT_NOSYS(fi_ops, ops_set)};
+}
+
 // Logs a one-line warning through libfabric's log (FI_LOG_LEVEL=warn shows it).
 void warn(const std::string& what);
 // fi_strerror(prov_errno), also copied into buf (the CQ's and EQ's strerror).

@@ -23,15 +23,7 @@ ssize_t issue(Endpoint* ep, RmaArgs a, fi_addr_t peer, uint64_t flags, bool inje
   if (a.key == 0) return -FI_EINVAL;
   a.peer = *p;
   a.report = !inject_call && (!ep->tx_selective || (flags & FI_COMPLETION));
-  if (flags & FI_INJECT) {
-    // The caller may reuse its buffer at once: keep a copy until the write is issued.
-    size_t len = 0;
-    for (const auto& v : a.iov) len += v.iov_len;
-    a.keep = std::make_shared<std::vector<uint8_t>>(len);
-    size_t at = 0;
-    for (const auto& v : a.iov) std::memcpy(a.keep->data() + at, v.iov_base, v.iov_len), at += v.iov_len;
-    a.iov = {iovec{a.keep->data(), len}};
-  }
+  a.inject = (flags & FI_INJECT) != 0;
   const int rc = ep->messenger->rma(std::move(a));
   ep->messenger->progress(ep->sink);
   return rc;
