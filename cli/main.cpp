@@ -11,6 +11,7 @@
 #include "tools/traffic/sim_command.hpp"
 #include "launcher/diagnose_command.hpp"
 #include "launcher/events_command.hpp"
+#include "launcher/multi_host_commands.hpp"
 #include "launcher/run_command.hpp"
 #include "launcher/system_commands.hpp"
 #include "launcher/topo_command.hpp"
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   ttemu::launcher::add_events_command(app);
   ttemu::launcher::add_diagnose_command(app);
   ttemu::launcher::add_run_command(app, client, exit_status);
+  ttemu::launcher::add_multi_host_commands(app, exit_status);
   ttemu::tools::add_traffic_command(app, exit_status);
   ttemu::tools::add_sim_command(app, exit_status);
   ttemu::tools::add_campaign_command(app, exit_status);

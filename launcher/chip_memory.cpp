@@ -9,14 +9,17 @@
 namespace ttemu::launcher {
 
 ChipMemory::ChipMemory(const job::JobId& job, const control::System& sys, const control::TableSet& tables,
-                       std::optional<size_t> dram_bytes, size_t shm_ring_capacity)
-    : job_(job), sys_(sys), dram_bytes_(dram_bytes) {
+                       std::optional<size_t> dram_bytes, size_t shm_ring_capacity, std::vector<bool> here)
+    : job_(job), sys_(sys), dram_bytes_(dram_bytes), here_(std::move(here)) {
   try {
     controls_.resize(sys.chips.size());
     l1s_.resize(sys.chips.size());
-    for (int v = 0; v < sys.node_count(); ++v) create(v, tables, 1, /*first=*/true);
+    for (int v = 0; v < sys.node_count(); ++v) {
+      if (this->here(v)) create(v, tables, 1, /*first=*/true);
+    }
     for (const auto& l : sys.links) {
       if (shm_ring_capacity == 0) break;
+      if (!this->here(*sys.node(l.a.chip)) || !this->here(*sys.node(l.b.chip))) continue;
       names_.push_back(chip::link_segment_name(job, l.a, l.b));
       chip::Segment seg = chip::Segment::create(names_.back(), process::shm_link_bytes(shm_ring_capacity));
       process::create_shm_link(seg.data(), shm_ring_capacity);

@@ -23,13 +23,16 @@ class ChipMemory {
   // created before is removed by the destructor.
   // With shm_ring_capacity, each link also gets its segment of two datagram rings of that
   // capacity (--transport shm).
+  // `here` (by node; empty: every chip) names the chips of this host when a system is spread
+  // over several (a host agent's); the others have no memory here.
   ChipMemory(const job::JobId& job, const control::System& sys, const control::TableSet& tables,
-             std::optional<size_t> dram_bytes, size_t shm_ring_capacity = 0);
+             std::optional<size_t> dram_bytes, size_t shm_ring_capacity = 0, std::vector<bool> here = {});
   ~ChipMemory() { remove(); }
   ChipMemory(const ChipMemory&) = delete;
   ChipMemory& operator=(const ChipMemory&) = delete;
 
-  // A chip's control block (by node), mapped for as long as this lives.
+  bool here(int node) const { return here_.empty() || here_.at(static_cast<size_t>(node)); }
+  // A chip's control block (by node, a chip here), mapped for as long as this lives.
   chip::ChipControl& control(int node) const { return *controls_.at(static_cast<size_t>(node)).as<chip::ChipControl>(); }
   // Writes `tables` into the routers' blocks of a chip's L1.
   void write_tables(int node, const control::TableSet& tables);
@@ -46,6 +49,7 @@ class ChipMemory {
   job::JobId job_;
   const control::System& sys_;
   std::optional<size_t> dram_bytes_;
+  std::vector<bool> here_;
   std::vector<std::string> names_;       // every segment, for remove()
   std::vector<chip::Segment> controls_;  // by node
   std::vector<chip::Segment> l1s_;       // by node: where the routers' tables go

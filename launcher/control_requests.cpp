@@ -94,7 +94,8 @@ std::optional<json> respond(std::string_view line, ControlTarget& target, const 
   const std::string cmd = string_field(req, "cmd");
   if (cmd == "status") {
     only_fields(req, cmd, {});
-    return target.status();
+    target.status(later);
+    return std::nullopt;
   }
   if (cmd == "faults") {
     only_fields(req, cmd, {"plan", "source", "from_now"});

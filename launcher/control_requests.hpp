@@ -55,7 +55,8 @@ class ControlTarget {
   virtual ~ControlTarget() = default;
   virtual bool ready() const = 0;     // every link came up; until then only status is served
   virtual int data_fvcs() const = 0;  // FVCs 0..data_fvcs(), the last being the control FVC
-  virtual nlohmann::json status() = 0;
+  // Replies through `reply` (at once, or once the other hosts of a multi-host launch answered).
+  virtual void status(Reply reply) = 0;
   // from_now: the plan's down intervals count from now, not from when each link started.
   virtual nlohmann::json apply_faults(const std::string& plan, const std::string& source, bool from_now) = 0;
   virtual void stall(const std::string& chip, int fvc, bool stalled) = 0;

@@ -12,7 +12,12 @@ namespace ttemu::launcher {
 namespace asio = boost::asio;
 
 ControlServer::ControlServer(asio::io_context& io, std::string path, ControlTarget& target)
-    : path_(std::move(path)), target_(target), acceptor_(io), retry_(io) {
+    : ControlServer(io, std::move(path), [&target](const std::string& line, const auto& answer) {
+        handle_request(line, target, answer);
+      }) {}
+
+ControlServer::ControlServer(asio::io_context& io, std::string path, Handler handler)
+    : path_(std::move(path)), handler_(std::move(handler)), acceptor_(io), retry_(io) {
   ::unlink(path_.c_str());
   boost::system::error_code ec;
   acceptor_.open(asio::local::stream_protocol(), ec);
@@ -60,7 +65,7 @@ void ControlServer::serve(std::shared_ptr<asio::local::stream_protocol::socket> 
     }
     if (ec) return;  // the client left
     std::string line(asio::buffers_begin(buf->data()), asio::buffers_begin(buf->data()) + static_cast<long>(n));
-    handle_request(line, target_, answer);
+    handler_(line, answer);
   });
 }
 

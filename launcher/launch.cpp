@@ -37,7 +37,11 @@
 #include "launcher/control_requests.hpp"
 #include "launcher/control_server.hpp"
 #include "launcher/event_log.hpp"
+#include "launcher/host_agents.hpp"
+#include "launcher/host_wire.hpp"
 #include "launcher/local_chips.hpp"
+#include "launcher/system_report.hpp"
+#include "emulator/control/host_placement.hpp"
 
 namespace ttemu::launcher {
 
@@ -48,16 +52,23 @@ using nlohmann::json;
 using routing::to_string;
 using Clock = std::chrono::steady_clock;
 
-namespace {
+namespace detail {
 
 class Launcher : public ControlTarget {
  public:
-  explicit Launcher(const LaunchOptions& o)
-      : o_(o), signals_(io_, SIGINT, SIGTERM), children_(io_, SIGCHLD), deadline_(io_), reroute_timer_(io_) {}
+  Launcher(const LaunchOptions& o, std::optional<MultiHost> multi)
+      : o_(o), multi_(std::move(multi)), signals_(io_, SIGINT, SIGTERM), children_(io_, SIGCHLD), deadline_(io_), reroute_timer_(io_) {}
 
   ~Launcher() override { teardown_now(); }
 
   int run() {
+    prepare();
+    return go();
+  }
+
+  // Everything up to starting the chips. In a multi-host launch, returns the port the host
+  // agents connect to.
+  uint16_t prepare() {
     o_.transport = resolve_transport(o_.transport);
     sys_ = control::load_system(o_.file);
     tables_ = control::compute_tables(sys_);
@@ -76,9 +87,14 @@ class Launcher : public ControlTarget {
     begun["job"] = job_.text();
     begun["transport"] = o_.transport;
     record(stamp(begun, uptime()));
+    std::vector<bool> here;
+    if (multi_) {
+      if (o_.transport == "shm") throw Error("--transport shm joins chips of one host; a multi-host launch uses udp or uring");
+      for (int h : multi_->host_of_node) here.push_back(h == multi_->self);
+    }
     memory_ = std::make_unique<ChipMemory>(job_, sys_, tables_,
                                            o_.dram_mib ? std::optional<size_t>(*o_.dram_mib << 20) : std::nullopt,
-                                           o_.transport == "shm" ? process::shm_ring_capacity(o_.window) : 0);
+                                           o_.transport == "shm" ? process::shm_ring_capacity(o_.window) : 0, here);
     publish_description();
     server_ = std::make_unique<ControlServer>(io_, job::control_socket_path(job_), *this);
     socket_path_ = server_->path();
@@ -93,10 +109,23 @@ class Launcher : public ControlTarget {
       for (uint8_t port : sys_.wired_ports(v)) link_state_[{v, port}] = "handshake";
     }
     bound_ports_.resize(sys_.chips.size());
-    chips_ = std::make_unique<LocalChips>(
-        io_, sys_, job_, socket_path_,
-        ChipSupervisor::Events{[this](int node, const msg::FromChip& m) { on_chip_message(node, m); },
-                               [this](int node, int pid, const std::string& how) { on_chip_death(node, pid, how); }});
+    ChipSupervisor::Events events{[this](int node, const msg::FromChip& m) { on_chip_message(node, m); },
+                                  [this](int node, int pid, const std::string& how) { on_chip_death(node, pid, how); }};
+    auto local = std::make_unique<LocalChips>(io_, sys_, job_, socket_path_, events);
+    if (!multi_) {
+      chips_ = std::move(local);
+      return 0;
+    }
+    auto agents = std::make_unique<HostAgents>(io_, sys_, multi_->host_of_node, multi_->self, std::move(local), events, agent_hooks());
+    agents_ = agents.get();
+    chips_ = std::move(agents);
+    return agents_->listen(o_.bind);
+  }
+
+  // Starts the chips (of every host: `hosts`, by rank, in a multi-host launch) and runs until
+  // the system stops.
+  int go(std::vector<HostEntry> hosts = {}) {
+    if (agents_) agents_->set_hosts(std::move(hosts));
     chips_->start_all([this](int v) { return config_for(v); });
     deadline_.expires_after(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.ready_timeout)));
     deadline_.async_wait([this](auto ec) {
@@ -120,24 +149,50 @@ class Launcher : public ControlTarget {
 
   // What clients need to address the chips and read their memory, typed (job/description.hpp).
   void publish_description() {
-    job::SystemDescription d;
-    d.job = job_;
-    d.system_path = std::filesystem::absolute(o_.file).string();
-    d.planes = sys_.planes;
-    d.data_fvcs = o_.data_fvcs;
-    d.memory = o_.memory;
-    for (int v = 0; v < sys_.node_count(); ++v) {
-      const auto& chip = sys_.chips[static_cast<size_t>(v)];
-      const chip::ArchSpec arch = chip::arch_spec(sys_.spec_of(v).arch);
-      const auto& mesh = sys_.mesh_of(v);
-      d.chips.push_back({to_string(chip.id), chip.id.mesh, chip.id.device, arch.name, chip.coord.row, chip.coord.col,
-                         mesh.chips.rows, mesh.chips.cols, arch.l1_total(), o_.dram_mib ? *o_.dram_mib << 20 : arch.dram,
-                         arch.tensix_cores, arch.tensix_l1, chip.host});
-    }
-    for (const auto& l : sys_.links) d.links.push_back({to_string(l.a), to_string(l.b), l.plane});
-    job::publish(d);
+    job::publish(describe_system(sys_, job_, describe_options()));
     published_ = true;
   }
+
+ public:
+  DescribeOptions describe_options() const {
+    DescribeOptions d{std::filesystem::absolute(o_.file).string(), o_.data_fvcs, o_.memory, o_.dram_mib, {}, ""};
+    if (multi_) {
+      for (int h : multi_->host_of_node) d.host_of_node.push_back(sys_.hosts[static_cast<size_t>(h)]);
+      d.this_host = sys_.hosts[static_cast<size_t>(multi_->self)];
+    }
+    return d;
+  }
+
+ private:
+  // What the control plane does for the host agents of a multi-host launch.
+  HostAgents::Hooks agent_hooks() {
+    HostAgents::Hooks h;
+    h.setup = [this] {
+      return json{{"job", job_.text()}, {"tables", control::tables_to_json(sys_, live_ ? live_->tables() : tables_)},
+                  {"version", live_ ? live_->version() : 1}, {"transport", o_.transport}};
+    };
+    h.status_entry = [this](int node, const chip::StatusEntry& e, int64_t age_ns) {
+      const auto now = Clock::now();
+      on_status_entry(node, e, std::chrono::duration<double>(now - started_).count() - static_cast<double>(age_ns) / 1e9,
+                      std::chrono::nanoseconds(age_ns));
+    };
+    h.request = [this](const std::string& line, const std::function<void(const std::string&)>& answer) {
+      handle_request(line, *this, answer);
+    };
+    h.host_lost = [this](const std::string& host, const std::string& why) {
+      if (stopping_) return;
+      fmt::print(stderr, "ttemu: host {} is gone: {}\n", host, why);
+      json e = system_event("host_lost", uptime());
+      e["host"] = host;
+      e["why"] = why;
+      record(e);
+      if (!ready_) fail(fmt::format("host {} was lost while the system was coming up", host));
+    };
+    return h;
+  }
+
+  bool here(int v) const { return !agents_ || agents_->here(v); }
+  const std::string& address_of(int v) const { return agents_ ? agents_->address_of(v) : o_.bind; }
 
   // --- the chips: configuration, wiring, readiness, deaths ---------------------------------
 
@@ -155,7 +210,7 @@ class Launcher : public ControlTarget {
     m.job_hash = job_.hash();
     m.seed = seed_;
     m.window = static_cast<uint16_t>(o_.window);
-    m.bind = o_.bind;
+    m.bind = address_of(v);
     m.planes = sys_.planes;
     m.data_fvcs = o_.data_fvcs;
     m.rb_packets = o_.rb_packets;
@@ -213,7 +268,8 @@ class Launcher : public ControlTarget {
   // address its socket is bound to.
   std::pair<routing::PortId, msg::PeerAddress> far_end(int v, const std::string& port) const {
     const routing::PortId peer = *sys_.peer({sys_.chips[static_cast<size_t>(v)].id, static_cast<uint8_t>(std::stoi(port))});
-    return {peer, {o_.bind, bound_ports_[static_cast<size_t>(*sys_.node(peer.chip))].at(std::to_string(peer.port))}};
+    const int peer_node = *sys_.node(peer.chip);
+    return {peer, {address_of(peer_node), bound_ports_[static_cast<size_t>(peer_node)].at(std::to_string(peer.port))}};
   }
 
   void wire_links() {
@@ -323,10 +379,11 @@ class Launcher : public ControlTarget {
   // New tables into every live router's L1, then each chip loads them (between packets).
   json apply_reload(const control::Reload& r, const char* cause) {
     for (int v = 0; v < sys_.node_count(); ++v) {
-      if (!chips_->alive(v)) continue;
+      if (!chips_->alive(v) || !here(v)) continue;
       memory_->write_tables(v, r.tables);
       send(v, msg::Tables{static_cast<uint32_t>(r.version)});
     }
+    if (agents_) agents_->reload_tables(control::tables_to_json(sys_, r.tables), static_cast<uint32_t>(r.version));
     json e = tables_reloaded_event(sys_, r, cause);
     record(stamp(e, uptime()));
     fmt::print(stderr, "ttemu: {}\n", reload_summary(e));
@@ -376,6 +433,7 @@ class Launcher : public ControlTarget {
     }
     if (chips_->alive(v)) throw Error(fmt::format("chip {} is running: kill it first", to_string(id)));
     if (o_.transport == "shm") throw Error("a chip cannot restart over --transport shm (its rings stay with the old process); use udp or uring");
+    if (!here(v)) throw Error(fmt::format("chip {} runs on host {}: only chips of the control plane's host restart for now", to_string(id), agents_->host_name(v)));
     // A new process: empty memory, the tables in force, new sockets; its links handshake
     // anew, and the tables are computed again to include it once they are up.
     memory_->renew(v, live().tables(), static_cast<uint32_t>(live().version()));
@@ -396,7 +454,7 @@ class Launcher : public ControlTarget {
       const auto [peer, address] = far_end(v, port);
       own.peers[port] = address;
       msg::Peers theirs;
-      theirs.peers[std::to_string(peer.port)] = {o_.bind, udp};
+      theirs.peers[std::to_string(peer.port)] = {address_of(v), udp};
       send(*sys_.node(peer.chip), theirs);
     }
     send(v, own);
@@ -426,55 +484,42 @@ class Launcher : public ControlTarget {
     send(chip_node(name), msg::Stall{static_cast<uint8_t>(fvc), stalled});
   }
 
-  json status() override {
+  void status(Reply reply) override {
     for (int v = 0; v < sys_.node_count(); ++v) drain_status(v);
-    json chips = json::array(), links = json::array();
-    for (int v = 0; v < sys_.node_count(); ++v) {
-      const auto& chip = sys_.chips[static_cast<size_t>(v)];
-      const auto* block = &memory_->control(v);
-      const auto& mesh = sys_.mesh_of(v);
-      chips.push_back({{"name", to_string(chip.id)}, {"pid", chips_->pid(v)}, {"alive", chips_->alive(v)}, {"host", chip.host},
-                       {"mesh", chip.id.mesh}, {"device", chip.id.device}, {"row", chip.coord.row},
-                       {"col", chip.coord.col}, {"mesh_rows", mesh.chips.rows}, {"mesh_cols", mesh.chips.cols},
-                       {"l1_bytes", block->l1_bytes}, {"dram_bytes", block->dram_bytes},
-                       {"packets_injected", block->packets_injected.load()},
-                       {"packets_delivered", block->packets_delivered.load()},
-                       {"router_events", block->router_events.load()},
-                       {"transport_mode", chip::to_string(static_cast<chip::TransportMode>(block->transport_mode.load()))},
-                       {"memory_refused", block->windows.refused.load(std::memory_order_relaxed)},
-                       {"sockets", node::sockets_json(*block)}, {"reservations", node::reservations_json(*block, chip.id)}});
-    }
-    for (const auto& l : sys_.links) {
-      json ends = json::array();
-      for (const auto& end : {l.a, l.b}) {
-        const int node = *sys_.node(end.chip);
-        const auto& ps = memory_->control(node).ports[end.port];
-        json counters = json::object();
-#define TTEMU_JSON(name, help) counters[#name] = ps.counters.name.load(std::memory_order_relaxed);
-        TTEMU_LINK_COUNTERS(TTEMU_JSON)
-#undef TTEMU_JSON
-        counters["stream_verified"] = ps.stream_verified.load();
-        counters["stream_errors"] = ps.stream_errors.load();
-        json e{{"port", to_string(end)}, {"udp", ps.udp_port.load()},
-               {"state", chips_->alive(node) ? link::to_string(static_cast<link::LinkState>(ps.counters.state.load())) : "dead"},
-               {"counters", counters}};
-        // The EFC: the port whose wire carries this end's traffic, when it is not its own.
-        const auto wire = static_cast<uint8_t>(ps.wire.load(std::memory_order_relaxed));
-        if (wire != end.port && chips_->alive(node)) {
-          e["fallback"] = {{"via", to_string(routing::PortId{end.chip, wire})},
-                           {"reason", link::to_string(static_cast<link::EfcReason>(ps.fallback_reason.load()))}};
-        }
-        ends.push_back(std::move(e));
+    auto assemble = [this, reply](const json& remote_chips, const json& remote_ends) {
+      json chips = json::array(), links = json::array();
+      for (int v = 0; v < sys_.node_count(); ++v) {
+        const std::string name = to_string(sys_.chips[static_cast<size_t>(v)].id);
+        json c = here(v) ? chip_report(sys_, v, memory_->control(v))
+                         : remote_chips.contains(name) ? remote_chips[name] : json{{"name", name}, {"unreachable", true}};
+        c["pid"] = chips_->pid(v);
+        c["alive"] = chips_->alive(v);
+        c["host"] = agents_ ? agents_->host_name(v) : sys_.chips[static_cast<size_t>(v)].host;
+        chips.push_back(std::move(c));
       }
-      links.push_back({{"a", to_string(l.a)}, {"b", to_string(l.b)}, {"plane", l.plane}, {"ends", ends}});
-    }
-    return {{"job", job_.text()}, {"system", o_.file}, {"system_path", std::filesystem::absolute(o_.file).string()},
-            {"ready", ready_}, {"seed", seed_},
-            {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"transport", o_.transport}, {"memory", o_.memory}, {"events", events_},
-            {"tables_version", live_ ? live_->version() : 1}, {"injection_paused", injection_paused_},
-            {"event_log", log_ ? log_->path() : ""},
-            {"uptime_s", uptime()},
-            {"chips", chips}, {"links", links}};
+      for (const auto& l : sys_.links) {
+        json ends = json::array();
+        for (const auto& end : {l.a, l.b}) {
+          const int node = *sys_.node(end.chip);
+          const std::string port = to_string(end);
+          ends.push_back(here(node) ? link_end_report(memory_->control(node), end, chips_->alive(node))
+                         : remote_ends.contains(port) ? remote_ends[port]
+                                                      : json{{"port", port}, {"state", chips_->alive(node) ? "unknown" : "dead"}});
+        }
+        links.push_back({{"a", to_string(l.a)}, {"b", to_string(l.b)}, {"plane", l.plane}, {"ends", ends}});
+      }
+      json hosts = json::array();
+      for (int h = 0; agents_ && h < static_cast<int>(sys_.hosts.size()); ++h) hosts.push_back(sys_.hosts[static_cast<size_t>(h)]);
+      reply({{"job", job_.text()}, {"system", o_.file}, {"system_path", std::filesystem::absolute(o_.file).string()},
+             {"ready", ready_}, {"seed", seed_},
+             {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"transport", o_.transport}, {"memory", o_.memory}, {"events", events_},
+             {"tables_version", live_ ? live_->version() : 1}, {"injection_paused", injection_paused_},
+             {"event_log", log_ ? log_->path() : ""}, {"hosts", hosts},
+             {"uptime_s", uptime()},
+             {"chips", chips}, {"links", links}});
+    };
+    if (agents_) return agents_->gather_status(assemble, kSnapshotWait);
+    assemble(json::object(), json::object());
   }
 
   // Every live chip's state (ttemu snapshot): each answers on its control socket; one that has
@@ -560,6 +605,10 @@ class Launcher : public ControlTarget {
     const LiveLink link = live_link(t.link);
     const routing::PortId port = link.port, peer = link.peer;
     const int peer_node = link.peer_node;
+    if (!here(link.node) || !here(peer_node)) {
+      throw Error(fmt::format("{} joins chips of hosts {} and {}: link tests run between chips of the control plane's host for now",
+                              to_string(port), agents_->host_name(link.node), agents_->host_name(peer_node)));
+    }
     if (!busy_.insert(port).second) throw Error(fmt::format("a test is already running on {}", to_string(port)));
     // From here on nothing throws: the port stays reserved until the test ends or times out.
     const uint64_t id = ++next_test_;
@@ -610,20 +659,15 @@ class Launcher : public ControlTarget {
 
   // --- the status queues and the event log (spec 1.1.2.1) ---------------------------------
 
-  // Takes what a chip pushed into its status queue into the event log.
+  // Takes what a chip of this host pushed into its status queue into the event log (the other
+  // hosts' agents drain theirs and send the entries: on_status_entry).
   void drain_status(int node) {
-    if (!memory_) return;
+    if (!memory_ || !here(node)) return;
     const routing::ChipId chip = sys_.chips[static_cast<size_t>(node)].id;
     const int64_t now = steady_ns(Clock::now()), launched = steady_ns(started_);
     chip::StatusQueue& q = memory_->control(node).status;
     const uint64_t lost = q.drain([&](const chip::StatusEntry& e) {
-      // The live control plane hears link states here, as the simulator's does.
-      if (live_ && (e.kind == chip::StatusKind::kLinkUp || e.kind == chip::StatusKind::kLinkDown)) {
-        live_->link_up({chip, e.port}, e.kind == chip::StatusKind::kLinkUp);
-        schedule_reroute();
-      }
-      json j = status_event(e, chip, sys_);
-      record(stamp(j, static_cast<double>(e.time_ns - launched) / 1e9, std::chrono::nanoseconds(now - e.time_ns)));
+      on_status_entry(node, e, static_cast<double>(e.time_ns - launched) / 1e9, std::chrono::nanoseconds(now - e.time_ns));
     });
     if (lost) {
       json e = launcher_event(chip, "status_lost", uptime());
@@ -631,6 +675,18 @@ class Launcher : public ControlTarget {
       record(e);
     }
     if (!q.caught_up()) asio::post(io_, [this, node] { drain_status(node); });  // it pushes on: come back
+  }
+
+  // One status entry of a chip, `at` seconds after launch, `delay` after it was pushed.
+  void on_status_entry(int node, const chip::StatusEntry& e, double at, std::chrono::nanoseconds delay) {
+    const routing::ChipId chip = sys_.chips[static_cast<size_t>(node)].id;
+    // The live control plane hears link states here, as the simulator's does.
+    if (live_ && (e.kind == chip::StatusKind::kLinkUp || e.kind == chip::StatusKind::kLinkDown)) {
+      live_->link_up({chip, e.port}, e.kind == chip::StatusKind::kLinkUp);
+      schedule_reroute();
+    }
+    json j = status_event(e, chip, sys_);
+    record(stamp(j, at, delay));
   }
 
   void record(const json& event) {
@@ -699,6 +755,7 @@ class Launcher : public ControlTarget {
   }
 
   LaunchOptions o_;
+  std::optional<MultiHost> multi_;
   asio::io_context io_;
   asio::signal_set signals_, children_;
   asio::steady_timer deadline_;
@@ -712,7 +769,8 @@ class Launcher : public ControlTarget {
   bool published_ = false;
   std::unique_ptr<ChipMemory> memory_;
   std::unique_ptr<ControlServer> server_;
-  std::unique_ptr<ChipSupervisor> chips_;  // chip processes on this host (LocalChips)
+  std::unique_ptr<ChipSupervisor> chips_;  // chip processes: LocalChips, or HostAgents over several hosts
+  HostAgents* agents_ = nullptr;           // chips_, in a multi-host launch
   std::vector<std::map<std::string, uint16_t>> bound_ports_;  // by node: port -> UDP port
   std::map<std::pair<int, int>, std::string> link_state_;
   std::unique_ptr<control::LiveRoutes> live_;  // from the moment the system is up
@@ -733,7 +791,13 @@ class Launcher : public ControlTarget {
   std::string error_;
 };
 
-}  // namespace
+}  // namespace detail
+
+ClusterLauncher::ClusterLauncher(const LaunchOptions& o, MultiHost multi)
+    : impl_(std::make_unique<detail::Launcher>(o, std::move(multi))) {}
+ClusterLauncher::~ClusterLauncher() = default;
+uint16_t ClusterLauncher::prepare() { return impl_->prepare(); }
+int ClusterLauncher::run(std::vector<HostEntry> hosts) { return impl_->go(std::move(hosts)); }
 
 namespace {
 std::vector<std::string> g_command_line;
@@ -762,7 +826,7 @@ std::string resolve_transport(const std::string& option) {
 }
 
 int run_launch(const LaunchOptions& options) {
-  Launcher launcher(options);
+  detail::Launcher launcher(options, std::nullopt);
   return launcher.run();
 }
 

@@ -11,7 +11,10 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include "emulator/process/chip_messages.hpp"
+#include "launcher/mpi_bootstrap.hpp"
 #include "emulator/wire/transport.hpp"
 
 namespace ttemu::launcher {
@@ -57,6 +60,34 @@ std::string resolve_transport(const std::string& option);
 
 // Returns the exit status: the client's when a command runs, else 0 after a clean stop.
 int run_launch(const LaunchOptions& options);
+
+// Where each chip of a multi-host launch runs (control/host_placement.hpp), and which host is
+// this one.
+struct MultiHost {
+  std::vector<int> host_of_node;  // index into the system's hosts
+  int self = 0;
+};
+
+namespace detail {
+class Launcher;
+}
+
+// The control plane of a multi-host launch: rank 0 of the host agents (host_agent.hpp). It
+// is `ttemu launch` with the other hosts' chips reached through their agents.
+class ClusterLauncher {
+ public:
+  ClusterLauncher(const LaunchOptions& options, MultiHost multi);
+  ~ClusterLauncher();
+  // Everything up to starting the chips; returns the TCP port the agents connect to (on
+  // options.bind, this host's address).
+  uint16_t prepare();
+  // Starts every host's chips (`hosts` by rank) and serves until the system stops; returns
+  // the exit status.
+  int run(std::vector<HostEntry> hosts);
+
+ private:
+  std::unique_ptr<detail::Launcher> impl_;
+};
 
 // The default system: the Galaxy 4x8 from the source tree's topologies/.
 std::string default_system_file();

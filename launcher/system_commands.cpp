@@ -168,50 +168,54 @@ void add_operator_verbs(CLI::App* parent, std::array<OperatorVerb, 2> verbs, con
 
 }  // namespace
 
+void add_launch_options(CLI::App* cmd, LaunchOptions& lo) {
+  cmd->add_option("FILE", lo.file, "System specification (default: the Galaxy 4x8)");
+  cmd->add_option("--faults", lo.faults, "Fault plan (YAML, see docs/fault-plan.md)");
+  cmd->add_option("--seed", lo.seed, "Seed for fault injection (overrides the plan's)")
+      ->check(whole_number<uint64_t>(0, link::kMaxSeed));
+  cmd->add_option("--tables", lo.tables, "Routing tables (JSON from 'ttemu topo tables --json') instead of computed ones");
+  cmd->add_option("--window", lo.window, "TT-link window, frames in flight")->check(whole_number(1, 32768));
+  cmd->add_option("--dram-mib", lo.dram_mib, "DRAM per chip in MiB (default: the architecture's)")
+      ->check(whole_number<uint64_t>(1, kMaxDramMib));
+  cmd->add_option("--ready-timeout", lo.ready_timeout, "Seconds allowed for every link to come up")
+      ->check(number_in(0.001, 86400));
+  cmd->add_option("--fvcs", lo.data_fvcs, "Data FVCs (a control FVC comes on top)")->check(whole_number(2, 8));
+  cmd->add_option("--rb-packets", lo.rb_packets, "Routing buffer depth, packets per input per lane")->check(whole_number(1, 256));
+  cmd->add_option("--ack-delay-us", lo.ack_delay_us, "TT-link: a pure ack waits this long for data to ride on")->check(whole_number(0, 10000));
+  cmd->add_option("--credit-delay-us", lo.credit_delay_us, "Routers: return freed buffer slots after this long, or at half a buffer")->check(whole_number(0, 10000));
+  cmd->add_option("--transport", lo.transport,
+                     "How links move datagrams: udp (sockets), uring (the sockets through io_uring) or shm "
+                     "(rings in shared memory, chips of one host); default: $TTEMU_TRANSPORT, else udp")
+      ->check(CLI::IsMember(kTransports));
+  cmd->add_option("--memory", lo.memory,
+                     "open: writes, reads and atomics go anywhere; protected: each needs the key of a memory window "
+                     "the target chip's worker registered (docs/api.md#memory-protection)")
+      ->check(CLI::IsMember({"open", "protected"}));
+  cmd->add_option("--spin-us", lo.spin_us, "Chips keep polling this long after traffic before they sleep (0: sleep at once)")->check(whole_number(0, 100000));
+  cmd->add_option("--efc", lo.efc, "Ethernet Fallback Channel: a broken link's traffic moves onto a parallel link (on|off)")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"on", true}, {"off", false}}, CLI::ignore_case));
+  cmd->add_option("--efc-timeouts", lo.efc_timeouts, "EFC: retransmission timeouts in a row that break a link")->check(whole_number(1, 1000));
+  cmd->add_option("--efc-error-rate", lo.efc_error_rate, "EFC: receive errors (CRC errors, gaps) per frame over an interval that break a link; 0: never")
+      ->check(number_in(0, 1));
+  cmd->add_option("--efc-interval-ms", lo.efc_interval_ms, "EFC: the interval the error rate is measured over")->check(whole_number(1, 600000));
+  cmd->add_option("--status-interval-ms", lo.status_interval_ms,
+                     "Chips report data rates per router and port (and error-rate alarms) this often while traffic flows; 0: never")
+      ->check(whole_number(0, 3600000));
+  cmd->add_option("--crc-alarm", lo.crc_alarm, "Status alarm: CRC errors per frame a port receives over an interval; 0: never")
+      ->check(number_in(0, 1));
+  cmd->add_option("--retransmit-alarm", lo.retransmit_alarm,
+                     "Status alarm: retransmissions per data frame a port sends over an interval; 0: never")
+      ->check(number_in(0, 1));
+  cmd->add_option("--events-dir", lo.events_dir,
+                     "Where the job's event log goes (default: $TTEMU_EVENTS_DIR, else $XDG_STATE_HOME/ttemu/events, else ~/.local/state/ttemu/events)");
+  cmd->add_option("--timeout-ms", lo.timeout_ms, "Drop a packet whose head waits this long (spec 5.5)")->check(whole_number(1, 600000));
+}
+
 void add_system_commands(CLI::App& app, const std::vector<std::string>& client_command, int& exit_status) {
   // launch
   auto lo = std::make_shared<LaunchOptions>();
   auto* launch = app.add_subcommand("launch", "Start a system: one process per chip, links over UDP");
-  launch->add_option("FILE", lo->file, "System specification (default: the Galaxy 4x8)");
-  launch->add_option("--faults", lo->faults, "Fault plan (YAML, see docs/fault-plan.md)");
-  launch->add_option("--seed", lo->seed, "Seed for fault injection (overrides the plan's)")
-      ->check(whole_number<uint64_t>(0, link::kMaxSeed));
-  launch->add_option("--tables", lo->tables, "Routing tables (JSON from 'ttemu topo tables --json') instead of computed ones");
-  launch->add_option("--window", lo->window, "TT-link window, frames in flight")->check(whole_number(1, 32768));
-  launch->add_option("--dram-mib", lo->dram_mib, "DRAM per chip in MiB (default: the architecture's)")
-      ->check(whole_number<uint64_t>(1, kMaxDramMib));
-  launch->add_option("--ready-timeout", lo->ready_timeout, "Seconds allowed for every link to come up")
-      ->check(number_in(0.001, 86400));
-  launch->add_option("--fvcs", lo->data_fvcs, "Data FVCs (a control FVC comes on top)")->check(whole_number(2, 8));
-  launch->add_option("--rb-packets", lo->rb_packets, "Routing buffer depth, packets per input per lane")->check(whole_number(1, 256));
-  launch->add_option("--ack-delay-us", lo->ack_delay_us, "TT-link: a pure ack waits this long for data to ride on")->check(whole_number(0, 10000));
-  launch->add_option("--credit-delay-us", lo->credit_delay_us, "Routers: return freed buffer slots after this long, or at half a buffer")->check(whole_number(0, 10000));
-  launch->add_option("--transport", lo->transport,
-                     "How links move datagrams: udp (sockets), uring (the sockets through io_uring) or shm "
-                     "(rings in shared memory, chips of one host); default: $TTEMU_TRANSPORT, else udp")
-      ->check(CLI::IsMember(kTransports));
-  launch->add_option("--memory", lo->memory,
-                     "open: writes, reads and atomics go anywhere; protected: each needs the key of a memory window "
-                     "the target chip's worker registered (docs/api.md#memory-protection)")
-      ->check(CLI::IsMember({"open", "protected"}));
-  launch->add_option("--spin-us", lo->spin_us, "Chips keep polling this long after traffic before they sleep (0: sleep at once)")->check(whole_number(0, 100000));
-  launch->add_option("--efc", lo->efc, "Ethernet Fallback Channel: a broken link's traffic moves onto a parallel link (on|off)")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"on", true}, {"off", false}}, CLI::ignore_case));
-  launch->add_option("--efc-timeouts", lo->efc_timeouts, "EFC: retransmission timeouts in a row that break a link")->check(whole_number(1, 1000));
-  launch->add_option("--efc-error-rate", lo->efc_error_rate, "EFC: receive errors (CRC errors, gaps) per frame over an interval that break a link; 0: never")
-      ->check(number_in(0, 1));
-  launch->add_option("--efc-interval-ms", lo->efc_interval_ms, "EFC: the interval the error rate is measured over")->check(whole_number(1, 600000));
-  launch->add_option("--status-interval-ms", lo->status_interval_ms,
-                     "Chips report data rates per router and port (and error-rate alarms) this often while traffic flows; 0: never")
-      ->check(whole_number(0, 3600000));
-  launch->add_option("--crc-alarm", lo->crc_alarm, "Status alarm: CRC errors per frame a port receives over an interval; 0: never")
-      ->check(number_in(0, 1));
-  launch->add_option("--retransmit-alarm", lo->retransmit_alarm,
-                     "Status alarm: retransmissions per data frame a port sends over an interval; 0: never")
-      ->check(number_in(0, 1));
-  launch->add_option("--events-dir", lo->events_dir,
-                     "Where the job's event log goes (default: $TTEMU_EVENTS_DIR, else $XDG_STATE_HOME/ttemu/events, else ~/.local/state/ttemu/events)");
-  launch->add_option("--timeout-ms", lo->timeout_ms, "Drop a packet whose head waits this long (spec 5.5)")->check(whole_number(1, 600000));
+  add_launch_options(launch, *lo);
   launch->footer("Run a client against the live system: ttemu launch FILE -- CMD ARGS...\n"
                  "(it sees TTEMU_JOB, TTEMU_CONTROL and FI_PROVIDER_PATH with the tt libfabric provider; the system stops when it exits, with its status)");
   launch->callback([lo, &client_command, &exit_status] {

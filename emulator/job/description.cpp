@@ -25,7 +25,7 @@ json to_json(const SystemDescription& d) {
   json links = json::array();
   for (const auto& l : d.links) links.push_back({{"a", l.a}, {"b", l.b}, {"plane", l.plane}});
   return {{"job", d.job.text()}, {"system_path", d.system_path}, {"planes", d.planes}, {"data_fvcs", d.data_fvcs},
-          {"memory", d.memory}, {"chips", chips}, {"links", links}};
+          {"memory", d.memory}, {"this_host", d.this_host}, {"chips", chips}, {"links", links}};
 }
 
 namespace {
@@ -53,6 +53,7 @@ SystemDescription description_from_json(const json& j, const std::string& source
   d.data_fvcs = field<int>(j, "data_fvcs", source);
   d.memory = field<std::string>(j, "memory", source);
   if (d.memory != "open" && d.memory != "protected") throw Error(fmt::format("{}: 'memory' is neither open nor protected", source));
+  d.this_host = field<std::string>(j, "this_host", source);
   const auto chips = field<json>(j, "chips", source);
   if (!chips.is_array() || chips.empty()) throw Error(fmt::format("{}: 'chips' is not a list of chips", source));
   for (size_t i = 0; i < chips.size(); ++i) {

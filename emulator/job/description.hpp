@@ -23,7 +23,7 @@ struct ChipDescription {
   uint64_t l1_bytes = 0, dram_bytes = 0;
   int tensix_cores = 0;     // workers are Tensix cores 0 .. tensix_cores-1
   uint64_t tensix_l1 = 0;   // bytes of L1 per Tensix core; core c's starts at c * tensix_l1
-  std::string host;
+  std::string host;  // the host that runs it (the spec's host_mapping, or placed: control/host_placement.hpp)
 };
 
 struct LinkDescription {
@@ -37,6 +37,10 @@ struct SystemDescription {
   int planes = 0;
   int data_fvcs = 0;
   std::string memory = "open";  // open | protected: whether RDMA packets need memory keys
+  // The host this description was published on, when the system is spread over several
+  // (multi-host launch): the chips whose `host` is this one have their memory here. Empty:
+  // one host has every chip.
+  std::string this_host;
   std::vector<ChipDescription> chips;
   std::vector<LinkDescription> links;
 };

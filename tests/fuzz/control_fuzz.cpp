@@ -23,7 +23,7 @@ class Stub : public ControlTarget {
   bool up = true;
   bool ready() const override { return up; }
   int data_fvcs() const override { return 2; }
-  json status() override { return {{"job", "1-00000001"}, {"ready", up}}; }
+  void status(Reply reply) override { reply({{"job", "1-00000001"}, {"ready", up}}); }
   json apply_faults(const std::string& plan, const std::string& source, bool) override {
     if (!plan.empty()) throw Error(source + ":1: not a plan: " + plan.substr(0, 100));
     return {{"ok", true}, {"directions_with_faults", 0}};

@@ -1,0 +1,177 @@
+// One system spread across hosts (docs/multi-host.md), for real: hosts are network, mount and
+// UTS namespaces of this machine (tests/netns_hosts.hpp), each with its own address, /dev/shm
+// and /tmp; the host agents are started by Open MPI's mpirun through `ttemu mpirun`, links
+// between hosts are UDP between the hosts' addresses.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <set>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/eventually.hpp"
+#include "tests/netns_hosts.hpp"
+#include "tests/system_support.hpp"
+
+namespace ttemu::test {
+namespace {
+
+using nlohmann::json;
+
+// `ttemu mpirun SYSTEM` started in host0, its output read as a launched system's.
+class MultiHostSystem {
+ public:
+  MultiHostSystem(const NetnsHosts& hosts, const std::string& system) : hosts_(hosts) {
+    std::vector<std::string> args{TTEMU_BINARY, "mpirun", system, "--network", hosts.subnet(), "--"};
+    for (const auto& a : hosts.mpirun_args()) args.push_back(a);
+    std::string list;
+    for (int i = 0; i < hosts.size(); ++i) list += (i ? "," : "") + hosts.name(i);
+    args.push_back("--host");
+    args.push_back(list);
+    pid_ = spawn(hosts.in_host(0, args), fd_);
+  }
+  ~MultiHostSystem() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (fd_ >= 0) close(fd_);
+  }
+  bool wait_for(const std::string& text, std::chrono::milliseconds timeout) {
+    const auto end = Clock::now() + timeout;
+    while (out_.find(text) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+      if (left <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left)) <= 0) return false;
+      char buf[4096];
+      const ssize_t n = read(fd_, buf, sizeof buf);
+      if (n <= 0) return false;
+      out_.append(buf, static_cast<size_t>(n));
+    }
+    return true;
+  }
+  // `ttemu status --json` run on host i (its own runtime directory holds one job: its agent's).
+  json status(int i) const {
+    int st = 0;
+    const std::string out = hosts_.run_in(i, std::string(TTEMU_BINARY) + " status --json 2>&1", &st);
+    if (st != 0) throw std::runtime_error("ttemu status on " + hosts_.name(i) + ": " + out);
+    return json::parse(out);
+  }
+  // Stops mpirun (and with it every agent) and returns its exit status; -1 on timeout.
+  int stop() {
+    kill(pid_, SIGTERM);
+    while (wait_for("\x01", std::chrono::seconds(60))) {
+    }
+    int st = 0;
+    if (waitpid(pid_, &st, 0) != pid_) return -1;
+    pid_ = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  const std::string& output() const { return out_; }
+
+ private:
+  const NetnsHosts& hosts_;
+  pid_t pid_ = 0;
+  int fd_ = -1;
+  std::string out_;
+};
+
+int alive_chips(const json& s) {
+  int n = 0;
+  for (const auto& c : s["chips"]) n += c["alive"].get<bool>();
+  return n;
+}
+
+int ends_up(const json& s) {
+  int n = 0;
+  for (const auto& l : s["links"]) {
+    for (const auto& e : l["ends"]) n += e["state"] == "up";
+  }
+  return n;
+}
+
+std::set<std::string> hosts_of_chips(const json& s) {
+  std::set<std::string> out;
+  for (const auto& c : s["chips"]) out.insert(c["host"].get<std::string>());
+  return out;
+}
+
+// The agent process of host i.
+int agent_pid(const NetnsHosts& hosts, int i) {
+  for (int pid : hosts.pids(i)) {
+    const std::string cmd = slurp("/proc/" + std::to_string(pid) + "/cmdline");
+    if (cmd.find("host-agent") != std::string::npos && cmd.find("mpirun") == std::string::npos) return pid;
+  }
+  return 0;
+}
+
+bool nothing_of_ttemu_in(const NetnsHosts& hosts, int i) {
+  for (const auto& e : hosts.shm_entries(i)) {
+    if (e.find("ttemu") != std::string::npos) return false;
+  }
+  // The runtime directory (control sockets, descriptions): empty. (The event log stays.)
+  const std::string runtime = "ttemu-" + std::to_string(getuid());
+  for (const auto& e : hosts.tmp_entries(i)) {
+    if (e == runtime && !hosts.run_in(i, "ls -A /tmp/" + e).empty()) return false;
+  }
+  return hosts.pids(i).empty();
+}
+
+TEST(MultiHost, TggAcrossTwoHostsIsWholeFromEitherHostCarriesFiPingpongAndSurvivesLosingAHost) {
+  if (const std::string why = NetnsHosts::unsupported(); !why.empty()) GTEST_SKIP() << why;
+  NetnsHosts hosts(2);
+  MultiHostSystem sys(hosts, topo("tgg.yaml"));
+  ASSERT_TRUE(sys.wait_for("ready in", std::chrono::seconds(120))) << sys.output();
+  // Both hosts see the whole system: 72 chips on two hosts, every link end up.
+  for (int i = 0; i < 2; ++i) {
+    const json s = sys.status(i);
+    EXPECT_EQ(s["chips"].size(), 72u) << hosts.name(i);
+    EXPECT_EQ(alive_chips(s), 72) << hosts.name(i);
+    EXPECT_EQ(hosts_of_chips(s), (std::set<std::string>{"host0", "host1"})) << hosts.name(i);
+    EXPECT_EQ(ends_up(s), 2 * static_cast<int>(s["links"].size())) << hosts.name(i);
+  }
+  // Chips on host0 (gateway M0D0) and host1 (gateway M4D0): fi_pingpong over the tt provider,
+  // its data check on, the server on host0 and the client on host1.
+  const std::string run = std::string(TTEMU_BINARY) + " run --chip ";
+  int server_status = -1, client_status = -1;
+  std::string server_out;
+  std::thread server([&] {
+    server_out = hosts.run_in(0, run + "M0D0 -- fi_pingpong -p tt -e rdm -c -I 20 -S 65536 2>&1", &server_status, 90);
+  });
+  std::string client_out;
+  // The client retries until the server listens (fi_pingpong's own out-of-band connect).
+  EXPECT_TRUE(eventually([&] {
+    client_out = hosts.run_in(1, run + "M4D0 -- fi_pingpong -p tt -e rdm -c -I 20 -S 65536 " + hosts.address(0) + " 2>&1",
+                              &client_status, 90);
+    return client_status == 0 || client_out.find("64k") != std::string::npos;
+  }, std::chrono::seconds(60)));
+  server.join();
+  EXPECT_EQ(client_status, 0) << client_out;
+  EXPECT_EQ(server_status, 0) << server_out;
+  EXPECT_NE(client_out.find("=20"), std::string::npos) << client_out;
+  EXPECT_EQ(client_out.find("Error"), std::string::npos) << client_out;
+
+  // Host1's agent dies: its chips go with it, the control plane routes around them, host0's
+  // chips run on.
+  const int agent = agent_pid(hosts, 1);
+  ASSERT_GT(agent, 0);
+  kill(agent, SIGKILL);
+  ASSERT_TRUE(sys.wait_for("host host1 is gone", std::chrono::seconds(30))) << sys.output();
+  ASSERT_TRUE(sys.wait_for("routing tables v2 loaded", std::chrono::seconds(30))) << sys.output();
+  const json after = sys.status(0);
+  EXPECT_EQ(alive_chips(after), 36) << "host0 runs gateways M0D0-M3D0 and Galaxy 8";
+  EXPECT_GE(after["tables_version"].get<int>(), 2);
+  EXPECT_TRUE(eventually([&] { return hosts.shm_entries(1).empty() || nothing_of_ttemu_in(hosts, 1); }, std::chrono::seconds(20)));
+
+  // Stopped: nothing of the job is left on either host.
+  EXPECT_GE(sys.stop(), 0);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(eventually([&] { return nothing_of_ttemu_in(hosts, i); }, std::chrono::seconds(20)))
+        << hosts.name(i) << ": " << hosts.run_in(i, "ls -A /dev/shm /tmp/ttemu-* 2>&1") << hosts.pids(i).size() << " process(es)";
+  }
+}
+
+}  // namespace
+}  // namespace ttemu::test
