@@ -1,6 +1,6 @@
 // One system spread across hosts (docs/multi-host.md), for real: hosts are network, mount and
 // UTS namespaces of this machine (tests/netns_hosts.hpp), each with its own address, /dev/shm
-// and /tmp; the host agents are started by Open MPI's mpirun through `ttemu mpirun`, links
+// and ttemu runtime directory; the host agents are started by Open MPI's mpirun through `ttemu mpirun`, links
 // between hosts are UDP between the hosts' addresses.
 #include <signal.h>
 #include <sys/wait.h>
@@ -111,12 +111,8 @@ bool nothing_of_ttemu_in(const NetnsHosts& hosts, int i) {
   for (const auto& e : hosts.shm_entries(i)) {
     if (e.find("ttemu") != std::string::npos) return false;
   }
-  // The runtime directory (control sockets, descriptions): empty. (The event log stays.)
-  const std::string runtime = "ttemu-" + std::to_string(getuid());
-  for (const auto& e : hosts.tmp_entries(i)) {
-    if (e == runtime && !hosts.run_in(i, "ls -A /tmp/" + e).empty()) return false;
-  }
-  return hosts.pids(i).empty();
+  // The runtime directory (control sockets, descriptions) is empty. (The event log stays.)
+  return hosts.runtime_entries(i).empty() && hosts.pids(i).empty();
 }
 
 TEST(MultiHost, TggAcrossTwoHostsIsWholeFromEitherHostCarriesFiPingpongAndSurvivesLosingAHost) {
@@ -169,7 +165,8 @@ TEST(MultiHost, TggAcrossTwoHostsIsWholeFromEitherHostCarriesFiPingpongAndSurviv
   EXPECT_GE(sys.stop(), 0);
   for (int i = 0; i < 2; ++i) {
     EXPECT_TRUE(eventually([&] { return nothing_of_ttemu_in(hosts, i); }, std::chrono::seconds(20)))
-        << hosts.name(i) << ": " << hosts.run_in(i, "ls -A /dev/shm /tmp/ttemu-* 2>&1") << hosts.pids(i).size() << " process(es)";
+        << hosts.name(i) << ": " << hosts.run_in(i, "ls -A /dev/shm " + NetnsHosts::runtime_dir() + " 2>&1") << hosts.pids(i).size()
+        << " process(es)";
   }
 }
 

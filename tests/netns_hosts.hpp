@@ -3,7 +3,8 @@
 //   - a network namespace with `lo` and an `eth0` veth whose other end is on a bridge of ours,
 //     eth0 holding 10.x.y.(i+1)/24 in a subnet no route or address of this machine uses (and,
 //     with ipv6, fdXX:XXXX:XXXX:XXXX::(i+1)/64, added without duplicate address detection);
-//   - a persistent, private mount namespace with a fresh tmpfs on /dev/shm and on /tmp, and its
+//   - a persistent, private mount namespace with a fresh tmpfs on /dev/shm and on ttemu's
+//     runtime directory /tmp/ttemu-<uid> (control sockets, descriptions), and its
 //     own /etc/hosts that resolves every host's name (host0 ... to its addresses);
 //   - a UTS namespace whose hostname is its name ("host0"), so that mpirun knows which host it
 //     is on and a program can tell from gethostname().
@@ -12,11 +13,10 @@
 // destructor: processes left in the hosts are killed, the namespaces, links, mounts and files
 // removed. Root only: unsupported() says why not, for GTEST_SKIP().
 //
-// The harness's own files (namespace files, the agent, the hosts' /etc/hosts) live in
-// /run/ttemu-netns-PREFIX, as /tmp is each host's own. So what a test keeps in its own /tmp
-// (TempDir, TempFile, $TTEMU_EVENTS_DIR of tests/test_support.hpp) is not seen inside the hosts:
-// give them paths elsewhere (the build tree), or make them inside a host. Commands inside a host
-// start in "/", with the environment of whoever started them.
+// The rest of the file system is shared, /tmp included: a build tree under /tmp (CI clones
+// there) and a test's TempDir are seen inside the hosts. The harness's own files (namespace
+// files, the agent, the hosts' /etc/hosts) live in /run/ttemu-netns-PREFIX. Commands inside a
+// host start in "/", with the environment of whoever started them.
 #pragma once
 
 #include <arpa/inet.h>
@@ -152,9 +152,15 @@ class NetnsHosts {
     return members({ns_id("/run/netns/" + netns(i))});
   }
 
-  // The names in host i's own /dev/shm and /tmp.
+  // ttemu's runtime directory when $XDG_RUNTIME_DIR is not set (emulator/job/job.hpp), each
+  // host's own.
+  static std::string runtime_dir() {
+    const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+    return xdg && *xdg ? std::string(xdg) + "/ttemu" : "/tmp/ttemu-" + std::to_string(getuid());
+  }
+  // The names in host i's own /dev/shm and runtime directory.
   std::vector<std::string> shm_entries(int i) const { return entries(i, "/dev/shm"); }
-  std::vector<std::string> tmp_entries(int i) const { return entries(i, "/tmp"); }
+  std::vector<std::string> runtime_entries(int i) const { return entries(i, runtime_dir()); }
 
   // Runs `sh -c shell_command` inside host i: its stdout and stderr. *status: the exit status
   // (-1 if it overran timeout_s and was killed). A command that leaves something running in the
@@ -386,7 +392,7 @@ class NetnsHosts {
   }
 
   // Host i's mount and UTS namespaces, kept by binding them onto files of ours: its own tmpfs on
-  // /dev/shm and /tmp, its /etc/hosts, its hostname. The copies it starts with of the namespace
+  // /dev/shm and runtime directory, its /etc/hosts, its hostname. The copies it starts with of the namespace
   // files mounted in /run/netns and in our directories are dropped (they would keep every other
   // network namespace of the machine alive as long as this one), and an empty /run/netns put
   // in their place, as on a machine of its own (`ip` inside would complain of the files left).
@@ -399,7 +405,8 @@ class NetnsHosts {
     const std::string script =
         "set -e\n"
         "mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm\n"
-        "mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp\n"
+        "mkdir -p -m 700 " + runtime_dir() + "\n"
+        "mount -t tmpfs -o mode=700,nosuid,nodev tmpfs " + runtime_dir() + "\n"
         "mount --bind " + dir_ + "/hosts /etc/hosts\n"
         "echo " + name(i) + " > /proc/sys/kernel/hostname\n"
         "for m in $(cut -d' ' -f5 /proc/self/mountinfo | grep -E '^/run/(netns(/|$)|ttemu-netns-[^/]+/)' | sort -r); do\n"

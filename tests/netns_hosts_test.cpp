@@ -35,12 +35,13 @@ std::string process_state(int pid) {
   return f.size() > 19 ? f[0] + " " + f[19] : "";
 }
 
-TEST(NetnsHosts, MpirunRunsOneRankPerHostEachWithItsOwnShmAndTmp) {
+TEST(NetnsHosts, MpirunRunsOneRankPerHostEachWithItsOwnShmAndRuntimeDirectory) {
   SKIP_UNLESS_SUPPORTED();
   NetnsHosts hosts(2);
   const std::string tag = "ttemu-netns-test-" + hosts.prefix() + "-rank";
-  // Each rank leaves a file named after its rank in /dev/shm and /tmp, and says where it ran.
-  const std::string rank_script = "r=$OMPI_COMM_WORLD_RANK; touch /dev/shm/" + tag + "$r /tmp/" + tag +
+  // Each rank leaves a file named after its rank in /dev/shm and the runtime directory, and
+  // says where it ran.
+  const std::string rank_script = "r=$OMPI_COMM_WORLD_RANK; touch /dev/shm/" + tag + "$r " + NetnsHosts::runtime_dir() + "/" + tag +
                                   "$r && set -- $(" + NetnsHosts::program("ip") +
                                   " -4 -o addr show dev eth0) && echo \"rank $r on $(cat /proc/sys/kernel/hostname) at ${4%/*}\"";
   std::vector<std::string> mpirun = {"mpirun"};
@@ -57,13 +58,13 @@ TEST(NetnsHosts, MpirunRunsOneRankPerHostEachWithItsOwnShmAndTmp) {
   EXPECT_EQ(hosts.shm_entries(0), std::vector<std::string>{tag + "0"});
   EXPECT_EQ(hosts.shm_entries(1), std::vector<std::string>{tag + "1"});
   for (int i = 0; i < 2; ++i) {
-    const auto tmp = hosts.tmp_entries(i);
+    const auto tmp = hosts.runtime_entries(i);
     EXPECT_NE(std::find(tmp.begin(), tmp.end(), tag + std::to_string(i)), tmp.end()) << "host" << i;
     EXPECT_EQ(std::find(tmp.begin(), tmp.end(), tag + std::to_string(1 - i)), tmp.end()) << "host" << i;
   }
-  for (const char* root : {"/dev/shm/", "/tmp/"}) {
-    EXPECT_FALSE(fs::exists(std::string(root) + tag + "0"));
-    EXPECT_FALSE(fs::exists(std::string(root) + tag + "1"));
+  for (const std::string& root : {std::string("/dev/shm/"), NetnsHosts::runtime_dir() + "/"}) {
+    EXPECT_FALSE(fs::exists(root + tag + "0"));
+    EXPECT_FALSE(fs::exists(root + tag + "1"));
   }
 }
 
