@@ -71,6 +71,58 @@ MpiWorld exchange_through_mpi(const std::function<HostEntry(int rank, int size)>
   return w;
 }
 
+MpiGroup::MpiGroup() {
+  if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) throw Error("MPI_Init failed");
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+}
+
+MpiGroup::~MpiGroup() { MPI_Finalize(); }
+
+void MpiGroup::barrier() { MPI_Barrier(MPI_COMM_WORLD); }
+
+uint64_t MpiGroup::sum(uint64_t v) {
+  uint64_t out = 0;
+  MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  return out;
+}
+
+double MpiGroup::max(double v) {
+  double out = 0;
+  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return out;
+}
+
+std::vector<int> MpiGroup::max(std::vector<int> v) {
+  std::vector<int> out(v.size());
+  MPI_Allreduce(v.data(), out.data(), static_cast<int>(v.size()), MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return out;
+}
+
+std::vector<std::string> MpiGroup::all(const std::string& mine) {
+  const std::vector<char> out = pack(json(mine));
+  std::vector<char> every(static_cast<size_t>(kEntryBytes) * static_cast<size_t>(size_));
+  MPI_Allgather(out.data(), kEntryBytes, MPI_CHAR, every.data(), kEntryBytes, MPI_CHAR, MPI_COMM_WORLD);
+  std::vector<std::string> result;
+  for (int r = 0; r < size_; ++r) {
+    const char* p = every.data() + static_cast<size_t>(r) * kEntryBytes;
+    const json j = json::parse(std::string(p, strnlen(p, kEntryBytes)), nullptr, false);
+    result.push_back(j.is_string() ? j.get<std::string>() : "");
+  }
+  return result;
+}
+
+std::vector<double> MpiGroup::gather(const std::vector<double>& mine) {
+  int n = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<size_t>(size_)), offsets(static_cast<size_t>(size_));
+  MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  int total = 0;
+  for (int r = 0; r < size_; ++r) offsets[static_cast<size_t>(r)] = total, total += counts[static_cast<size_t>(r)];
+  std::vector<double> out(rank_ == 0 ? static_cast<size_t>(total) : 0);
+  MPI_Gatherv(mine.data(), n, MPI_DOUBLE, out.data(), counts.data(), offsets.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return rank_ == 0 ? out : mine;
+}
+
 std::string local_address(const std::string& network) {
   std::optional<ip::network_v4> net4;
   std::optional<ip::network_v6> net6;

@@ -28,6 +28,32 @@ struct MpiWorld {
 // each throws Error naming the rank that failed), MPI_Allgather, MPI_Finalize.
 MpiWorld exchange_through_mpi(const std::function<HostEntry(int rank, int size)>& mine);
 
+// The ranks of one MPI program that stay together for a while (`ttemu traffic` spread over
+// hosts: each rank drives its own host's chips, and they agree on when to start and what they
+// found). MPI_Init in the constructor, MPI_Finalize in the destructor; every call is
+// collective.
+class MpiGroup {
+ public:
+  MpiGroup();
+  ~MpiGroup();
+  MpiGroup(const MpiGroup&) = delete;
+  MpiGroup& operator=(const MpiGroup&) = delete;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  void barrier();
+  uint64_t sum(uint64_t v);
+  double max(double v);
+  // Element-wise maximum over the ranks.
+  std::vector<int> max(std::vector<int> v);
+  // Every rank's string, by rank.
+  std::vector<std::string> all(const std::string& mine);
+  // Every rank's values, concatenated in rank order (at rank 0; others get their own).
+  std::vector<double> gather(const std::vector<double>& mine);
+
+ private:
+  int rank_ = 0, size_ = 1;
+};
+
 // Whether this process was started by mpirun or srun (their rank variables are set).
 bool started_by_mpi();
 

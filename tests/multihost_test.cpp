@@ -115,7 +115,7 @@ bool nothing_of_ttemu_in(const NetnsHosts& hosts, int i) {
   return hosts.runtime_entries(i).empty() && hosts.pids(i).empty();
 }
 
-TEST(MultiHost, TggAcrossTwoHostsIsWholeFromEitherHostCarriesFiPingpongAndSurvivesLosingAHost) {
+TEST(MultiHost, TggAcrossTwoHostsIsWholeFromEitherHostCarriesTrafficAndFiPingpongAndSurvivesLosingAHost) {
   if (const std::string why = NetnsHosts::unsupported(); !why.empty()) GTEST_SKIP() << why;
   NetnsHosts hosts(2);
   MultiHostSystem sys(hosts, topo("tgg.yaml"));
@@ -127,6 +127,27 @@ TEST(MultiHost, TggAcrossTwoHostsIsWholeFromEitherHostCarriesFiPingpongAndSurviv
     EXPECT_EQ(alive_chips(s), 72) << hosts.name(i);
     EXPECT_EQ(hosts_of_chips(s), (std::set<std::string>{"host0", "host1"})) << hosts.name(i);
     EXPECT_EQ(ends_up(s), 2 * static_cast<int>(s["links"].size())) << hosts.name(i);
+  }
+  // All six traffic patterns, a rank of ttemu traffic on each host driving its chips and
+  // verifying what landed in them: every byte, across hosts.
+  {
+    std::string cmd = "mpirun";
+    for (const auto& a : hosts.mpirun_args()) cmd += " " + a;
+    cmd += std::string(" -np 2 --host host0,host1 ") + TTEMU_BINARY +
+           " traffic --pattern all --size 1024 --count 2 --latency-samples 8 --json 2>&1";
+    int st = -1;
+    const std::string out = hosts.run_in(0, cmd, &st, 240);
+    EXPECT_EQ(st, 0) << out;
+    std::set<std::string> patterns;
+    for (const auto& line : lines_with(out, "\"pattern\"")) {
+      const json r = json::parse(line);
+      patterns.insert(r["pattern"].get<std::string>());
+      EXPECT_EQ(r["errors"].get<uint64_t>(), 0u) << line;
+      EXPECT_GT(r["pairs"].get<uint64_t>(), 0u) << line;
+      EXPECT_EQ(static_cast<double>(r["verified"].get<uint64_t>()), r["bytes"].get<double>()) << line;
+      EXPECT_GT(r["mean_hops"].get<double>(), 0.0) << line;
+    }
+    EXPECT_EQ(patterns.size(), 6u) << out;
   }
   // Chips on host0 (gateway M0D0) and host1 (gateway M4D0): fi_pingpong over the tt provider,
   // its data check on, the server on host0 and the client on host1.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 #include <memory>
 #include <thread>
 
@@ -20,6 +21,7 @@
 #include "launcher/cli_checks.hpp"
 #include "launcher/control_client.hpp"
 #include "launcher/launch.hpp"
+#include "launcher/mpi_bootstrap.hpp"
 #include "tools/traffic/pattern_report.hpp"
 #include "libfabric_tt/tt_fabric.h"
 
@@ -48,14 +50,61 @@ struct TrafficOptions {
 };
 
 
-// Bytes each link end has sent, read from the chips' control blocks (as `ttemu status` does).
+// Which chips this process drives and verifies: every chip; or, when the system is spread over
+// hosts (multi-host launch), the chips of this host, with one rank per host under mpirun (or
+// srun), the ranks agreeing through MPI on when to start and on the totals.
+class Spread {
+ public:
+  explicit Spread(const job::SystemDescription& d) : mine_(d.chips.size(), true) {
+    if (d.this_host.empty()) return;
+    std::set<std::string> hosts;
+    for (const auto& c : d.chips) hosts.insert(c.host);
+    if (!launcher::started_by_mpi()) {
+      throw Error(fmt::format("the system runs on {} hosts; run ttemu traffic under mpirun with a rank on each "
+                              "(mpirun -np {} --host <its hosts> ttemu traffic ...)", hosts.size(), hosts.size()));
+    }
+    mpi_ = std::make_unique<launcher::MpiGroup>();
+    const std::vector<std::string> ranks = mpi_->all(d.this_host);
+    for (const auto& h : hosts) {
+      if (std::find(ranks.begin(), ranks.end(), h) == ranks.end()) {
+        throw Error(fmt::format("no rank runs on host {}, which has chips of the system", h));
+      }
+    }
+    // The lowest rank of each host drives it; the others only take part.
+    const bool first = std::find(ranks.begin(), ranks.end(), d.this_host) - ranks.begin() == mpi_->rank();
+    for (size_t i = 0; i < mine_.size(); ++i) mine_[i] = first && d.chips[i].host == d.this_host;
+  }
+  bool mine(int i) const { return mine_[static_cast<size_t>(i)]; }
+  bool mine(const std::string& chip, const job::SystemDescription& d) const {
+    for (size_t i = 0; i < d.chips.size(); ++i) {
+      if (d.chips[i].name == chip) return mine_[i];
+    }
+    return false;
+  }
+  bool leader() const { return !mpi_ || mpi_->rank() == 0; }
+  void barrier() {
+    if (mpi_) mpi_->barrier();
+  }
+  uint64_t sum(uint64_t v) { return mpi_ ? mpi_->sum(v) : v; }
+  double max(double v) { return mpi_ ? mpi_->max(v) : v; }
+  std::vector<int> max(std::vector<int> v) { return mpi_ ? mpi_->max(std::move(v)) : v; }
+  std::vector<double> gather(const std::vector<double>& v) { return mpi_ ? mpi_->gather(v) : v; }
+
+ private:
+  std::vector<bool> mine_;
+  std::unique_ptr<launcher::MpiGroup> mpi_;
+};
+
+// Bytes each link end of this process's chips has sent, read from the chips' control blocks
+// (as `ttemu status` does).
 class LinkBytes {
  public:
-  explicit LinkBytes(const job::SystemDescription& d) {
+  LinkBytes(const job::SystemDescription& d, const Spread& spread) {
     for (const auto& l : d.links) {
       for (const auto& name : {l.a, l.b}) {
         const auto end = routing::parse_port(name);
         if (!end) throw Error(fmt::format("the system description names a port '{}'", name));
+        if (!spread.mine(routing::to_string(end->chip), d)) continue;
         if (!blocks_.count(end->chip)) {
           blocks_.emplace(end->chip, chip::Segment::open(chip::segment_name(d.job, end->chip, chip::SegmentKind::kControl)));
         }
@@ -79,7 +128,7 @@ class LinkBytes {
 // What every pattern of one run shares: the system as published, its link counters, and its
 // routing tables (for route lengths; absent when the system file cannot be read any more).
 struct RunContext {
-  explicit RunContext(job::SystemDescription d) : desc(std::move(d)), links(desc) {
+  explicit RunContext(job::SystemDescription d) : desc(std::move(d)), spread(desc), links(desc, spread) {
     for (const auto& c : desc.chips) where.push_back({c.mesh, c.device, c.row, c.col});
     try {
       sys = control::load_system(desc.system_path);
@@ -103,17 +152,30 @@ struct RunContext {
     tt_fabric* w = nullptr;
     for (const auto give_up = Clock::now() + std::chrono::seconds(2);;) {
       if ((w = tt_fabric_open(desc.job.text().c_str(), c.mesh, c.device, 0, err, sizeof err))) break;
-      if (!running()[static_cast<size_t>(i)]) return nullptr;
+      if (!running_here()[static_cast<size_t>(i)]) return nullptr;
       if (Clock::now() > give_up) throw Error(err);
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     if (retry > 0) tt_fabric_set_retry(w, retry, 1000);
     return workers_[i] = w;
   }
-  // Which chips' processes run now, by index.
+  // Which chips' processes run now, by index; spread over hosts, each host tells of its own.
   std::vector<bool> running() {
+    std::vector<int> down;
+    for (bool up : running_here()) down.push_back(!up);
+    down = spread.max(down);
+    std::vector<bool> out;
+    for (int d : down) out.push_back(d == 0);
+    return out;
+  }
+  // The same, as this host sees it (a chip of another host is taken to run).
+  std::vector<bool> running_here() {
     std::vector<bool> out;
     for (size_t i = 0; i < desc.chips.size(); ++i) {
+      if (!spread.mine(static_cast<int>(i))) {
+        out.push_back(true);
+        continue;
+      }
       auto it = controls_.find(i);
       if (it == controls_.end()) {
         const auto& c = desc.chips[i];
@@ -134,6 +196,7 @@ struct RunContext {
   }
 
   job::SystemDescription desc;
+  Spread spread;
   int retry = 0;
   std::vector<control::PatternChip> where;  // the chips as the patterns see them
   LinkBytes links;
@@ -164,6 +227,7 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   const std::vector<bool> running = run.running();
   std::erase_if(pairs, [&](const auto& p) { return !running[static_cast<size_t>(p.first)]; });
   if (pairs.empty()) throw Error(fmt::format("pattern {}: no source chip is running", pattern));
+  Spread& spread = run.spread;
   const uint64_t block = uint64_t{o.size} * o.count;
   const uint64_t l1 = chips[0].l1_bytes;
   if (block * chips.size() > l1 / 2) {
@@ -172,28 +236,39 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   }
   // One worker per source chip (the run keeps them); sources keep their data in the upper half
   // of their L1.
+  // (Spread over hosts, each host drives its own sources: `sending` are this process's pairs.)
   std::map<int, tt_fabric*> workers;
-  for (auto [s, d] : pairs) workers.emplace(s, run.worker(s));
+  for (auto [s, d] : pairs) {
+    if (spread.mine(s)) workers.emplace(s, run.worker(s));
+  }
   // (A chip that died since it was seen running sends nothing either.)
-  std::erase_if(pairs, [&](const auto& p) { return workers.at(p.first) == nullptr; });
+  std::vector<int> gone(chips.size(), 0);
+  for (const auto& [s, w] : workers) gone[static_cast<size_t>(s)] = w == nullptr;
+  gone = spread.max(gone);
+  std::erase_if(pairs, [&](const auto& p) { return gone[static_cast<size_t>(p.first)] != 0; });
   std::erase_if(workers, [](const auto& w) { return w.second == nullptr; });
   if (pairs.empty()) throw Error(fmt::format("pattern {}: no source chip is running", pattern));
+  std::vector<std::pair<int, int>> sending;
+  for (auto p : pairs) {
+    if (spread.mine(p.first)) sending.push_back(p);
+  }
   auto src_addr = [&](int, int d) { return l1 / 2 + static_cast<uint64_t>(d) * block; };
   auto dst_addr = [&](int s) { return static_cast<uint64_t>(s) * block; };
-  for (auto [s, d] : pairs) {
+  for (auto [s, d] : sending) {
     auto* mem = static_cast<uint8_t*>(tt_fabric_memory(workers[s], src_addr(s, d), block));
     for (uint32_t k = 0; k < o.count; ++k) control::fill_pattern({mem + uint64_t{k} * o.size, o.size}, s, d, k);
   }
   uint32_t nacks_before = 0;
   for (auto& [s, w] : workers) nacks_before += tt_fabric_nacks(w);
   const auto before = run.links.sample();
+  spread.barrier();  // every host starts together
   const auto start = Clock::now();
   // Each source goes on until it is done or its chip dies (ECHIPDOWN); writes still NACKed
   // after the retries (ENACKED) are judged below, pair by pair.
   std::map<int, int> rc;
   for (auto& [s, w] : workers) rc[s] = TT_FABRIC_OK;
   for (uint32_t k = 0; k < o.count; ++k) {
-    for (auto [s, d] : pairs) {
+    for (auto [s, d] : sending) {
       if (rc[s] != TT_FABRIC_OK) continue;
       tt_fabric_status st;
       rc[s] = fabric_async_write(workers[s], static_cast<uint8_t>(o.plane), src_addr(s, d) + uint64_t{k} * o.size,
@@ -209,12 +284,17 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
       if (rc[s] == TT_FABRIC_OK) waiting.emplace_back([w = w, &code = rc[s]] { code = fabric_async_write_barrier(w, 0); });
     }
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   for (auto [s, code] : rc) {
     if (code != TT_FABRIC_OK && code != TT_FABRIC_ECHIPDOWN && code != TT_FABRIC_ENACKED) {
       throw Error(fmt::format("pattern {}: {}: {}", pattern, chips[static_cast<size_t>(s)].name, tt_fabric_strerror(code)));
     }
   }
+  spread.barrier();  // every host's writes are done (acknowledged) before anyone verifies
+  const double seconds = spread.max(std::chrono::duration<double>(Clock::now() - start).count());
+  // Which sources' writes stayed NACKed (each host knows its own).
+  std::vector<int> nacked(chips.size(), 0);
+  for (auto [s, code] : rc) nacked[static_cast<size_t>(s)] = code == TT_FABRIC_ENACKED;
+  nacked = spread.max(nacked);
   const auto after = run.links.sample();
   // Verify every byte at every destination, straight from its memory: every pair between chips
   // that still run. Pairs from a chip that died went with it; pairs to one are NACKed.
@@ -228,19 +308,25 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   uint64_t unverified = 0;
   json error_writes = json::array();
   for (auto [s, d] : split.live) {
+    if (!spread.mine(d)) continue;  // its host verifies it
+    const bool nack = nacked[static_cast<size_t>(s)] != 0;
     const uint8_t* mem = run.l1(d) + dst_addr(s);
     for (uint32_t k = 0; k < o.count; ++k) {
       const bool ok = control::check_pattern({mem + uint64_t{k} * o.size, o.size}, s, d, k);
-      (ok ? verified : rc[s] == TT_FABRIC_ENACKED ? unverified : errors) += o.size;
-      if (!ok && rc[s] != TT_FABRIC_ENACKED) name_error_write(error_writes, chips[static_cast<size_t>(s)].name, chips[static_cast<size_t>(d)].name, k);
+      (ok ? verified : nack ? unverified : errors) += o.size;
+      if (!ok && !nack) name_error_write(error_writes, chips[static_cast<size_t>(s)].name, chips[static_cast<size_t>(d)].name, k);
     }
   }
+  verified = spread.sum(verified);
+  errors = spread.sum(errors);
+  unverified = spread.sum(unverified);
   // Hops per pair, from the system's computed routing tables (the description lists chips in
   // node order).
   const double hops = run.sys ? mean_hops(*run.sys, run.tables, o.plane, pairs) : 0.0;
   // Latency: single small writes, each waited for (write and its acknowledgement).
   std::vector<double> rtt;
   for (auto [s, d] : latency_pairs(split.live, o.samples)) {
+    if (!spread.mine(s)) continue;
     auto t0 = Clock::now();
     tt_fabric_status st;
     int wrc = fabric_async_write(workers[s], static_cast<uint8_t>(o.plane), src_addr(s, d),
@@ -256,7 +342,9 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   uint64_t retried = 0;
   for (auto& [s, w] : workers) nacks += tt_fabric_nacks(w), retried += tt_fabric_retried(w);
   nacks -= nacks_before;
-  const Percentiles lat = percentiles(rtt);
+  nacks = static_cast<uint32_t>(spread.sum(nacks));
+  retried = spread.sum(retried);
+  const Percentiles lat = percentiles(spread.gather(rtt));
   // Per-link load from the link counters.
   double max_link = 0;
   int links_used = 0;
@@ -265,6 +353,8 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
     if (moved > 0) ++links_used;
     max_link = std::max(max_link, moved / seconds / 1e9);
   }
+  links_used = static_cast<int>(spread.sum(static_cast<uint64_t>(links_used)));
+  max_link = spread.max(max_link);
   const double bytes = static_cast<double>(pairs.size()) * static_cast<double>(block);
   return {{"pattern", pattern}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
           {"gb_per_s", bytes / seconds / 1e9}, {"verified", verified}, {"errors", errors}, {"error_writes", error_writes}, {"nacks", nacks},
@@ -317,6 +407,7 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
     for (const auto& p : patterns) {
       json r = run_pattern(p, *o, run);
       bad = bad || r["errors"].get<uint64_t>() > 0;
+      if (!run.spread.leader()) continue;  // (spread over hosts: rank 0 reports the totals)
       if (o->json) {
         fmt::print("{}\n", r.dump());
       } else {
