@@ -97,6 +97,10 @@ std::optional<json> respond(std::string_view line, ControlTarget& target, const 
     target.status(later);
     return std::nullopt;
   }
+  if (cmd == "events_log") {
+    only_fields(req, cmd, {});
+    return target.event_log();
+  }
   if (cmd == "faults") {
     only_fields(req, cmd, {"plan", "source", "from_now"});
     const std::string plan = string_field(req, "plan");
@@ -166,7 +170,7 @@ std::optional<json> respond(std::string_view line, ControlTarget& target, const 
     stop = true;
     return json{{"ok", true}};
   }
-  throw Error(fmt::format("unknown cmd '{}' (status, faults, stream, ping, snapshot, stall, tables, link_admin, chip, injection, stop)", printable(cmd)));
+  throw Error(fmt::format("unknown cmd '{}' (status, events_log, faults, stream, ping, snapshot, stall, tables, link_admin, chip, injection, stop)", printable(cmd)));
 }
 
 }  // namespace

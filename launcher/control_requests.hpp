@@ -72,6 +72,9 @@ class ControlTarget {
   // Every chip's routing buffers, credits and links (ttemu snapshot), through `reply` once the
   // chips have answered.
   virtual void snapshot(Reply reply) = 0;
+  // The event log as written so far: {"path", "host", "text"} (`ttemu events` on another host
+  // of a multi-host launch).
+  virtual nlohmann::json event_log() = 0;
   virtual void stop() = 0;  // called once the reply is out
 };
 

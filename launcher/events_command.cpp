@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <memory>
 #include <string>
 
@@ -137,7 +138,7 @@ std::string human(const json& e) {
 }
 
 // Prints the complete lines from `in`; a partial last line waits for its end.
-void print_lines(std::ifstream& in, const EventsOptions& o, const std::string& path, size_t& line_no) {
+void print_lines(std::istream& in, const EventsOptions& o, const std::string& path, size_t& line_no) {
   std::string line;
   while (true) {
     const auto at = in.tellg();
@@ -169,6 +170,15 @@ void print_lines(std::ifstream& in, const EventsOptions& o, const std::string& p
 void show(const EventsOptions& o) {
   const std::string path = find_event_log(o.what, o.dir);
   std::ifstream in(path);
+  if (!in && o.what.empty()) {
+    // A multi-host launch writes its log on the control plane's host: from another host, ask it.
+    const json r = request(find_control_socket(std::nullopt), {{"cmd", "events_log"}});
+    if (o.follow) throw Error(fmt::format("the event log is on the control plane's host ({}): follow it there", r.value("host", "?")));
+    std::istringstream text(r.at("text").get<std::string>());
+    size_t line_no = 0;
+    print_lines(text, o, path, line_no);
+    return;
+  }
   if (!in) throw Error(fmt::format("cannot read {}", path));
   size_t line_no = 0;
   print_lines(in, o, path, line_no);

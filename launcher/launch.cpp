@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -477,6 +478,14 @@ class Launcher : public ControlTarget {
   // --- requests (ControlTarget); control_requests.cpp has checked every field -----------
 
   bool ready() const override { return ready_; }
+
+  json event_log() override {
+    const std::string path = log_ ? log_->path() : "";
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return {{"path", path}, {"host", multi_ ? sys_.hosts[static_cast<size_t>(multi_->self)] : ""}, {"text", text.str()}};
+  }
   int data_fvcs() const override { return o_.data_fvcs; }
   void stop() override { shutdown(0); }
 

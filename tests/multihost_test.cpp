@@ -19,11 +19,16 @@ namespace {
 
 using nlohmann::json;
 
+constexpr const char* kEventsDir = "events";
+
 // `ttemu mpirun SYSTEM` started in host0, its output read as a launched system's.
 class MultiHostSystem {
  public:
   MultiHostSystem(const NetnsHosts& hosts, const std::string& system) : hosts_(hosts) {
-    std::vector<std::string> args{TTEMU_BINARY, "mpirun", system, "--network", hosts.subnet(), "--"};
+    // The event log goes into host0's own runtime directory, where other hosts cannot read it
+    // (as on real hosts): `ttemu events` elsewhere asks the control plane.
+    std::vector<std::string> args{TTEMU_BINARY, "mpirun", system, "--network", hosts.subnet(), "--events-dir",
+                                  NetnsHosts::runtime_dir() + "/" + kEventsDir, "--"};
     for (const auto& a : hosts.mpirun_args()) args.push_back(a);
     std::string list;
     for (int i = 0; i < hosts.size(); ++i) list += (i ? "," : "") + hosts.name(i);
@@ -111,8 +116,11 @@ bool nothing_of_ttemu_in(const NetnsHosts& hosts, int i) {
   for (const auto& e : hosts.shm_entries(i)) {
     if (e.find("ttemu") != std::string::npos) return false;
   }
-  // The runtime directory (control sockets, descriptions) is empty. (The event log stays.)
-  return hosts.runtime_entries(i).empty() && hosts.pids(i).empty();
+  // The runtime directory holds no control socket or description (the event log stays).
+  for (const auto& e : hosts.runtime_entries(i)) {
+    if (e != kEventsDir) return false;
+  }
+  return hosts.pids(i).empty();
 }
 
 TEST(MultiHost, TggAcrossTwoHostsIsWholeFromEitherHostCarriesTrafficAndFiPingpongAndSurvivesLosingAHost) {
@@ -127,6 +135,18 @@ TEST(MultiHost, TggAcrossTwoHostsIsWholeFromEitherHostCarriesTrafficAndFiPingpon
     EXPECT_EQ(alive_chips(s), 72) << hosts.name(i);
     EXPECT_EQ(hosts_of_chips(s), (std::set<std::string>{"host0", "host1"})) << hosts.name(i);
     EXPECT_EQ(ends_up(s), 2 * static_cast<int>(s["links"].size())) << hosts.name(i);
+  }
+  // The one event log, from either host: the start, and links of chips of both hosts coming up.
+  for (int i = 0; i < 2; ++i) {
+    int st = -1;
+    const std::string out = hosts.run_in(i, std::string(TTEMU_BINARY) + " events --json 2>&1", &st);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_EQ(lines_with(out, "\"kind\":\"job_started\"").size(), 1u) << hosts.name(i) << ": " << out.substr(0, 2000);
+    for (const char* chip : {"M0D0P", "M4D0P"}) {
+      bool up = false;
+      for (const auto& line : lines_with(out, "\"kind\":\"link_up\"")) up = up || line.find(std::string("\"port\":\"") + chip) != std::string::npos;
+      EXPECT_TRUE(up) << hosts.name(i) << ": no link of " << chip << " came up in the log";
+    }
   }
   // All six traffic patterns, a rank of ttemu traffic on each host driving its chips and
   // verifying what landed in them: every byte, across hosts.

@@ -23,6 +23,7 @@ class Stub : public ControlTarget {
   bool up = true;
   bool ready() const override { return up; }
   int data_fvcs() const override { return 2; }
+  json event_log() override { return {{"path", "x"}, {"host", ""}, {"text", ""}}; }
   void status(Reply reply) override { reply({{"job", "1-00000001"}, {"ready", up}}); }
   json apply_faults(const std::string& plan, const std::string& source, bool) override {
     if (!plan.empty()) throw Error(source + ":1: not a plan: " + plan.substr(0, 100));
