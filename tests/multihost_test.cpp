@@ -123,26 +123,42 @@ bool nothing_of_ttemu_in(const NetnsHosts& hosts, int i) {
   return hosts.pids(i).empty();
 }
 
-TEST(MultiHost, TggAcrossTwoHostsIsWholeFromEitherHostCarriesTrafficAndFiPingpongAndSurvivesLosingAHost) {
+// A spread of the TGG: its file, how many hosts, the chip fi_pingpong's client uses on the
+// host it runs on, the host whose agent is killed and the chips that run on without it.
+struct TggSpread {
+  const char* file;
+  int hosts;
+  const char* client_chip;
+  int client_host;
+  int killed;
+  int alive_after;
+};
+
+class MultiHost : public ::testing::TestWithParam<TggSpread> {};
+
+TEST_P(MultiHost, TheTggIsWholeFromEveryHostCarriesTrafficAndFiPingpongAndSurvivesLosingAHost) {
   if (const std::string why = NetnsHosts::unsupported(); !why.empty()) GTEST_SKIP() << why;
-  NetnsHosts hosts(2);
-  MultiHostSystem sys(hosts, topo("tgg.yaml"));
+  const TggSpread p = GetParam();
+  NetnsHosts hosts(p.hosts);
+  MultiHostSystem sys(hosts, topo(p.file));
   ASSERT_TRUE(sys.wait_for("ready in", std::chrono::seconds(120))) << sys.output();
-  // Both hosts see the whole system: 72 chips on two hosts, every link end up.
-  for (int i = 0; i < 2; ++i) {
+  // Every host sees the whole system: 72 chips on all the hosts, every link end up.
+  std::set<std::string> names;
+  for (int i = 0; i < p.hosts; ++i) names.insert(hosts.name(i));
+  for (int i = 0; i < p.hosts; ++i) {
     const json s = sys.status(i);
     EXPECT_EQ(s["chips"].size(), 72u) << hosts.name(i);
     EXPECT_EQ(alive_chips(s), 72) << hosts.name(i);
-    EXPECT_EQ(hosts_of_chips(s), (std::set<std::string>{"host0", "host1"})) << hosts.name(i);
+    EXPECT_EQ(hosts_of_chips(s), names) << hosts.name(i);
     EXPECT_EQ(ends_up(s), 2 * static_cast<int>(s["links"].size())) << hosts.name(i);
   }
-  // The one event log, from either host: the start, and links of chips of both hosts coming up.
-  for (int i = 0; i < 2; ++i) {
+  // The one event log, from every host: the start, and links of chips of two hosts coming up.
+  for (int i = 0; i < p.hosts; ++i) {
     int st = -1;
     const std::string out = hosts.run_in(i, std::string(TTEMU_BINARY) + " events --json 2>&1", &st);
     EXPECT_EQ(st, 0) << out;
     EXPECT_EQ(lines_with(out, "\"kind\":\"job_started\"").size(), 1u) << hosts.name(i) << ": " << out.substr(0, 2000);
-    for (const char* chip : {"M0D0P", "M4D0P"}) {
+    for (const std::string& chip : {std::string("M0D0P"), std::string(p.client_chip) + "P"}) {
       bool up = false;
       for (const auto& line : lines_with(out, "\"kind\":\"link_up\"")) up = up || line.find(std::string("\"port\":\"") + chip) != std::string::npos;
       EXPECT_TRUE(up) << hosts.name(i) << ": no link of " << chip << " came up in the log";
@@ -153,7 +169,9 @@ TEST(MultiHost, TggAcrossTwoHostsIsWholeFromEitherHostCarriesTrafficAndFiPingpon
   {
     std::string cmd = "mpirun";
     for (const auto& a : hosts.mpirun_args()) cmd += " " + a;
-    cmd += std::string(" -np 2 --host host0,host1 ") + TTEMU_BINARY +
+    std::string list;
+    for (int i = 0; i < p.hosts; ++i) list += (i ? "," : "") + hosts.name(i);
+    cmd += " -np " + std::to_string(p.hosts) + " --host " + list + " " + TTEMU_BINARY +
            " traffic --pattern all --size 1024 --count 2 --latency-samples 8 --json 2>&1";
     int st = -1;
     const std::string out = hosts.run_in(0, cmd, &st, 240);
@@ -169,8 +187,8 @@ TEST(MultiHost, TggAcrossTwoHostsIsWholeFromEitherHostCarriesTrafficAndFiPingpon
     }
     EXPECT_EQ(patterns.size(), 6u) << out;
   }
-  // Chips on host0 (gateway M0D0) and host1 (gateway M4D0): fi_pingpong over the tt provider,
-  // its data check on, the server on host0 and the client on host1.
+  // Chips on host0 (gateway M0D0) and another host: fi_pingpong over the tt provider, its data
+  // check on, the server on host0.
   const std::string run = std::string(TTEMU_BINARY) + " run --chip ";
   int server_status = -1, client_status = -1;
   std::string server_out;
@@ -180,7 +198,7 @@ TEST(MultiHost, TggAcrossTwoHostsIsWholeFromEitherHostCarriesTrafficAndFiPingpon
   std::string client_out;
   // The client retries until the server listens (fi_pingpong's own out-of-band connect).
   EXPECT_TRUE(eventually([&] {
-    client_out = hosts.run_in(1, run + "M4D0 -- fi_pingpong -p tt -e rdm -c -I 20 -S 65536 " + hosts.address(0) + " 2>&1",
+    client_out = hosts.run_in(p.client_host, run + p.client_chip + " -- fi_pingpong -p tt -e rdm -c -I 20 -S 65536 " + hosts.address(0) + " 2>&1",
                               &client_status, 90);
     return client_status == 0 || client_out.find("64k") != std::string::npos;
   }, std::chrono::seconds(60)));
@@ -190,26 +208,31 @@ TEST(MultiHost, TggAcrossTwoHostsIsWholeFromEitherHostCarriesTrafficAndFiPingpon
   EXPECT_NE(client_out.find("=20"), std::string::npos) << client_out;
   EXPECT_EQ(client_out.find("Error"), std::string::npos) << client_out;
 
-  // Host1's agent dies: its chips go with it, the control plane routes around them, host0's
-  // chips run on.
-  const int agent = agent_pid(hosts, 1);
+  // A host's agent dies: its chips go with it, the control plane routes around them, the other
+  // hosts' chips run on.
+  const int agent = agent_pid(hosts, p.killed);
   ASSERT_GT(agent, 0);
   kill(agent, SIGKILL);
-  ASSERT_TRUE(sys.wait_for("host host1 is gone", std::chrono::seconds(30))) << sys.output();
+  ASSERT_TRUE(sys.wait_for("host " + hosts.name(p.killed) + " is gone", std::chrono::seconds(30))) << sys.output();
   ASSERT_TRUE(sys.wait_for("routing tables v2 loaded", std::chrono::seconds(30))) << sys.output();
   const json after = sys.status(0);
-  EXPECT_EQ(alive_chips(after), 36) << "host0 runs gateways M0D0-M3D0 and Galaxy 8";
+  EXPECT_EQ(alive_chips(after), p.alive_after);
   EXPECT_GE(after["tables_version"].get<int>(), 2);
-  EXPECT_TRUE(eventually([&] { return hosts.shm_entries(1).empty() || nothing_of_ttemu_in(hosts, 1); }, std::chrono::seconds(20)));
 
-  // Stopped: nothing of the job is left on either host.
+  // Stopped: nothing of the job is left on any host.
   EXPECT_GE(sys.stop(), 0);
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < p.hosts; ++i) {
     EXPECT_TRUE(eventually([&] { return nothing_of_ttemu_in(hosts, i); }, std::chrono::seconds(20)))
         << hosts.name(i) << ": " << hosts.run_in(i, "ls -A /dev/shm " + NetnsHosts::runtime_dir() + " 2>&1") << hosts.pids(i).size()
         << " process(es)";
   }
 }
+
+// Two hosts as spec 7.3 has them (host1: gateways M4-M7 and Galaxy 9); four, two gateways each
+// (host1: M2D0 and M3D0; the Galaxies on host0 and host2).
+INSTANTIATE_TEST_SUITE_P(Tgg, MultiHost,
+                         ::testing::Values(TggSpread{"tgg.yaml", 2, "M4D0", 1, 1, 36}, TggSpread{"tgg_4host.yaml", 4, "M6D0", 3, 1, 70}),
+                         [](const ::testing::TestParamInfo<TggSpread>& spread) { return std::to_string(spread.param.hosts) + "Hosts"; });
 
 }  // namespace
 }  // namespace ttemu::test
