@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <map>
 
 #include <fmt/format.h>
@@ -18,7 +17,6 @@
 #include "emulator/control/table_json.hpp"
 #include "emulator/job/description.hpp"
 #include "emulator/job/job.hpp"
-#include "emulator/process/shm_transport.hpp"
 #include "launcher/chip_memory.hpp"
 #include "launcher/control_server.hpp"
 #include "launcher/host_channel.hpp"
@@ -40,8 +38,8 @@ namespace {
 // has the protocol).
 class HostAgent {
  public:
-  HostAgent(const HostAgentOptions& o, const control::System& sys, std::vector<int> host_of_node, int self, HostEntry plane)
-      : o_(o), sys_(sys), host_of_node_(std::move(host_of_node)), self_(self), plane_(std::move(plane)),
+  HostAgent(const HostAgentOptions& o, const control::System& sys, MultiHost multi, HostEntry plane)
+      : o_(o), sys_(sys), multi_(std::move(multi)), plane_(std::move(plane)),
         signals_(io_, SIGINT, SIGTERM), children_(io_, SIGCHLD), connect_timer_(io_) {}
 
   ~HostAgent() { teardown(); }
@@ -61,8 +59,8 @@ class HostAgent {
   }
 
  private:
-  const std::string& host() const { return sys_.hosts[static_cast<size_t>(self_)]; }
-  bool here(int v) const { return host_of_node_[static_cast<size_t>(v)] == self_; }
+  const std::string& host() const { return sys_.hosts[static_cast<size_t>(multi_.self)]; }
+  bool here(int v) const { return multi_.here(v); }
 
   void connect() {
     auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
@@ -78,7 +76,7 @@ class HostAgent {
       if (e) return fail(fmt::format("cannot reach the control plane at {}:{}: {}", plane_.address, plane_.control_port, e.message()));
       channel_ = std::make_shared<HostChannel>(std::move(*socket));
       channel_->start({[this](const json& m) { on_message(m); }, [this](const std::string& why) { plane_lost(why); }});
-      channel_->send({{"hello", self_}, {"version", host_wire_version()}, {"pid", ::getpid()}});
+      channel_->send({{"hello", multi_.self}, {"version", host_wire_version()}, {"pid", ::getpid()}});
     });
   }
 
@@ -116,14 +114,11 @@ class HostAgent {
     const control::TableSet tables = control::tables_from_json(sys_, s.at("tables"), "the control plane's tables");
     std::ignore = job::clean_stale();
     job_ = job::JobId::create();
-    std::vector<bool> here_nodes;
-    for (int h : host_of_node_) here_nodes.push_back(h == self_);
+    const std::vector<bool> here_nodes = multi_.here_by_node();
     const LaunchOptions& lo = o_.launch;
     memory_ = std::make_unique<ChipMemory>(job_, sys_, tables, lo.dram_mib ? std::optional<size_t>(*lo.dram_mib << 20) : std::nullopt,
                                            0, here_nodes);
-    DescribeOptions d{std::filesystem::absolute(lo.file).string(), lo.data_fvcs, lo.memory, lo.dram_mib, {}, host()};
-    for (int h : host_of_node_) d.host_of_node.push_back(sys_.hosts[static_cast<size_t>(h)]);
-    job::publish(describe_system(sys_, job_, d));
+    job::publish(describe_system(sys_, job_, describe_options(lo, sys_, &multi_)));
     published_ = true;
     server_ = std::make_unique<ControlServer>(io_, job::control_socket_path(job_),
                                               [this](const std::string& line, const std::function<void(const std::string&)>& answer) {
@@ -248,8 +243,7 @@ class HostAgent {
 
   HostAgentOptions o_;
   const control::System& sys_;
-  std::vector<int> host_of_node_;
-  int self_;
+  MultiHost multi_;
   HostEntry plane_;
   asio::io_context io_;
   asio::signal_set signals_, children_;
@@ -302,7 +296,7 @@ int run_host_agent(const HostAgentOptions& options) {
     }
   }
   if (world.rank == 0) return plane->run(world.hosts);
-  HostAgent agent(o, *sys, host_of_node, world.rank, world.hosts[0]);
+  HostAgent agent(o, *sys, MultiHost{host_of_node, world.rank}, world.hosts[0]);
   return agent.run();
 }
 

@@ -38,9 +38,9 @@ struct HostAgents::Gather {
   }
 };
 
-HostAgents::HostAgents(asio::io_context& io, const control::System& sys, std::vector<int> host_of_node, int self,
-                       std::unique_ptr<LocalChips> local, Events events, Hooks hooks)
-    : io_(io), sys_(sys), host_of_node_(std::move(host_of_node)), self_(self), local_(std::move(local)),
+HostAgents::HostAgents(asio::io_context& io, const control::System& sys, MultiHost multi, std::unique_ptr<LocalChips> local,
+                       Events events, Hooks hooks)
+    : io_(io), sys_(sys), multi_(std::move(multi)), local_(std::move(local)),
       events_(std::move(events)), hooks_(std::move(hooks)), acceptor_(io),
       remote_pid_(sys.chips.size(), 0) {}
 
@@ -62,7 +62,7 @@ uint16_t HostAgents::listen(const std::string& address) {
 void HostAgents::set_hosts(std::vector<HostEntry> hosts) { hosts_ = std::move(hosts); }
 
 const std::string& HostAgents::address_of(int node) const {
-  return hosts_.at(static_cast<size_t>(host_of_node_.at(static_cast<size_t>(node)))).address;
+  return hosts_.at(static_cast<size_t>(host_of(node))).address;
 }
 
 void HostAgents::accept() {
@@ -84,7 +84,7 @@ void HostAgents::accept() {
 }
 
 HostAgents::Agent* HostAgents::agent_of(int node) {
-  auto it = agents_.find(host_of_node_.at(static_cast<size_t>(node)));
+  auto it = agents_.find(host_of(node));
   return it == agents_.end() || it->second.lost ? nullptr : &it->second;
 }
 
@@ -92,7 +92,7 @@ void HostAgents::on_message(const std::shared_ptr<HostChannel>& ch, const json& 
   if (m.contains("hello")) {
     const int host = m.value("hello", -1);
     std::erase(unnamed_, ch);
-    if (host < 0 || host >= static_cast<int>(sys_.hosts.size()) || host == self_ || agents_.count(host)) {
+    if (host < 0 || host >= static_cast<int>(sys_.hosts.size()) || host == multi_.self || agents_.count(host)) {
       fmt::print(stderr, "ttemu: {} said it is host agent {}, which is not expected; closing it\n", ch->peer(), m["hello"].dump());
       ch->close();
       return;
@@ -156,7 +156,7 @@ void HostAgents::on_closed(const std::shared_ptr<HostChannel>& ch, const std::st
     hooks_.host_lost(sys_.hosts[static_cast<size_t>(host)], why);
     for (int v = 0; v < sys_.node_count(); ++v) {
       const int pid = remote_pid_[static_cast<size_t>(v)];
-      if (host_of_node_[static_cast<size_t>(v)] != host || pid == 0) continue;
+      if (host_of(v) != host || pid == 0) continue;
       remote_pid_[static_cast<size_t>(v)] = 0;
       events_.died(v, pid, fmt::format("went with host {} ({})", sys_.hosts[static_cast<size_t>(host)], why));
     }
@@ -164,9 +164,8 @@ void HostAgents::on_closed(const std::shared_ptr<HostChannel>& ch, const std::st
 }
 
 void HostAgents::start_remote(int host) {
-  Agent& a = agents_.at(host);
   for (int v = 0; v < sys_.node_count(); ++v) {
-    if (host_of_node_[static_cast<size_t>(v)] == host) a.channel->send({{"start", v}, {"config", msg::encode(msg::ToChip{config_(v)})}});
+    if (host_of(v) == host) start(v, config_(v));
   }
 }
 

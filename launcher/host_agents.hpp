@@ -20,6 +20,7 @@
 #include "emulator/control/system.hpp"
 #include "launcher/chip_supervisor.hpp"
 #include "launcher/host_channel.hpp"
+#include "launcher/launch.hpp"
 #include "launcher/local_chips.hpp"
 #include "launcher/mpi_bootstrap.hpp"
 
@@ -39,9 +40,9 @@ class HostAgents final : public ChipSupervisor {
     std::function<void(const std::string& host, const std::string& why)> host_lost;
   };
 
-  // host_of_node: index into sys.hosts; `self`: this host's index; `local` supervises its chips.
-  HostAgents(boost::asio::io_context& io, const control::System& sys, std::vector<int> host_of_node, int self,
-             std::unique_ptr<LocalChips> local, Events events, Hooks hooks);
+  // `multi`: where each chip runs and which host is this one; `local` supervises its chips.
+  HostAgents(boost::asio::io_context& io, const control::System& sys, MultiHost multi, std::unique_ptr<LocalChips> local,
+             Events events, Hooks hooks);
   ~HostAgents() override;
 
   // Opens the agents' TCP port on `address` (any port); returns it.
@@ -49,9 +50,9 @@ class HostAgents final : public ChipSupervisor {
   // Every host's entry, by rank = host index (after the MPI exchange).
   void set_hosts(std::vector<HostEntry> hosts);
 
-  bool here(int node) const { return host_of_node_.at(static_cast<size_t>(node)) == self_; }
+  bool here(int node) const { return multi_.here(node); }
   const std::string& address_of(int node) const;
-  const std::string& host_name(int node) const { return sys_.hosts.at(static_cast<size_t>(host_of_node_.at(static_cast<size_t>(node)))); }
+  const std::string& host_name(int node) const { return sys_.hosts.at(static_cast<size_t>(host_of(node))); }
   // New routing tables for every chip of the other hosts (their agents write them into their
   // chips' L1 and tell the chips to load them).
   void reload_tables(const nlohmann::json& tables, uint32_t version);
@@ -79,12 +80,12 @@ class HostAgents final : public ChipSupervisor {
   void on_message(const std::shared_ptr<HostChannel>& ch, const nlohmann::json& m);
   void on_closed(const std::shared_ptr<HostChannel>& ch, const std::string& why);
   Agent* agent_of(int node);
+  int host_of(int node) const { return multi_.host_of_node.at(static_cast<size_t>(node)); }
   void start_remote(int host);
 
   boost::asio::io_context& io_;
   const control::System& sys_;
-  std::vector<int> host_of_node_;
-  int self_;
+  MultiHost multi_;
   std::unique_ptr<LocalChips> local_;
   Events events_;
   Hooks hooks_;

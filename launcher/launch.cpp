@@ -19,7 +19,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "emulator/chip/arch.hpp"
 #include "emulator/chip/chip_control.hpp"
 #include "emulator/common/asio.hpp"
 #include "emulator/common/error.hpp"
@@ -28,10 +27,7 @@
 #include "emulator/control/system_yaml.hpp"
 #include "emulator/control/table_json.hpp"
 #include "emulator/job/description.hpp"
-#include "emulator/link/efc.hpp"
 #include "emulator/link/fault_plan.hpp"
-#include "emulator/link/tt_link.hpp"
-#include "emulator/node/socket_json.hpp"
 #include "emulator/process/chip_messages.hpp"
 #include "emulator/process/shm_transport.hpp"
 #include "launcher/chip_memory.hpp"
@@ -39,7 +35,6 @@
 #include "launcher/control_server.hpp"
 #include "launcher/event_log.hpp"
 #include "launcher/host_agents.hpp"
-#include "launcher/host_wire.hpp"
 #include "launcher/local_chips.hpp"
 #include "launcher/system_report.hpp"
 #include "emulator/control/host_placement.hpp"
@@ -91,7 +86,7 @@ class Launcher : public ControlTarget {
     std::vector<bool> here;
     if (multi_) {
       if (o_.transport == "shm") throw Error("--transport shm joins chips of one host; a multi-host launch uses udp or uring");
-      for (int h : multi_->host_of_node) here.push_back(h == multi_->self);
+      here = multi_->here_by_node();
     }
     memory_ = std::make_unique<ChipMemory>(job_, sys_, tables_,
                                            o_.dram_mib ? std::optional<size_t>(*o_.dram_mib << 20) : std::nullopt,
@@ -117,7 +112,7 @@ class Launcher : public ControlTarget {
       chips_ = std::move(local);
       return 0;
     }
-    auto agents = std::make_unique<HostAgents>(io_, sys_, multi_->host_of_node, multi_->self, std::move(local), events, agent_hooks());
+    auto agents = std::make_unique<HostAgents>(io_, sys_, *multi_, std::move(local), events, agent_hooks());
     agents_ = agents.get();
     chips_ = std::move(agents);
     return agents_->listen(o_.bind);
@@ -150,21 +145,10 @@ class Launcher : public ControlTarget {
 
   // What clients need to address the chips and read their memory, typed (job/description.hpp).
   void publish_description() {
-    job::publish(describe_system(sys_, job_, describe_options()));
+    job::publish(describe_system(sys_, job_, describe_options(o_, sys_, multi_ ? &*multi_ : nullptr)));
     published_ = true;
   }
 
- public:
-  DescribeOptions describe_options() const {
-    DescribeOptions d{std::filesystem::absolute(o_.file).string(), o_.data_fvcs, o_.memory, o_.dram_mib, {}, ""};
-    if (multi_) {
-      for (int h : multi_->host_of_node) d.host_of_node.push_back(sys_.hosts[static_cast<size_t>(h)]);
-      d.this_host = sys_.hosts[static_cast<size_t>(multi_->self)];
-    }
-    return d;
-  }
-
- private:
   // What the control plane does for the host agents of a multi-host launch.
   HostAgents::Hooks agent_hooks() {
     HostAgents::Hooks h;

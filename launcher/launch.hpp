@@ -66,6 +66,13 @@ int run_launch(const LaunchOptions& options);
 struct MultiHost {
   std::vector<int> host_of_node;  // index into the system's hosts
   int self = 0;
+  bool here(int node) const { return host_of_node.at(static_cast<size_t>(node)) == self; }
+  // here(), by node.
+  std::vector<bool> here_by_node() const {
+    std::vector<bool> out;
+    for (int h : host_of_node) out.push_back(h == self);
+    return out;
+  }
 };
 
 namespace detail {

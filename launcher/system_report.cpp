@@ -1,5 +1,7 @@
 #include "launcher/system_report.hpp"
 
+#include <filesystem>
+
 #include "emulator/chip/arch.hpp"
 #include "emulator/link/efc.hpp"
 #include "emulator/link/tt_link.hpp"
@@ -9,6 +11,15 @@ namespace ttemu::launcher {
 
 using nlohmann::json;
 using routing::to_string;
+
+DescribeOptions describe_options(const LaunchOptions& o, const control::System& sys, const MultiHost* multi) {
+  DescribeOptions d{std::filesystem::absolute(o.file).string(), o.data_fvcs, o.memory, o.dram_mib, {}, ""};
+  if (multi) {
+    for (int h : multi->host_of_node) d.host_of_node.push_back(sys.hosts[static_cast<size_t>(h)]);
+    d.this_host = sys.hosts[static_cast<size_t>(multi->self)];
+  }
+  return d;
+}
 
 job::SystemDescription describe_system(const control::System& sys, const job::JobId& job, const DescribeOptions& o) {
   job::SystemDescription d;

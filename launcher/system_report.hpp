@@ -13,6 +13,7 @@
 #include "emulator/chip/chip_control.hpp"
 #include "emulator/control/system.hpp"
 #include "emulator/job/description.hpp"
+#include "launcher/launch.hpp"
 
 namespace ttemu::launcher {
 
@@ -24,6 +25,9 @@ struct DescribeOptions {
   std::vector<std::string> host_of_node;  // where each chip runs; empty: the spec's hosts
   std::string this_host;                  // empty on a single host
 };
+// What a launch's options say of its description; `multi`: the host this description is
+// published on, in a multi-host launch.
+DescribeOptions describe_options(const LaunchOptions& o, const control::System& sys, const MultiHost* multi);
 job::SystemDescription describe_system(const control::System& sys, const job::JobId& job, const DescribeOptions& o);
 
 // A chip's entry in `ttemu status` as its control block tells it (the caller adds pid, alive

@@ -2,9 +2,6 @@
 // fi_info and fi_pingpong (libfabric-bin) and Open MPI (openmpi-bin), against live systems,
 // every byte checked by the clients themselves. A client whose package is not installed is
 // skipped with a message (tools/dev installs them, so CI runs them all).
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <string>
@@ -13,6 +10,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "emulator/common/free_port.hpp"
 #include "tests/test_support.hpp"
 
 namespace ttemu::test {
@@ -28,18 +26,6 @@ bool installed(const std::string& program) {
 #define REQUIRE_PROGRAM(p)                                                                        \
   if (!installed(p)) GTEST_SKIP() << p << " is not installed (bash tools/dev test installs it)"
 
-// A TCP port on loopback nobody listens on now (fi_pingpong's control connection).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 // fi_pingpong's server on one chip and its client on another, both started by `ttemu run`
 // inside a launched system; the client waits until the server listens (a deadline, no sleep).
@@ -63,7 +49,7 @@ echo "== server (exit $status)"
 cat server.log
 exit $(( client != 0 ? client : status ))
 )SH",
-                                          TTEMU_BINARY, free_port(), server, client, args));
+                                          TTEMU_BINARY, free_tcp_port(), server, client, args));
   TempDir dir;
   return run({"/bin/bash", "-c", fmt::format("cd {} && exec {} launch {} -- /bin/bash {}", dir.path().string(), TTEMU_BINARY,
                                              topo(system), script.path())});

@@ -44,18 +44,7 @@ class MultiHostSystem {
     if (fd_ >= 0) close(fd_);
   }
   bool wait_for(const std::string& text, std::chrono::milliseconds timeout) {
-    const auto end = Clock::now() + timeout;
-    while (out_.find(text) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
-      if (left <= 0) return false;
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(left)) <= 0) return false;
-      char buf[4096];
-      const ssize_t n = read(fd_, buf, sizeof buf);
-      if (n <= 0) return false;
-      out_.append(buf, static_cast<size_t>(n));
-    }
-    return true;
+    return read_until(fd_, out_, [&] { return out_.find(text) != std::string::npos; }, timeout);
   }
   // `ttemu status --json` run on host i (its own runtime directory holds one job: its agent's).
   json status(int i) const {
@@ -67,8 +56,7 @@ class MultiHostSystem {
   // Stops mpirun (and with it every agent) and returns its exit status; -1 on timeout.
   int stop() {
     kill(pid_, SIGTERM);
-    while (wait_for("\x01", std::chrono::seconds(60))) {
-    }
+    read_until(fd_, out_, [] { return false; }, std::chrono::seconds(60));  // to the end of its output
     int st = 0;
     if (waitpid(pid_, &st, 0) != pid_) return -1;
     pid_ = 0;

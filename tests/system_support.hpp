@@ -33,6 +33,23 @@ inline bool wait_gone(int pid, std::chrono::milliseconds timeout) {
   return r == 1;
 }
 
+// Appends what `fd` gives to `output` until done() holds (true) or the timeout passes or the
+// output ends (whether done() holds then).
+inline bool read_until(int fd, std::string& output, const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const auto end = Clock::now() + timeout;
+  while (!done()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left)) <= 0) return false;
+    char buf[4096];
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) return done();
+    output.append(buf, static_cast<size_t>(n));
+  }
+  return true;
+}
+
 // The shared-memory segments in /dev/shm whose names carry the job id.
 inline std::vector<std::string> segments_of(const std::string& job) {
   std::vector<std::string> out;
@@ -108,18 +125,7 @@ class System {
 
   // Reads output until done() holds or the timeout passes (or the output ends).
   bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-    auto end = Clock::now() + timeout;
-    while (!done()) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
-      if (left <= 0) return false;
-      pollfd p{out_fd_, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(left)) <= 0) return false;
-      char buf[4096];
-      ssize_t n = read(out_fd_, buf, sizeof buf);
-      if (n <= 0) return done();
-      output_.append(buf, static_cast<size_t>(n));
-    }
-    return true;
+    return read_until(out_fd_, output_, done, timeout);
   }
 
   RunResult ttemu(std::vector<std::string> args) {

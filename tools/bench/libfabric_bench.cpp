@@ -10,9 +10,6 @@
 // one-hop latency <= 2x udp's); --json prints one object. The median of --repeat runs.
 //
 //   ttemu_bench_libfabric [--repeat R] [--iterations N] [--transport T] [--spin-us N] [--json]
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +25,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "emulator/common/free_port.hpp"
+
 namespace {
 
 using nlohmann::json;
@@ -41,18 +40,6 @@ std::string shell(const std::string& command) {
   return out;
 }
 
-// A TCP port on loopback nobody listens on now (fi_pingpong's control connection).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 // The script that runs one fi_pingpong pair: $1 provider, $2 size, $3 iterations, $4 a free
 // port, and for tt the chips ($5 server, $6 client); prints the client's result row prefixed
@@ -115,7 +102,7 @@ int main(int argc, char** argv) {
       std::string& script = scripts[spin];
       if (script.empty()) script = kPair;
       script += fmt::format("pair {0} 64 {2} {5} {3} {4}\npair {0} 1048576 {1} {6} {3} {4}\n", prov, big_iters, iterations, s, c,
-                            free_port(), free_port());
+                            ttemu::free_tcp_port(), ttemu::free_tcp_port());
     }
     for (const auto& [spin, script] : scripts) {
       std::string quoted;
