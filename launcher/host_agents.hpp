@@ -51,6 +51,7 @@ class HostAgents final : public ChipSupervisor {
   void set_hosts(std::vector<HostEntry> hosts);
 
   bool here(int node) const { return multi_.here(node); }
+  const std::vector<int>& host_of_node() const { return multi_.host_of_node; }
   const std::string& address_of(int node) const;
   const std::string& host_name(int node) const { return sys_.hosts.at(static_cast<size_t>(host_of(node))); }
   // New routing tables for every chip of the other hosts (their agents write them into their

@@ -187,7 +187,9 @@ class Launcher : public ControlTarget {
     for (uint8_t port : sys_.wired_ports(v)) {
       routing::PortId self{chip.id, port};
       routing::PortId peer = *sys_.peer(self);
-      msg::LinkSetup entry{self.port, peer.chip.mesh, peer.chip.device, peer.port, {}};
+      msg::LinkSetup entry{self.port, peer.chip.mesh, peer.chip.device, peer.port, {}, 0};
+      // A wire between hosts can be cut with nothing flowing: its ends probe it when idle.
+      if (agents_ && agents_->host_name(v) != agents_->host_name(*sys_.node(peer.chip))) entry.keepalive_ms = kCrossHostKeepaliveMs;
       if (auto it = plan_.tx.find(self); it != plan_.tx.end()) entry.faults = link::to_json(it->second);
       m.links.push_back(entry);
     }
@@ -372,7 +374,32 @@ class Launcher : public ControlTarget {
     json e = tables_reloaded_event(sys_, r, cause);
     record(stamp(e, uptime()));
     fmt::print(stderr, "ttemu: {}\n", reload_summary(e));
+    if (agents_) report_cuts(r.failures);
     return e;
+  }
+
+  // Hosts whose every link between them is down: the network between them is cut (a lost host
+  // is reported as such, not here). Said once when it happens and once when it heals.
+  void report_cuts(const control::Failures& failures) {
+    std::set<std::pair<int, int>> now;
+    for (const auto& p : control::host_pairs(sys_, agents_->host_of_node(), failures)) {
+      const std::string& a = sys_.hosts[static_cast<size_t>(p.a)];
+      const std::string& b = sys_.hosts[static_cast<size_t>(p.b)];
+      const bool was = cut_.count({p.a, p.b}) > 0;
+      if (p.cut()) now.insert({p.a, p.b});
+      if (p.cut() == was) continue;
+      if (p.cut()) {
+        fmt::print(stderr, "ttemu: hosts {} and {} are cut apart: all {} link(s) between them are down; routed around\n", a, b, p.links);
+      } else {
+        fmt::print(stderr, "ttemu: hosts {} and {} are linked again: {} of {} link(s) up\n", a, b, p.links - p.down, p.links);
+      }
+      json e = system_event(p.cut() ? "hosts_cut" : "hosts_linked", uptime());
+      e["hosts"] = {a, b};
+      e["links"] = p.links;
+      e["up"] = p.links - p.down;
+      record(e);
+    }
+    cut_ = std::move(now);
   }
 
   control::LiveRoutes& live() {
@@ -776,7 +803,11 @@ class Launcher : public ControlTarget {
   std::unique_ptr<EventLog> log_;
   std::deque<json> events_;         // the event log's last 1000 entries, newest last
   uint64_t next_test_ = 0;  // ids of link tests and snapshot requests
+  std::set<std::pair<int, int>> cut_;  // pairs of hosts cut apart (report_cuts)
   static constexpr std::chrono::seconds kSnapshotWait{2};
+  // How long an idle link between hosts goes unheard before it proves its wire: a cut is found
+  // within this and the link's retries (about 4 s more), at one probe a second per link.
+  static constexpr int kCrossHostKeepaliveMs = 1000;
   Clock::time_point started_;
   int bound_ = 0, exit_status_ = 0;
   pid_t client_pid_ = 0;

@@ -32,6 +32,38 @@ TEST(HostPlacement, ATieGoesToTheFirstHost) {
   EXPECT_EQ(host_of(sys, placed, "M9D5"), "host2");
 }
 
+// Two hosts are cut apart when every link between their live chips is down; a host whose chips
+// died is lost, not cut.
+TEST(HostPlacement, HostsAreCutApartWhenEveryLinkBetweenTheirLiveChipsIsDown) {
+  const control::System sys = load("tgg.yaml");
+  const std::vector<int> placed = control::place_chips(sys);
+  auto pairs = control::host_pairs(sys, placed, {});
+  ASSERT_EQ(pairs.size(), 1u);
+  EXPECT_EQ(pairs[0].a, 0);
+  EXPECT_EQ(pairs[0].b, 1);
+  EXPECT_EQ(pairs[0].links, 16);  // Galaxy 8 (host0) to Galaxy 9 (host1)
+  EXPECT_FALSE(pairs[0].cut());
+  control::Failures f;
+  std::vector<int> crossing;
+  for (int i = 0; i < static_cast<int>(sys.links.size()); ++i) {
+    const auto& l = sys.links[static_cast<size_t>(i)];
+    if (placed[static_cast<size_t>(node(sys, to_string(l.a.chip)))] != placed[static_cast<size_t>(node(sys, to_string(l.b.chip)))]) crossing.push_back(i);
+  }
+  ASSERT_EQ(crossing.size(), 16u);
+  for (size_t k = 0; k + 1 < crossing.size(); ++k) f.links.insert(crossing[k]);
+  pairs = control::host_pairs(sys, placed, f);
+  EXPECT_EQ(pairs[0].down, 15);
+  EXPECT_FALSE(pairs[0].cut()) << "one link still joins them";
+  f.links.insert(crossing.back());
+  EXPECT_TRUE(control::host_pairs(sys, placed, f)[0].cut());
+  // host1's chips all dead: no link between live chips is left, and nothing is cut.
+  control::Failures lost;
+  for (int v = 0; v < sys.node_count(); ++v) {
+    if (placed[static_cast<size_t>(v)] == 1) lost.nodes.insert(v);
+  }
+  EXPECT_TRUE(control::host_pairs(sys, placed, lost).empty());
+}
+
 // A placement that cannot be made throws an Error saying why.
 std::string refusal(const control::System& sys) {
   try {

@@ -399,6 +399,33 @@ TEST(TtLink, AnIdleLinkAskedToVerifyItsWireProvesItOrGoesDown) {
   EXPECT_TRUE(p.b_.up()) << "the far end had nothing to send and was not asked";
 }
 
+// A link between hosts has a keepalive: idle, it proves its wire every so often, so that a
+// network cut with no traffic flowing is found as a busy link would find it, and once the cut
+// heals it comes back by itself. Over a live wire the probes cost no timeout.
+TEST(TtLink, AnIdleLinkWithAKeepaliveFindsACutWithoutTrafficAndComesBack) {
+  LinkConfig cfg;
+  cfg.max_retries = 4;
+  cfg.keepalive = 1s;
+  Pair p(5, {}, {}, cfg);
+  ASSERT_TRUE(p.wait_up());
+  const Time up = p.now_;
+  ASSERT_TRUE(p.a_.next_deadline()) << "an idle link with a keepalive has its next probe scheduled";
+  for (p.pump(); p.now_ - up < 10s && p.advance(up + 10s);) p.pump();
+  EXPECT_TRUE(p.a_.up() && p.b_.up());
+  EXPECT_EQ(p.ca_.timeouts + p.cb_.timeouts, 0u) << "a live wire answers every probe";
+  EXPECT_GT(p.ca_.datagrams_rx + p.cb_.datagrams_rx, 4u) << "ten seconds of probes";
+  p.ab_.cut = p.ba_.cut = true;
+  const Time cut = p.now_;
+  for (p.pump(); (p.a_.up() || p.b_.up()) && p.advance(p.now_ + 60s);) p.pump();
+  EXPECT_EQ(p.a_.state(), LinkState::kDown);
+  EXPECT_EQ(p.b_.state(), LinkState::kDown);
+  EXPECT_LT(p.now_ - cut, 1s + 5s) << "the keepalive, then max_retries backed-off timeouts";
+  p.ab_.cut = p.ba_.cut = false;
+  EXPECT_TRUE(p.wait_up()) << "the down ends keep saying hello: the healed wire brings them up";
+  ASSERT_TRUE(p.stream(100, 256));
+  EXPECT_EQ(p.corrupt_, 0u);
+}
+
 // Moving a link's traffic onto another wire gives the EFC a fresh count of timeouts, but not
 // the link: a link whose traffic fails on every wire it is moved to goes down after its
 // retries all the same.

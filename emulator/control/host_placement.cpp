@@ -1,6 +1,7 @@
 #include "emulator/control/host_placement.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -51,6 +52,25 @@ std::vector<int> place_chips(const System& sys) {
     }
   }
   return host;
+}
+
+std::vector<HostPair> host_pairs(const System& sys, const std::vector<int>& host_of_node, const Failures& failures) {
+  std::map<std::pair<int, int>, HostPair> pairs;
+  for (int i = 0; i < static_cast<int>(sys.links.size()); ++i) {
+    const Link& l = sys.links[static_cast<size_t>(i)];
+    const int na = *sys.node(l.a.chip), nb = *sys.node(l.b.chip);
+    int ha = host_of_node.at(static_cast<size_t>(na)), hb = host_of_node.at(static_cast<size_t>(nb));
+    if (ha == hb || !failures.chip_ok(na) || !failures.chip_ok(nb)) continue;
+    if (ha > hb) std::swap(ha, hb);
+    HostPair& p = pairs[{ha, hb}];
+    p.a = ha;
+    p.b = hb;
+    ++p.links;
+    p.down += !failures.link_ok(sys, i);
+  }
+  std::vector<HostPair> out;
+  for (const auto& [key, p] : pairs) out.push_back(p);
+  return out;
 }
 
 }  // namespace ttemu::control

@@ -164,6 +164,7 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
     add(c_.foreign);
     return;
   }
+  heard_ = now;
   // A data or ack frame of our session proves the peer heard our hello, even if its own last
   // hello was lost; after a down period it proves the peer is back.
   if (state_ != LinkState::kUp) come_up(now);
@@ -232,6 +233,7 @@ void TtLink::on_hello(const ParsedFrame& f, Time now) {
   if (peer_nonce_ != 0 && body.nonce != peer_nonce_) new_peer_session(now);
   peer_nonce_ = body.nonce;
   if (body.peer_nonce == nonce_) {
+    heard_ = now;
     session_ = nonce_ ^ peer_nonce_;
     if (state_ != LinkState::kUp) come_up(now);
   }
@@ -354,6 +356,7 @@ void TtLink::on_ack(uint64_t ack, bool nack, Time now) {
 }
 
 void TtLink::on_timer(Time now) {
+  if (const auto k = keepalive_deadline(); k && now >= *k) verify(now);
   if (state_ != LinkState::kUp && hello_deadline_ && now >= *hello_deadline_) {
     hello_due_ = true;
     hello_backoff_ = std::min(hello_backoff_ * 2, cfg_.max_hello_interval);
@@ -385,15 +388,22 @@ bool TtLink::still_up_after_timeout(Time now) {
   return true;
 }
 
+std::optional<Time> TtLink::keepalive_deadline() const {
+  if (state_ != LinkState::kUp || cfg_.keepalive <= Duration{0} || verify_deadline_ || base_ != next_) return std::nullopt;
+  return heard_ + cfg_.keepalive;
+}
+
 std::optional<Time> TtLink::next_deadline() const {
-  std::optional<Time> t =
-      state_ == LinkState::kUp ? earlier(earlier(rto_deadline_, ack_deadline_), verify_deadline_) : hello_deadline_;
+  std::optional<Time> t = state_ == LinkState::kUp
+                              ? earlier(earlier(earlier(rto_deadline_, ack_deadline_), verify_deadline_), keepalive_deadline())
+                              : hello_deadline_;
   if (!delayed_.empty()) t = earlier(t, delayed_.front().first);
   return t;
 }
 
 void TtLink::come_up(Time now) {
   set_state(LinkState::kUp);
+  heard_ = now;
   verify_deadline_.reset();
   ask_ = false;
   add(c_.up_transitions);

@@ -6,7 +6,8 @@
 // What it promises: a payload accepted by send() is delivered to the peer's routing layer
 // exactly once, in order, bit-exact (go-back-N ARQ over CRC-checked frames, whose receiver
 // holds frames after a gap so that a NACK costs the sender one frame, not a window), or the link is
-// declared down after max_retries timeouts without progress; it keeps probing and resumes
+// declared down after max_retries timeouts without progress (an idle link finds a cut with
+// its keepalive, if it has one); it keeps probing and resumes
 // where it stopped when the peer answers again. A peer that restarts (a hello naming the same
 // job, chip and port with a new nonce) starts a new session: the old session's unacknowledged
 // payloads are handed to the abandon callback (never silently dropped) and both directions
@@ -57,6 +58,11 @@ struct LinkConfig {
   // A pure acknowledgement waits this long for data to ride on (0: never waits), unless a
   // quarter window is unacknowledged; gaps are reported at once.
   Duration ack_delay{0};
+  // An up link with nothing in flight that has heard nothing from its peer for this long
+  // proves its wire (verify()), so that a cut is found even while no traffic flows: for
+  // links whose wire crosses a network that can fail silently (between hosts). 0: never
+  // (idle is free).
+  Duration keepalive{0};
 };
 
 enum class LinkState : uint32_t { kHandshake = 0, kUp = 1, kDown = 2 };
@@ -228,6 +234,8 @@ class TtLink {
   // Handshake and probing.
   bool hello_due_ = false;
   std::optional<Time> hello_deadline_;
+  Time heard_{};  // when a frame of this session last came from the peer (the keepalive's clock)
+  std::optional<Time> keepalive_deadline() const;
   Duration hello_backoff_;
 
   // Datagram being packed, and datagrams held back by an injected delay.

@@ -151,7 +151,9 @@ ChipNode::ChipNode(ChipNodeConfig config, session::Center::Memory memory, chip::
     p->status->wire.store(pc.number, std::memory_order_relaxed);
     p->rb = pc.receive_buffer;
     const link::LinkIdentity self{cfg_.job, cfg_.self.mesh, cfg_.self.device, pc.number};
-    p->link = std::make_unique<link::TtLink>(cfg_.link, self, pc.peer, pc.nonce, p->status->counters);
+    link::LinkConfig lc = cfg_.link;
+    lc.keepalive = pc.keepalive;
+    p->link = std::make_unique<link::TtLink>(lc, self, pc.peer, pc.nonce, p->status->counters);
     p->link->set_buffer_pool(buffers_);
     Port* raw = p.get();
     p->link->set_delivery([this, raw](uint32_t dest, std::span<const uint8_t> payload) { on_delivery(*raw, dest, payload); });

@@ -46,6 +46,7 @@ struct PortConfig {
   // The ethernet core's receive buffer in L1, where a checked stream lands; empty: checked
   // in place.
   std::span<uint8_t> receive_buffer;
+  link::Duration keepalive{0};  // this port's link::LinkConfig::keepalive (its wire crosses hosts)
 };
 
 struct ChipNodeConfig {

@@ -15,6 +15,7 @@ void from_json(const json&, Stop&) {}
 void to_json(json& j, const LinkSetup& l) {
   j = {{"port", l.port}, {"peer_mesh", l.peer_mesh}, {"peer_device", l.peer_device}, {"peer_port", l.peer_port}};
   if (!l.faults.is_null()) j["faults"] = l.faults;
+  if (l.keepalive_ms) j["keepalive_ms"] = l.keepalive_ms;
 }
 void from_json(const json& j, LinkSetup& l) {
   j.at("port").get_to(l.port);
@@ -22,6 +23,7 @@ void from_json(const json& j, LinkSetup& l) {
   j.at("peer_device").get_to(l.peer_device);
   j.at("peer_port").get_to(l.peer_port);
   l.faults = j.contains("faults") ? j.at("faults") : json();
+  l.keepalive_ms = j.value("keepalive_ms", 0);
 }
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Config, arch, job_hash, seed, window, bind, links, planes, data_fvcs, rb_packets, mesh_rows, mesh_cols,

@@ -31,6 +31,7 @@ struct LinkSetup {
   uint16_t peer_mesh = 0, peer_device = 0;
   uint8_t peer_port = 0;
   nlohmann::json faults;  // link::to_json(DirectionFaults), or null for none
+  int keepalive_ms = 0;   // link::LinkConfig::keepalive; 0 (absent): none
 };
 
 struct Config {

@@ -248,6 +248,7 @@ class Chip final : public node::NodeObserver {
       pc.number = l.port;
       pc.peer = {nc.job, l.peer_mesh, l.peer_device, l.peer_port};
       pc.nonce = static_cast<uint32_t>(rd()) | 1u;
+      pc.keepalive = std::chrono::milliseconds(l.keepalive_ms);
       uint8_t* core = l1_seg_.as<uint8_t>(arch_.eth_l1_offset(pc.number));
       pc.receive_buffer = {core + kRouterBufferOffset, arch_.eth_l1 - kRouterBufferOffset};
       if (shm_) {
