@@ -621,60 +621,75 @@ class Launcher : public ControlTarget {
     return {*port, peer, *node, peer_node};
   }
 
+  // The counters of a link's two ends (link_end_report's), read here or, for an end on another
+  // host, asked of its agent; an end whose host does not answer in time is null. A ping reads
+  // none (both null at once).
+  void link_counters(const LiveLink& link, bool ping, std::function<void(const json& tx, const json& rx)> done) {
+    if (ping) return done(json(), json());
+    auto pick = [this](int node, routing::PortId end, const json& remote) {
+      if (here(node)) return link_end_report(memory_->control(node), end, true)["counters"];
+      const std::string name = to_string(end);
+      return remote.contains(name) ? remote[name]["counters"] : json();
+    };
+    auto both = [=, this, done = std::move(done)](const json&, const json& remote) {
+      done(pick(link.node, link.port, remote), pick(link.peer_node, link.peer, remote));
+    };
+    if (here(link.node) && here(link.peer_node)) return both(json::object(), json::object());
+    agents_->gather_status(both, kSnapshotWait);
+  }
+
   void link_test(const LinkTestRequest& t, Reply reply) override {
     const LiveLink link = live_link(t.link);
-    const routing::PortId port = link.port, peer = link.peer;
-    const int peer_node = link.peer_node;
-    if (!here(link.node) || !here(peer_node)) {
-      throw Error(fmt::format("{} joins chips of hosts {} and {}: link tests run between chips of the control plane's host for now",
-                              to_string(port), agents_->host_name(link.node), agents_->host_name(peer_node)));
-    }
+    const routing::PortId port = link.port;
     if (!busy_.insert(port).second) throw Error(fmt::format("a test is already running on {}", to_string(port)));
     // From here on nothing throws: the port stays reserved until the test ends or times out.
-    const uint64_t id = ++next_test_;
-    // A test that cannot finish (its link went down for good) answers with an error in time.
-    auto timer = std::make_shared<asio::steady_timer>(io_);
-    timer->expires_after(std::chrono::seconds(t.timeout_s));
-    timer->async_wait([this, id, reply, port](auto ec) {
-      if (ec || !pending_.count(id)) return;
-      pending_.erase(id);
-      busy_.erase(port);
-      reply({{"error", fmt::format("the test on {} did not finish in time (is the link down?)", to_string(port))}});
-    });
-    const chip::ChipControl& rx_block = memory_->control(peer_node);
-    auto snapshot = [&rx_block, peer] {
-      const auto& ps = rx_block.ports[peer.port];
-      return std::make_pair(ps.stream_verified.load(), ps.stream_errors.load());
-    };
-    auto before = snapshot();
-    const auto& tx = memory_->control(link.node).ports[port.port].counters;
-    const auto& rx = rx_block.ports[peer.port].counters;
-    auto base = std::make_tuple(tx.retransmits.load(), rx.crc_errors.load(), tx.timeouts.load());
-    pending_[id] = [=, this, &tx, &rx](const json& done) {
-      timer->cancel();
-      busy_.erase(port);
-      json r = done;
-      r.erase("type");
-      r["link"] = to_string(port);
-      r["peer"] = to_string(peer);
-      if (!t.ping) {
-        auto after = snapshot();
-        double secs = done.at("seconds");
-        double bytes = done.at("bytes");
-        r["gb_per_s"] = secs > 0 ? bytes / secs / 1e9 : 0.0;
-        r["verified"] = after.first - before.first;
-        r["errors"] = after.second - before.second;
-        r["retransmits"] = tx.retransmits.load() - std::get<0>(base);
-        r["crc_errors"] = rx.crc_errors.load() - std::get<1>(base);
-        r["timeouts"] = tx.timeouts.load() - std::get<2>(base);
+    link_counters(link, t.ping, [=, this](const json& tx0, const json& rx0) {
+      if (!t.ping && (tx0.is_null() || rx0.is_null())) {
+        busy_.erase(port);
+        return reply({{"error", fmt::format("the hosts of {} did not answer", to_string(port))}});
       }
-      reply(r);
-    };
-    if (!t.ping) {
-      send(link.node, msg::Stream{port.port, id, t.count, t.size});
-    } else {
-      send(link.node, msg::Ping{port.port, id, static_cast<int>(t.count), t.size});
-    }
+      const uint64_t id = ++next_test_;
+      // A test that cannot finish (its link went down for good) answers with an error in time.
+      auto timer = std::make_shared<asio::steady_timer>(io_);
+      timer->expires_after(std::chrono::seconds(t.timeout_s));
+      timer->async_wait([this, id, reply, port](auto ec) {
+        if (ec || !pending_.count(id)) return;
+        pending_.erase(id);
+        busy_.erase(port);
+        reply({{"error", fmt::format("the test on {} did not finish in time (is the link down?)", to_string(port))}});
+      });
+      pending_[id] = [=, this](const json& done) {
+        timer->cancel();
+        link_counters(link, t.ping, [=, this](const json& tx1, const json& rx1) {
+          busy_.erase(port);
+          if (!t.ping && (tx1.is_null() || rx1.is_null())) {
+            return reply({{"error", fmt::format("the test on {} ended, but the hosts of its ends did not answer", to_string(port))}});
+          }
+          json r = done;
+          r.erase("type");
+          r["link"] = to_string(port);
+          r["peer"] = to_string(link.peer);
+          if (!t.ping) {
+            auto delta = [](const json& after, const json& before, const char* name) {
+              return after.value(name, uint64_t{0}) - before.value(name, uint64_t{0});
+            };
+            const double secs = done.at("seconds"), bytes = done.at("bytes");
+            r["gb_per_s"] = secs > 0 ? bytes / secs / 1e9 : 0.0;
+            r["verified"] = delta(rx1, rx0, "stream_verified");
+            r["errors"] = delta(rx1, rx0, "stream_errors");
+            r["retransmits"] = delta(tx1, tx0, "retransmits");
+            r["crc_errors"] = delta(rx1, rx0, "crc_errors");
+            r["timeouts"] = delta(tx1, tx0, "timeouts");
+          }
+          reply(r);
+        });
+      };
+      if (!t.ping) {
+        send(link.node, msg::Stream{port.port, id, t.count, t.size});
+      } else {
+        send(link.node, msg::Ping{port.port, id, static_cast<int>(t.count), t.size});
+      }
+    });
   }
 
   // --- the status queues and the event log (spec 1.1.2.1) ---------------------------------

@@ -165,6 +165,21 @@ TEST_P(MultiHost, TheTggIsWholeFromEveryHostCarriesTrafficAndFiPingpongAndSurviv
     EXPECT_EQ(hosts_of_chips(s), names) << hosts.name(i);
     EXPECT_EQ(ends_up(s), 2 * static_cast<int>(s["links"].size())) << hosts.name(i);
   }
+  // A link between hosts (Galaxy 8 to Galaxy 9, on different hosts in both spreads), tested
+  // from the last host: a checked stream, every payload verified at the far end, and pings.
+  {
+    int st = -1;
+    const int last = p.hosts - 1;
+    std::string out = hosts.run_in(last, std::string(TTEMU_BINARY) + " link test M8D24P8 --frames 3000 --size 4096 --json 2>&1", &st);
+    ASSERT_EQ(st, 0) << out;
+    const json r = json::parse(out);
+    EXPECT_EQ(r["peer"].get<std::string>().rfind("M9D0P", 0), 0u) << out;
+    EXPECT_EQ(r["verified"].get<uint64_t>(), 3000u) << out;
+    EXPECT_EQ(r["errors"].get<uint64_t>(), 0u) << out;
+    out = hosts.run_in(last, std::string(TTEMU_BINARY) + " link ping M9D0P0 --count 50 --json 2>&1", &st);
+    ASSERT_EQ(st, 0) << out;
+    EXPECT_EQ(json::parse(out)["count"].get<int>(), 50) << out;
+  }
   // The one event log, from every host: the start, and links of chips of two hosts coming up.
   for (int i = 0; i < p.hosts; ++i) {
     int st = -1;
