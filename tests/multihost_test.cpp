@@ -3,7 +3,6 @@
 // and ttemu runtime directory; the host agents are started by Open MPI's mpirun through `ttemu mpirun`, links
 // between hosts are UDP between the hosts' addresses.
 #include <signal.h>
-#include <sys/wait.h>
 
 #include <map>
 #include <set>
@@ -12,8 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/eventually.hpp"
-#include "tests/netns_hosts.hpp"
-#include "tests/system_support.hpp"
+#include "tests/hosted_launch.hpp"
 
 namespace ttemu::test {
 namespace {
@@ -21,56 +19,6 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kEventsDir = "events";
-
-// `ttemu mpirun SYSTEM` started in host0, its output read as a launched system's.
-class MultiHostSystem {
- public:
-  MultiHostSystem(const NetnsHosts& hosts, const std::string& system) : hosts_(hosts) {
-    // The event log goes into host0's own runtime directory, where other hosts cannot read it
-    // (as on real hosts): `ttemu events` elsewhere asks the control plane.
-    std::vector<std::string> args{TTEMU_BINARY, "mpirun", system, "--network", hosts.subnet(), "--events-dir",
-                                  NetnsHosts::runtime_dir() + "/" + kEventsDir, "--"};
-    for (const auto& a : hosts.mpirun_args()) args.push_back(a);
-    std::string list;
-    for (int i = 0; i < hosts.size(); ++i) list += (i ? "," : "") + hosts.name(i);
-    args.push_back("--host");
-    args.push_back(list);
-    pid_ = spawn(hosts.in_host(0, args), fd_);
-  }
-  ~MultiHostSystem() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (fd_ >= 0) close(fd_);
-  }
-  bool wait_for(const std::string& text, std::chrono::milliseconds timeout) {
-    return read_until(fd_, out_, [&] { return out_.find(text) != std::string::npos; }, timeout);
-  }
-  // `ttemu status --json` run on host i (its own runtime directory holds one job: its agent's).
-  json status(int i) const {
-    int st = 0;
-    const std::string out = hosts_.run_in(i, std::string(TTEMU_BINARY) + " status --json 2>&1", &st);
-    if (st != 0) throw std::runtime_error("ttemu status on " + hosts_.name(i) + ": " + out);
-    return json::parse(out);
-  }
-  // Stops mpirun (and with it every agent) and returns its exit status; -1 on timeout.
-  int stop() {
-    kill(pid_, SIGTERM);
-    read_until(fd_, out_, [] { return false; }, std::chrono::seconds(60));  // to the end of its output
-    int st = 0;
-    if (waitpid(pid_, &st, 0) != pid_) return -1;
-    pid_ = 0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  }
-  const std::string& output() const { return out_; }
-
- private:
-  const NetnsHosts& hosts_;
-  pid_t pid_ = 0;
-  int fd_ = -1;
-  std::string out_;
-};
 
 int alive_chips(const json& s) {
   int n = 0;
@@ -153,7 +101,9 @@ TEST_P(MultiHost, TheTggIsWholeFromEveryHostCarriesTrafficAndFiPingpongAndSurviv
   if (const std::string why = NetnsHosts::unsupported(); !why.empty()) GTEST_SKIP() << why;
   const TggSpread p = GetParam();
   NetnsHosts hosts(p.hosts);
-  MultiHostSystem sys(hosts, topo(p.file));
+  // The event log goes into host0's own runtime directory, where other hosts cannot read it
+  // (as on real hosts): `ttemu events` elsewhere asks the control plane.
+  HostedLaunch sys = HostedLaunch::mpirun(hosts, topo(p.file), {"--events-dir", NetnsHosts::runtime_dir() + "/" + kEventsDir});
   ASSERT_TRUE(sys.wait_for("ready in", std::chrono::seconds(120))) << sys.output();
   // Every host sees the whole system: 72 chips on all the hosts, every link end up.
   std::set<std::string> names;
@@ -243,7 +193,7 @@ TEST_P(MultiHost, TheTggIsWholeFromEveryHostCarriesTrafficAndFiPingpongAndSurviv
 TEST(MultiHostPartition, ACutBetweenHostsIsALinkFailureRoutedAroundAndHealed) {
   if (const std::string why = NetnsHosts::unsupported(); !why.empty()) GTEST_SKIP() << why;
   NetnsHosts hosts(2);
-  MultiHostSystem sys(hosts, topo("tgg.yaml"));
+  HostedLaunch sys = HostedLaunch::mpirun(hosts, topo("tgg.yaml"), {"--events-dir", NetnsHosts::runtime_dir() + "/" + kEventsDir});
   ASSERT_TRUE(sys.wait_for("ready in", std::chrono::seconds(120))) << sys.output();
   const json before = sys.status(0);
   std::map<std::string, std::string> host_of;  // chip -> host

@@ -32,15 +32,19 @@ struct Socket {
   uint16_t port;
 };
 
-inline Socket udp_socket() {
+// A UDP socket bound to `address` (IPv4, any port), made in the calling thread's network
+// namespace, where it stays.
+inline Socket udp_socket(const std::string& address = "127.0.0.1") {
   int fd = socket(AF_INET, SOCK_DGRAM, 0);
   int size = 4 << 20;
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  if (inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    throw std::runtime_error("cannot bind a UDP socket to " + address);
+  }
   socklen_t len = sizeof a;
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   return {fd, ntohs(a.sin_port)};
@@ -90,10 +94,19 @@ inline sockaddr_in loopback(uint16_t port) {
   return a;
 }
 
+inline double raw_throughput(Socket rx, Socket tx, sockaddr_in to, size_t size, size_t bytes);
+
 // Raw UDP throughput: a child receives with recvmmsg until an end marker; the parent sends
 // `bytes` in datagrams of `size` with sendmmsg. Returns received payload bytes per second.
 inline double raw_throughput(size_t size, size_t bytes) {
   Socket rx = udp_socket();
+  Socket tx = udp_socket();
+  return raw_throughput(rx, tx, loopback(rx.port), size, bytes);
+}
+
+// The same between two sockets the caller made (in network namespaces of their own, say),
+// sending from `tx` to `to`, which `rx` receives; both are closed.
+inline double raw_throughput(Socket rx, Socket tx, sockaddr_in to, size_t size, size_t bytes) {
   int result[2];
   if (pipe(result) != 0) return 0;
   pid_t pid = fork();
@@ -125,8 +138,7 @@ inline double raw_throughput(size_t size, size_t bytes) {
     if (write(result[1], &rate, sizeof rate) != sizeof rate) _exit(1);
     _exit(0);
   }
-  Socket tx = udp_socket();
-  sockaddr_in to = loopback(rx.port);
+  close(rx.fd);  // the child's now
   std::vector<uint8_t> payload(size, 0xA5);
   std::vector<mmsghdr> msgs(32);
   std::vector<iovec> iov(32);
@@ -147,7 +159,6 @@ inline double raw_throughput(size_t size, size_t bytes) {
   double rate = 0;
   if (read(result[0], &rate, sizeof rate) != sizeof rate) rate = 0;
   waitpid(pid, nullptr, 0);
-  close(rx.fd);
   close(tx.fd);
   close(result[0]);
   close(result[1]);

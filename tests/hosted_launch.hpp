@@ -1,0 +1,88 @@
+// A system launched inside the namespace hosts of tests/netns_hosts.hpp, for the multi-host
+// tests and benchmark: `ttemu mpirun SYSTEM` (the agents on every host) or a plain
+// `ttemu launch SYSTEM` inside one host, started in host0, its output read as it comes (every
+// wait bounded by a deadline, driven by the pipe).
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/netns_hosts.hpp"
+#include "tests/system_support.hpp"
+
+namespace ttemu::test {
+
+class HostedLaunch {
+ public:
+  // `ttemu mpirun SYSTEM --network SUBNET [options] -- MPIRUN-ARGS --host host0,host1,...`
+  static HostedLaunch mpirun(const NetnsHosts& hosts, const std::string& system, const std::vector<std::string>& options = {}) {
+    std::vector<std::string> args{TTEMU_BINARY, "mpirun", system, "--network", hosts.subnet()};
+    args.insert(args.end(), options.begin(), options.end());
+    args.push_back("--");
+    for (const auto& a : hosts.mpirun_args()) args.push_back(a);
+    std::string list;
+    for (int i = 0; i < hosts.size(); ++i) list += (i ? "," : "") + hosts.name(i);
+    args.push_back("--host");
+    args.push_back(list);
+    return HostedLaunch(hosts, args);
+  }
+  // `ttemu launch SYSTEM [options]` in host0 alone.
+  static HostedLaunch launch(const NetnsHosts& hosts, const std::string& system, const std::vector<std::string>& options = {}) {
+    std::vector<std::string> args{TTEMU_BINARY, "launch", system};
+    args.insert(args.end(), options.begin(), options.end());
+    return HostedLaunch(hosts, args);
+  }
+
+  HostedLaunch(HostedLaunch&& o) noexcept : hosts_(o.hosts_), pid_(std::exchange(o.pid_, 0)), fd_(std::exchange(o.fd_, -1)), out_(std::move(o.out_)) {}
+  HostedLaunch& operator=(HostedLaunch&&) = delete;
+  ~HostedLaunch() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (fd_ >= 0) close(fd_);
+  }
+
+  bool wait_for(const std::string& text, std::chrono::milliseconds timeout) {
+    return read_until(fd_, out_, [&] { return out_.find(text) != std::string::npos; }, timeout);
+  }
+  // `ttemu status --json` run on host i (its own runtime directory holds one job: its agent's,
+  // or the launch's).
+  nlohmann::json status(int i) const {
+    int st = 0;
+    const std::string out = hosts_.run_in(i, std::string(TTEMU_BINARY) + " status --json 2>&1", &st);
+    if (st != 0) throw std::runtime_error("ttemu status on " + hosts_.name(i) + ": " + out);
+    return nlohmann::json::parse(out);
+  }
+  // Stops the launch (mpirun and with it every agent) and returns its exit status; -1 on
+  // timeout.
+  int stop() {
+    kill(pid_, SIGTERM);
+    read_until(fd_, out_, [] { return false; }, std::chrono::seconds(60));  // to the end of its output
+    int st = 0;
+    if (waitpid(pid_, &st, 0) != pid_) return -1;
+    pid_ = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  const std::string& output() const { return out_; }
+
+ private:
+  HostedLaunch(const NetnsHosts& hosts, const std::vector<std::string>& args) : hosts_(hosts) {
+    pid_ = spawn(hosts.in_host(0, args), fd_);
+  }
+
+  const NetnsHosts& hosts_;
+  pid_t pid_ = 0;
+  int fd_ = -1;
+  std::string out_;
+};
+
+}  // namespace ttemu::test
