@@ -166,6 +166,27 @@ TEST_P(MultiHost, TheTggIsWholeFromEveryHostCarriesTrafficAndFiPingpongAndSurviv
   EXPECT_NE(client_out.find("=20"), std::string::npos) << client_out;
   EXPECT_EQ(client_out.find("Error"), std::string::npos) << client_out;
 
+  // An MPI program over the tt provider, its ranks placed by `ttemu mpirun --rank-binding` on the
+  // hosts of their chips (host0, another host, host0 again: three app contexts), every byte it
+  // moves between the hosts checked.
+  if (std::string(TTEMU_MPI_CHECK).empty()) {
+    ADD_FAILURE() << "ttemu_mpi_fabric_check was not built (no MPI C compiler)";
+  } else {
+    const TempDir dir;
+    write_file(dir / "ranks.yaml", std::string("rank_bindings:\n  - {rank: 0, chip: M0D0}\n  - {rank: 1, chip: ") + p.client_chip +
+                                       "}\n  - {rank: 2, chip: M8D0}\n");
+    std::string mpi;
+    for (const auto& a : hosts.mpirun_args()) mpi += " " + a;
+    mpi += " --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include tt";
+    int st = -1;
+    const std::string out = hosts.run_in(0, std::string(TTEMU_BINARY) + " mpirun --rank-binding " + (dir / "ranks.yaml").string() +
+                                                " --mpi-args '" + mpi + "' -- " + TTEMU_MPI_CHECK + " 2>&1", &st, 120);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_NE(out.find(std::string("--host ") + hosts.name(p.client_host) + ":1"), std::string::npos) << out;
+    EXPECT_NE(out.find("mpi_fabric_check: OK"), std::string::npos) << out;
+    EXPECT_NE(out.find("over 3 ranks, verified"), std::string::npos) << out;
+  }
+
   // A host's agent dies: its chips go with it, the control plane routes around them, the other
   // hosts' chips run on.
   const int agent = agent_pid(hosts, p.killed);

@@ -161,6 +161,35 @@ TEST(Robustness, ARefusedLinkTestLeavesThePortFree) {
   EXPECT_EQ(sys.stop(SIGTERM), 0) << sys.output();
 }
 
+// `ttemu mpirun --rank-binding` checks the file against the running system before mpirun
+// starts anything: each mistake is one line naming the file and the rank (or the clash).
+TEST(Robustness, ARankBindingThatCannotBePlacedIsRefusedBeforeMpirunStarts) {
+  System sys({topo("n300.yaml")});
+  const TempDir dir;
+  const std::pair<std::string, std::string> refused[] = {
+      {"rank_bindings:\n  - {rank: 0, chip: M0D7}\n", "rank 0: no chip M0D7 in the running system"},
+      {"rank_bindings:\n  - {rank: 0, chip: chip0}\n", "rank 0: 'chip0' is not a chip"},
+      {"rank_bindings:\n  - {rank: 0, chip: M0D0}\n  - {rank: 2, chip: M0D1}\n", "rank 2 in a file of 2 rank(s)"},
+      {"rank_bindings:\n  - {rank: 0, chip: M0D0}\n  - {rank: 0, chip: M0D1}\n", "rank 0 is bound twice"},
+      {"rank_bindings:\n  - {chip: M0D0}\n", "entry 0 needs a rank"},
+      {"ranks: []\n", "no 'rank_bindings' list"},
+      {"rank_bindings: []\n", "binds no rank"},
+  };
+  int k = 0;
+  for (const auto& [text, fragment] : refused) {
+    SCOPED_TRACE(text);
+    const std::string file = (dir / ("b" + std::to_string(k++) + ".yaml")).string();
+    write_file(file, text);
+    // A --mpirun that would fail loudly if it were ever started.
+    RunResult r = ttemu({"mpirun", "--job", sys.job(), "--mpirun", "/nonexistent/mpirun", "--rank-binding", file, "--", "true"});
+    expect_one_line_error(r, fragment);
+    EXPECT_NE(r.out.find(file), std::string::npos) << r.out;
+  }
+  expect_one_line_error(ttemu({"mpirun", topo("n300.yaml"), "--rank-binding", (dir / "b0.yaml").string(), "--", "true"}), "not both");
+  expect_one_line_error(ttemu({"mpirun", "--job", sys.job(), "--rank-binding", (dir / "b0.yaml").string()}), "give the program to run after --");
+  EXPECT_EQ(sys.stop(SIGTERM), 0) << sys.output();
+}
+
 TEST(Robustness, EveryRequestFieldIsTypeAndRangeChecked) {
   System sys({topo("n300.yaml")});  // 2 data FVCs: FVCs 0-2 with the control FVC
   const std::string sock = sys.control_socket();

@@ -1,8 +1,7 @@
 #include "libfabric_tt/prov/binding.hpp"
 
+#include "emulator/job/rank_binding.hpp"
 #include "emulator/routing/address.hpp"
-
-#include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
 #include <map>
@@ -38,41 +37,32 @@ std::optional<int> mpi_rank() {
   return std::nullopt;
 }
 
-// The rank's entry of a rank-binding file:
-//   rank_bindings:
-//     - {rank: 0, chip: M0D0}
-//     - {rank: 1, chip: M0D5, core: 2}
+// The rank's entry of a rank-binding file (job/rank_binding.hpp).
 std::optional<Binding> from_file(const std::string& path, int rank, std::string* why) {
   try {
-    const YAML::Node doc = YAML::LoadFile(path);
-    const YAML::Node list = doc["rank_bindings"];
-    if (!list || !list.IsSequence()) {
-      *why = fmt::format("{}: no 'rank_bindings' list", path);
-      return std::nullopt;
-    }
     std::map<std::string, std::set<int>> used;  // cores earlier entries hold, per chip
-    for (const auto& e : list) {
-      const auto chip = parse_chip(e["chip"].as<std::string>(""));
+    for (const auto& e : job::read_rank_binding(path)) {
+      const auto chip = parse_chip(e.chip);
       if (!chip) {
-        *why = fmt::format("{}: '{}' is not a chip (like M0D3)", path, e["chip"].as<std::string>(""));
+        *why = fmt::format("{}: '{}' is not a chip (like M0D3)", path, e.chip);
         return std::nullopt;
       }
       Binding b = *chip;
       auto& held = used[b.chip()];
       int core = 0;
-      if (e["core"]) {
-        core = e["core"].as<int>();
+      if (e.core) {
+        core = *e.core;
         b.core_given = true;
       } else {
         while (held.count(core)) ++core;
       }
       held.insert(core);
       b.core = static_cast<uint16_t>(core);
-      if (e["rank"].as<int>(-1) == rank) return b;
+      if (e.rank == rank) return b;
     }
     *why = fmt::format("{}: no binding for rank {}", path, rank);
   } catch (const std::exception& e) {
-    *why = fmt::format("{}: {}", path, e.what());
+    *why = e.what();
   }
   return std::nullopt;
 }
