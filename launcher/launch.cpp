@@ -640,56 +640,64 @@ class Launcher : public ControlTarget {
 
   void link_test(const LinkTestRequest& t, Reply reply) override {
     const LiveLink link = live_link(t.link);
-    const routing::PortId port = link.port;
-    if (!busy_.insert(port).second) throw Error(fmt::format("a test is already running on {}", to_string(port)));
+    if (!busy_.insert(link.port).second) throw Error(fmt::format("a test is already running on {}", to_string(link.port)));
     // From here on nothing throws: the port stays reserved until the test ends or times out.
-    link_counters(link, t.ping, [=, this](const json& tx0, const json& rx0) {
-      if (!t.ping && (tx0.is_null() || rx0.is_null())) {
-        busy_.erase(port);
-        return reply({{"error", fmt::format("the hosts of {} did not answer", to_string(port))}});
-      }
-      const uint64_t id = ++next_test_;
-      // A test that cannot finish (its link went down for good) answers with an error in time.
-      auto timer = std::make_shared<asio::steady_timer>(io_);
-      timer->expires_after(std::chrono::seconds(t.timeout_s));
-      timer->async_wait([this, id, reply, port](auto ec) {
-        if (ec || !pending_.count(id)) return;
-        pending_.erase(id);
-        busy_.erase(port);
-        reply({{"error", fmt::format("the test on {} did not finish in time (is the link down?)", to_string(port))}});
-      });
-      pending_[id] = [=, this](const json& done) {
-        timer->cancel();
-        link_counters(link, t.ping, [=, this](const json& tx1, const json& rx1) {
-          busy_.erase(port);
-          if (!t.ping && (tx1.is_null() || rx1.is_null())) {
-            return reply({{"error", fmt::format("the test on {} ended, but the hosts of its ends did not answer", to_string(port))}});
-          }
-          json r = done;
-          r.erase("type");
-          r["link"] = to_string(port);
-          r["peer"] = to_string(link.peer);
-          if (!t.ping) {
-            auto delta = [](const json& after, const json& before, const char* name) {
-              return after.value(name, uint64_t{0}) - before.value(name, uint64_t{0});
-            };
-            const double secs = done.at("seconds"), bytes = done.at("bytes");
-            r["gb_per_s"] = secs > 0 ? bytes / secs / 1e9 : 0.0;
-            r["verified"] = delta(rx1, rx0, "stream_verified");
-            r["errors"] = delta(rx1, rx0, "stream_errors");
-            r["retransmits"] = delta(tx1, tx0, "retransmits");
-            r["crc_errors"] = delta(rx1, rx0, "crc_errors");
-            r["timeouts"] = delta(tx1, tx0, "timeouts");
-          }
-          reply(r);
-        });
-      };
-      if (!t.ping) {
-        send(link.node, msg::Stream{port.port, id, t.count, t.size});
-      } else {
-        send(link.node, msg::Ping{port.port, id, static_cast<int>(t.count), t.size});
-      }
+    link_counters(link, t.ping, [=, this](const json& tx0, const json& rx0) { start_link_test(t, link, tx0, rx0, reply); });
+  }
+
+  // The test's stream or pings go out, with the counters they started from (null for a ping);
+  // when the sending chip is done, the counters are read again and the test answered.
+  void start_link_test(const LinkTestRequest& t, const LiveLink& link, const json& tx0, const json& rx0, Reply reply) {
+    const routing::PortId port = link.port;
+    if (!t.ping && (tx0.is_null() || rx0.is_null())) {
+      busy_.erase(port);
+      return reply({{"error", fmt::format("the hosts of {} did not answer", to_string(port))}});
+    }
+    const uint64_t id = ++next_test_;
+    // A test that cannot finish (its link went down for good) answers with an error in time.
+    auto timer = std::make_shared<asio::steady_timer>(io_);
+    timer->expires_after(std::chrono::seconds(t.timeout_s));
+    timer->async_wait([this, id, reply, port](auto ec) {
+      if (ec || !pending_.count(id)) return;
+      pending_.erase(id);
+      busy_.erase(port);
+      reply({{"error", fmt::format("the test on {} did not finish in time (is the link down?)", to_string(port))}});
     });
+    pending_[id] = [=, this](const json& done) {
+      timer->cancel();
+      link_counters(link, t.ping, [=, this](const json& tx1, const json& rx1) {
+        busy_.erase(port);
+        if (!t.ping && (tx1.is_null() || rx1.is_null())) {
+          return reply({{"error", fmt::format("the test on {} ended, but the hosts of its ends did not answer", to_string(port))}});
+        }
+        reply(link_test_result(t, link, done, {tx0, rx0}, {tx1, rx1}));
+      });
+    };
+    if (!t.ping) {
+      send(link.node, msg::Stream{port.port, id, t.count, t.size});
+    } else {
+      send(link.node, msg::Ping{port.port, id, static_cast<int>(t.count), t.size});
+    }
+  }
+
+  // The answer to a link test: the chip's report, and for a stream what the two ends counted
+  // meanwhile (before and after: the sending end's counters, then the receiving end's).
+  static json link_test_result(const LinkTestRequest& t, const LiveLink& link, const json& done, const std::pair<json, json>& before,
+                               const std::pair<json, json>& after) {
+    json r = done;
+    r.erase("type");
+    r["link"] = to_string(link.port);
+    r["peer"] = to_string(link.peer);
+    if (t.ping) return r;
+    auto delta = [](const json& a, const json& b, const char* name) { return a.value(name, uint64_t{0}) - b.value(name, uint64_t{0}); };
+    const double secs = done.at("seconds"), bytes = done.at("bytes");
+    r["gb_per_s"] = secs > 0 ? bytes / secs / 1e9 : 0.0;
+    r["verified"] = delta(after.second, before.second, "stream_verified");
+    r["errors"] = delta(after.second, before.second, "stream_errors");
+    r["retransmits"] = delta(after.first, before.first, "retransmits");
+    r["crc_errors"] = delta(after.second, before.second, "crc_errors");
+    r["timeouts"] = delta(after.first, before.first, "timeouts");
+    return r;
   }
 
   // --- the status queues and the event log (spec 1.1.2.1) ---------------------------------

@@ -1,13 +1,12 @@
 #include "launcher/multi_host_commands.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <sstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -88,9 +87,9 @@ std::vector<std::string> ranks_line(const std::string& mpirun, const std::vector
   std::map<std::string, size_t> ranks_on;
   for (const auto& h : host_of_rank) ++ranks_on[h];
   for (size_t r = 0; r < host_of_rank.size();) {
-    size_t n = 1;
+    // On one host one context holds every rank; across hosts, each run of ranks on one host.
+    size_t n = spread ? 1 : host_of_rank.size();
     while (spread && r + n < host_of_rank.size() && host_of_rank[r + n] == host_of_rank[r]) ++n;
-    if (!spread) n = host_of_rank.size();
     if (r > 0) line.push_back(":");
     line.push_back("-np");
     line.push_back(std::to_string(n));
@@ -105,13 +104,11 @@ std::vector<std::string> ranks_line(const std::string& mpirun, const std::vector
   return line;
 }
 
+// Says the line, then becomes it.
 [[noreturn]] void exec_line(const std::vector<std::string>& line) {
   fmt::print(stderr, "ttemu: {}\n", fmt::join(line, " "));
-  std::vector<char*> argv;
-  for (const auto& a : line) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  ::execvp(argv[0], argv.data());
-  throw Error(fmt::format("cannot run '{}': {}", line[0], std::strerror(errno)));
+  const int error = exec_program(line);
+  throw Error(fmt::format("cannot run '{}': {}", line[0], std::strerror(error)));
 }
 
 }  // namespace

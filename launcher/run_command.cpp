@@ -36,6 +36,14 @@ void export_provider_path() {
   if (!path.empty()) ::setenv("FI_PROVIDER_PATH", path.c_str(), 1);
 }
 
+int exec_program(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  return errno;
+}
+
 namespace {
 
 struct RunOptions {
@@ -66,11 +74,8 @@ void run(const RunOptions& o, const std::vector<std::string>& client) {
   }
   ::setenv("TTEMU_JOB", id.text().c_str(), 1);
   export_provider_path();
-  std::vector<char*> argv;
-  for (const auto& a : client) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  ::execvp(argv[0], argv.data());
-  throw Error(fmt::format("ttemu run: cannot start {}: {}", client[0], std::strerror(errno)));
+  const int error = exec_program(client);
+  throw Error(fmt::format("ttemu run: cannot start {}: {}", client[0], std::strerror(error)));
 }
 
 }  // namespace

@@ -18,5 +18,8 @@ std::string provider_dir();
 std::string provider_path_with_ours();
 // Sets $FI_PROVIDER_PATH to that.
 void export_provider_path();
+// Replaces this process with argv[0] (searched in $PATH) run with argv; returns only if it
+// could not, with errno's value.
+int exec_program(const std::vector<std::string>& argv);
 
 }  // namespace ttemu::launcher

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,6 +21,26 @@
 
 namespace ttemu::test {
 
+// Where the chips of a running system are, from its `ttemu status --json`.
+class ChipHosts {
+ public:
+  explicit ChipHosts(const nlohmann::json& status) {
+    for (const auto& c : status["chips"]) host_of_[c["name"].get<std::string>()] = c["host"].get<std::string>();
+  }
+  // The host of a chip's port ("M4D0P2"), "" for none.
+  std::string host_of_port(const std::string& port) const {
+    const auto it = host_of_.find(port.substr(0, port.rfind('P')));
+    return it == host_of_.end() ? "" : it->second;
+  }
+  // Whether a link of the status ({"a": port, "b": port, ...}) joins chips of two hosts.
+  bool crosses(const nlohmann::json& link) const {
+    return host_of_port(link["a"].get<std::string>()) != host_of_port(link["b"].get<std::string>());
+  }
+
+ private:
+  std::map<std::string, std::string> host_of_;  // chip -> host
+};
+
 class HostedLaunch {
  public:
   // `ttemu mpirun SYSTEM --network SUBNET [options] -- MPIRUN-ARGS --host host0,host1,...`
@@ -28,10 +49,8 @@ class HostedLaunch {
     args.insert(args.end(), options.begin(), options.end());
     args.push_back("--");
     for (const auto& a : hosts.mpirun_args()) args.push_back(a);
-    std::string list;
-    for (int i = 0; i < hosts.size(); ++i) list += (i ? "," : "") + hosts.name(i);
     args.push_back("--host");
-    args.push_back(list);
+    args.push_back(hosts.names());
     return HostedLaunch(hosts, args);
   }
   // `ttemu launch SYSTEM [options]` in host0 alone.

@@ -19,7 +19,7 @@
 
 #include <chrono>
 #include <cstdio>
-#include <map>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -41,12 +41,29 @@ using ttemu::test::NetnsHosts;
 ttemu::bench::Socket socket_in(const NetnsHosts& hosts, int i, const std::string& address) {
   const int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
   const int host = open(("/run/netns/" + hosts.netns(i)).c_str(), O_RDONLY | O_CLOEXEC);
-  if (self < 0 || host < 0 || setns(host, CLONE_NEWNET) != 0) throw std::runtime_error("cannot enter " + hosts.name(i));
-  close(host);
-  ttemu::bench::Socket s = ttemu::bench::udp_socket(address);
-  if (setns(self, CLONE_NEWNET) != 0) throw std::runtime_error("cannot return from " + hosts.name(i));
+  const bool entered = self >= 0 && host >= 0 && setns(host, CLONE_NEWNET) == 0;
+  if (host >= 0) close(host);
+  if (!entered) {
+    if (self >= 0) close(self);
+    throw std::runtime_error("cannot enter " + hosts.name(i));
+  }
+  std::optional<ttemu::bench::Socket> s;
+  std::string why;
+  try {
+    s = ttemu::bench::udp_socket(address);
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  const bool back = setns(self, CLONE_NEWNET) == 0;
   close(self);
-  return s;
+  if (!back) throw std::runtime_error("cannot return from " + hosts.name(i));
+  if (!s) throw std::runtime_error(why);
+  return *s;
+}
+
+// Waits for a launch's "ready" line, or throws with its output.
+void wait_ready(HostedLaunch& launch) {
+  if (!launch.wait_for("ready in", std::chrono::seconds(180))) throw std::runtime_error("the system did not come up:\n" + launch.output());
 }
 
 // Raw UDP from host0 to host1 (`between`), or inside host0 over its loopback: payload bytes
@@ -71,7 +88,7 @@ struct Launched {
 // Starts `launch`, waits for it to be ready, measures the link, stops it.
 Launched measure(HostedLaunch launch, const NetnsHosts& hosts, const std::string& port, size_t frames, size_t size) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (!launch.wait_for("ready in", std::chrono::seconds(180))) throw std::runtime_error("the system did not come up:\n" + launch.output());
+  wait_ready(launch);
   Launched r;
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::smatch m;
@@ -91,12 +108,9 @@ Launched measure(HostedLaunch launch, const NetnsHosts& hosts, const std::string
 // The first link of the running system whose two chips are on different hosts: its sending
 // end's name.
 std::string crossing_port(const json& status) {
-  std::map<std::string, std::string> host_of;
-  for (const auto& c : status["chips"]) host_of[c["name"].get<std::string>()] = c["host"].get<std::string>();
-  auto chip = [](const std::string& port) { return port.substr(0, port.rfind('P')); };
+  const ttemu::test::ChipHosts where(status);
   for (const auto& l : status["links"]) {
-    const std::string a = l["a"], b = l["b"];
-    if (host_of[chip(a)] != host_of[chip(b)]) return a;
+    if (where.crosses(l)) return l["a"].get<std::string>();
   }
   throw std::runtime_error("no link of the system joins chips of two hosts");
 }
@@ -130,7 +144,7 @@ int main(int argc, char** argv) {
     std::string port;
     {
       HostedLaunch probe = HostedLaunch::mpirun(hosts, system);
-      if (!probe.wait_for("ready in", std::chrono::seconds(180))) throw std::runtime_error("the system did not come up:\n" + probe.output());
+      wait_ready(probe);
       port = crossing_port(probe.status(0));
       probe.stop();
     }

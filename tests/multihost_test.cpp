@@ -4,7 +4,6 @@
 // between hosts are UDP between the hosts' addresses.
 #include <signal.h>
 
-#include <map>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -45,9 +44,7 @@ std::set<std::string> hosts_of_chips(const json& s) {
 void expect_all_patterns_verified_across(const NetnsHosts& hosts) {
   std::string cmd = "mpirun";
   for (const auto& a : hosts.mpirun_args()) cmd += " " + a;
-  std::string list;
-  for (int i = 0; i < hosts.size(); ++i) list += (i ? "," : "") + hosts.name(i);
-  cmd += " -np " + std::to_string(hosts.size()) + " --host " + list + " " + TTEMU_BINARY +
+  cmd += " -np " + std::to_string(hosts.size()) + " --host " + hosts.names() + " " + TTEMU_BINARY +
          " traffic --pattern all --size 1024 --count 2 --latency-samples 8 --json 2>&1";
   int st = -1;
   const std::string out = hosts.run_in(0, cmd, &st, 240);
@@ -217,12 +214,9 @@ TEST(MultiHostPartition, ACutBetweenHostsIsALinkFailureRoutedAroundAndHealed) {
   HostedLaunch sys = HostedLaunch::mpirun(hosts, topo("tgg.yaml"), {"--events-dir", NetnsHosts::runtime_dir() + "/" + kEventsDir});
   ASSERT_TRUE(sys.wait_for("ready in", std::chrono::seconds(120))) << sys.output();
   const json before = sys.status(0);
-  std::map<std::string, std::string> host_of;  // chip -> host
-  for (const auto& c : before["chips"]) host_of[c["name"].get<std::string>()] = c["host"].get<std::string>();
-  auto chip_of = [](const std::string& port) { return port.substr(0, port.rfind('P')); };
-  auto crosses = [&](const json& l) { return host_of[chip_of(l["a"].get<std::string>())] != host_of[chip_of(l["b"].get<std::string>())]; };
+  const ChipHosts where(before);
   int crossing = 0;
-  for (const auto& l : before["links"]) crossing += crosses(l);
+  for (const auto& l : before["links"]) crossing += where.crosses(l);
   ASSERT_GT(crossing, 0);
 
   int st = -1;
@@ -236,8 +230,8 @@ TEST(MultiHostPartition, ACutBetweenHostsIsALinkFailureRoutedAroundAndHealed) {
     const json s = sys.status(0);
     for (const auto& l : s["links"]) {
       for (const auto& e : l["ends"]) {
-        if (host_of[chip_of(e["port"].get<std::string>())] != hosts.name(0)) continue;
-        if ((e["state"] == "up") == crosses(l)) return false;
+        if (where.host_of_port(e["port"].get<std::string>()) != hosts.name(0)) continue;
+        if ((e["state"] == "up") == where.crosses(l)) return false;
       }
     }
     return alive_chips(s) == 72;

@@ -96,6 +96,12 @@ class NetnsHosts {
 
   int size() const { return n_; }
   std::string name(int i) const { return "host" + std::to_string(i); }
+  // "host0,host1,...": every host, for mpirun's --host.
+  std::string names() const {
+    std::string list;
+    for (int i = 0; i < n_; ++i) list += (i ? "," : "") + name(i);
+    return list;
+  }
   std::string address(int i) const { return net4_ + std::to_string(i + 1); }
   std::string address6(int i) const { return ipv6_ ? net6_ + std::to_string(i + 1) : ""; }  // "" without ipv6
   std::string subnet() const { return net4_ + "0/24"; }

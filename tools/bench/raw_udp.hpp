@@ -94,18 +94,10 @@ inline sockaddr_in loopback(uint16_t port) {
   return a;
 }
 
-inline double raw_throughput(Socket rx, Socket tx, sockaddr_in to, size_t size, size_t bytes);
-
-// Raw UDP throughput: a child receives with recvmmsg until an end marker; the parent sends
-// `bytes` in datagrams of `size` with sendmmsg. Returns received payload bytes per second.
-inline double raw_throughput(size_t size, size_t bytes) {
-  Socket rx = udp_socket();
-  Socket tx = udp_socket();
-  return raw_throughput(rx, tx, loopback(rx.port), size, bytes);
-}
-
-// The same between two sockets the caller made (in network namespaces of their own, say),
-// sending from `tx` to `to`, which `rx` receives; both are closed.
+// Raw UDP throughput between two sockets the caller made (in network namespaces of their own,
+// say): a child receives on `rx` with recvmmsg until an end marker; the parent sends `bytes`
+// from `tx` to `to` in datagrams of `size` with sendmmsg. Both sockets are closed. Returns
+// received payload bytes per second.
 inline double raw_throughput(Socket rx, Socket tx, sockaddr_in to, size_t size, size_t bytes) {
   int result[2];
   if (pipe(result) != 0) return 0;
@@ -163,6 +155,13 @@ inline double raw_throughput(Socket rx, Socket tx, sockaddr_in to, size_t size, 
   close(result[0]);
   close(result[1]);
   return rate;
+}
+
+// The same between two processes on the loopback.
+inline double raw_throughput(size_t size, size_t bytes) {
+  Socket rx = udp_socket();
+  Socket tx = udp_socket();
+  return raw_throughput(rx, tx, loopback(rx.port), size, bytes);
 }
 
 // Raw UDP round trips of `size` bytes between two processes.
