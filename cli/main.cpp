@@ -11,6 +11,7 @@
 #include "tools/traffic/sim_command.hpp"
 #include "launcher/diagnose_command.hpp"
 #include "launcher/events_command.hpp"
+#include "launcher/top_command.hpp"
 #include "launcher/multi_host_commands.hpp"
 #include "launcher/run_command.hpp"
 #include "launcher/system_commands.hpp"
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   ttemu::launcher::add_topo_command(app);
   ttemu::launcher::add_system_commands(app, client, exit_status);
   ttemu::launcher::add_events_command(app);
+  ttemu::launcher::add_top_command(app);
   ttemu::launcher::add_diagnose_command(app);
   ttemu::launcher::add_run_command(app, client, exit_status);
   ttemu::launcher::add_multi_host_commands(app, exit_status);

@@ -75,9 +75,7 @@ std::vector<json> read_event_lines(const std::string& path) {
   return out;
 }
 
-namespace {
-
-std::string human(const json& e) {
+std::string event_text(const json& e) {
   const std::string kind = e.value("kind", "?");
   std::string what;
   if (kind == "dropped") {
@@ -137,8 +135,7 @@ std::string human(const json& e) {
                      e.value("chip", ""), kind, what);
 }
 
-// Prints the complete lines from `in`; a partial last line waits for its end.
-void print_lines(std::istream& in, const EventsOptions& o, const std::string& path, size_t& line_no) {
+void read_complete_lines(std::istream& in, const std::function<void(const std::string&)>& each) {
   std::string line;
   while (true) {
     const auto at = in.tellg();
@@ -148,23 +145,32 @@ void print_lines(std::istream& in, const EventsOptions& o, const std::string& pa
       in.seekg(at);
       break;
     }
+    each(line);
+  }
+  in.clear();
+}
+
+namespace {
+
+// Prints the complete lines from `in`.
+void print_lines(std::istream& in, const EventsOptions& o, const std::string& path, size_t& line_no) {
+  read_complete_lines(in, [&](const std::string& line) {
     ++line_no;
-    if (line.empty()) continue;
+    if (line.empty()) return;
     if (o.json && o.rates) {
       fmt::print("{}\n", line);
-      continue;
+      return;
     }
     const json e = json::parse(line, nullptr, false);
     if (e.is_discarded() || !e.is_object()) {
       fmt::print(stderr, "ttemu events: {}:{}: not a JSON object, skipped\n", path, line_no);
-      continue;
+      return;
     }
-    if (!o.rates && is_rates(e)) continue;
+    if (!o.rates && is_rates(e)) return;
     if (o.json) fmt::print("{}\n", line);
-    else fmt::print("{}\n", human(e));
-  }
+    else fmt::print("{}\n", event_text(e));
+  });
   std::fflush(stdout);
-  in.clear();
 }
 
 void show(const EventsOptions& o) {
