@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "emulator/common/error.hpp"
+#include "emulator/common/input_text.hpp"
+#include "emulator/control/mesh_graph_descriptor.hpp"
 #include "emulator/control/routing_tables.hpp"
 #include "emulator/control/system_yaml.hpp"
 #include "emulator/control/table_check.hpp"
@@ -296,6 +298,27 @@ void run_draw(const TopoOptions& o) {
   fmt::print("wrote {}\n", o.out);
 }
 
+// A tt-metal mesh graph descriptor as our YAML, checked by loading it before it is written.
+void run_import(const TopoOptions& o) {
+  std::string text = read_text_file(o.file);
+  DescriptorFormat format = descriptor_format(o.file, text);
+  if (format == DescriptorFormat::None) {
+    throw Error(fmt::format("{}: not a tt-metal mesh graph descriptor (a .textproto MeshGraphDescriptor, "
+                            "or YAML with a ChipSpec of ethernet_ports and lists of Board and Mesh)", o.file));
+  }
+  std::string yaml = import_mesh_graph_descriptor(text, o.file, format);
+  parse_system(yaml, o.file + " (as imported)");
+  if (o.out.empty()) {
+    fmt::print("{}", yaml);
+    return;
+  }
+  std::ofstream out(o.out);
+  out << yaml;
+  out.close();
+  if (!out) throw Error(fmt::format("{}: cannot write the file", o.out));
+  fmt::print("wrote {}\n", o.out);
+}
+
 }  // namespace
 
 void add_topo_command(CLI::App& app) {
@@ -304,7 +327,7 @@ void add_topo_command(CLI::App& app) {
   auto opts = std::make_shared<TopoOptions>();
 
   auto file_arg = [&](CLI::App* cmd) {
-    cmd->add_option("FILE", opts->file, "System specification (YAML), e.g. topologies/galaxy.yaml")
+    cmd->add_option("FILE", opts->file, "System specification (YAML, or a tt-metal mesh graph descriptor), e.g. topologies/galaxy.yaml")
         ->required();
   };
   auto fail_opt = [&](CLI::App* cmd) {
@@ -354,6 +377,12 @@ void add_topo_command(CLI::App& app) {
   draw->add_option("-o,--output", opts->out, "Output SVG file")->required();
   fail_opt(draw);
   draw->callback([opts] { run_draw(*opts); });
+
+  auto* import = topo->add_subcommand("import", "Convert a tt-metal mesh graph descriptor (textproto or YAML) to our YAML");
+  import->add_option("FILE", opts->file, "tt-metal mesh graph descriptor, e.g. topologies/tt-metal/t3k.textproto")
+      ->required();
+  import->add_option("-o,--output", opts->out, "Write the YAML to this file instead of printing it");
+  import->callback([opts] { run_import(*opts); });
 }
 
 }  // namespace ttemu::launcher

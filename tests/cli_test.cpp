@@ -25,6 +25,27 @@ TEST(Cli, ValidatesEveryShippedTopology) {
   }
 }
 
+// A tt-metal descriptor is a system file like ours, and `topo import` writes the YAML it is.
+TEST(Cli, TopoImportWritesYamlThatValidatesLikeTheDescriptor) {
+  TempDir dir;
+  const std::string descriptor = topo("tt-metal/two_t3k_three_hosts.textproto");
+  RunResult direct = cli("topo validate " + descriptor);
+  ASSERT_EQ(direct.status, 0) << direct.stderr_text;
+  EXPECT_NE(direct.stdout_text.find(": valid: 2 mesh(es), 16 chip(s), 43 link(s) (3 between meshes), 2 routing plane(s)"),
+            std::string::npos) << direct.stdout_text;
+  RunResult printed = cli("topo import " + descriptor);
+  ASSERT_EQ(printed.status, 0) << printed.stderr_text;
+  EXPECT_NE(printed.stdout_text.find("Graph:\n  - \"{0, S0} <-> {1, N0}\""), std::string::npos) << printed.stdout_text;
+  const std::string out = (dir / "imported.yaml").string();
+  RunResult written = cli("topo import " + descriptor + " -o " + out);
+  ASSERT_EQ(written.status, 0) << written.stderr_text;
+  EXPECT_EQ(slurp(out), printed.stdout_text);
+  RunResult back = cli("topo validate " + out);
+  EXPECT_EQ(back.stdout_text.substr(back.stdout_text.find(": valid:")),
+            direct.stdout_text.substr(direct.stdout_text.find(": valid:")));
+  expect_one_line_error(cli("topo import " + topo("n300.yaml")), "n300.yaml: not a tt-metal mesh graph descriptor");
+}
+
 TEST(Cli, RejectsABadFileWithOneLineNamingFileAndLine) {
   TempDir dir;
   write_file(dir / "bad.yaml",

@@ -14,6 +14,7 @@
 #include "emulator/common/error.hpp"
 #include "emulator/common/input_text.hpp"
 #include "emulator/common/yaml_input.hpp"
+#include "emulator/control/mesh_graph_descriptor.hpp"
 
 namespace ttemu::control {
 
@@ -598,7 +599,14 @@ System parse_system(std::string_view yaml_text, const std::string& source_name) 
 }
 
 System load_system(const std::string& path) {
-  return parse_system(read_text_file(path), path);
+  std::string text = read_text_file(path);
+  DescriptorFormat format = descriptor_format(path, text);
+  if (format == DescriptorFormat::None) return parse_system(text, path);
+  // A tt-metal descriptor: read as the YAML `ttemu topo import` prints, whose line numbers a
+  // message about the imported system then names.
+  System sys = parse_system(import_mesh_graph_descriptor(text, path, format), path + " (as imported)");
+  sys.source = path;
+  return sys;
 }
 
 }  // namespace ttemu::control

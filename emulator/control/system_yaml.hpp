@@ -10,6 +10,8 @@
 
 namespace ttemu::control {
 
+// Also reads tt-metal's mesh graph descriptors (mesh_graph_descriptor.hpp), told apart by name
+// and content.
 System load_system(const std::string& path);
 System parse_system(std::string_view yaml_text, const std::string& source_name);
 
