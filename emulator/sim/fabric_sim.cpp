@@ -26,6 +26,7 @@ struct FabricSim::End {
   std::deque<std::pair<link::Time, std::vector<uint8_t>>> wire;
   bool cut = false;  // the wire loses everything
   uint64_t fault_stream = 0;  // set_faults calls so far: each gets its own seed
+  bool tapped = false;  // SimConfig::tap sees what this end sends
 };
 
 // A chip: its memory and control block, its ChipNode, and the seams the node sees (the wire
@@ -57,6 +58,7 @@ struct FabricSim::Node final : node::NodeObserver, wire::Transport {
         // The wire keeps its own copy, as a socket's buffer does.
         auto& [when, bytes] = e.wire.emplace_back(sim->now_ + sim->cfg_.wire_latency, std::vector<uint8_t>{});
         d.copy_to(bytes);
+        if (e.tapped) sim->cfg_.tap(e.self, sim->now_, bytes);
       }
     }
     return datagrams.size();
@@ -98,6 +100,10 @@ FabricSim::FabricSim(const control::System& sys, const control::TableSet& tables
   for (auto& [port, e] : ends_) {
     e->peer = ends_.at(*sys.peer(port)).get();
     end_list_.push_back(e.get());
+  }
+  if (cfg_.tap) {
+    for (auto& [port, e] : ends_) e->tapped = cfg_.tap_ends.empty();
+    for (const auto& port : cfg_.tap_ends) ends_.at(port)->tapped = true;
   }
   // Nonces and fault seeds by link, in the order the system lists them.
   uint64_t k = 0;

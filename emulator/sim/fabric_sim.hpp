@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -56,6 +57,11 @@ struct SimConfig {
   // with no live link left and around dead chips (control::LiveRoutes, LiveRoutes::kSettle
   // after the first news of a burst). Off: the tables never change and nothing drains.
   bool control_plane = false;
+  // A tap on the wire (ttemu sim --capture): each datagram an end in tap_ends (every end when
+  // empty) puts on its wire, with the simulated time it was sent. What a cut wire loses never
+  // reaches it. Unset: nothing is tapped, nothing copied.
+  std::function<void(routing::PortId from, link::Time at, std::span<const uint8_t> datagram)> tap;
+  std::vector<routing::PortId> tap_ends;
 };
 
 // What the simulated control plane heard and did, in order: the lines of its event log, not

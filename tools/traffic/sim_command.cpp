@@ -26,6 +26,7 @@
 #include "launcher/event_log.hpp"
 #include "launcher/launch.hpp"
 #include "tools/traffic/pattern_report.hpp"
+#include "tools/traffic/sim_capture.hpp"
 #include "tools/traffic/sim_sockets.hpp"
 
 namespace ttemu::tools {
@@ -53,6 +54,8 @@ struct SimOptions {
   std::string trace;
   std::string events;
   std::string snapshot;
+  std::string capture;                     // pcapng of the wire's datagrams (sim_capture.hpp)
+  std::vector<std::string> capture_links;  // ... of these links only
   std::string op = "write";  // write | read (the writes, then read back) | atomic (increments) | socket
   SocketRunOptions sockets;   // --op socket
   int dscb_kib = -1;          // -1: 256 KiB with end-to-end handshake, none with local
@@ -573,6 +576,8 @@ void run_sim(const SimOptions& o, int& exit_status) {
   // Opened first: a bad path fails before the run, not after it.
   std::ofstream trace_file = open_output(o.trace, "--trace"), events_file = open_output(o.events, "--events"),
                 snapshot_file = open_output(o.snapshot, "--snapshot");
+  if (o.capture.empty() && !o.capture_links.empty()) throw Error("--capture-link needs --capture FILE");
+  const auto capture = o.capture.empty() ? nullptr : start_capture(sys, o.capture, o.capture_links, cfg);
   sim::FabricSim sim(sys, tables, cfg);
   catch_stop_signals();
   sim.interrupt_on(&g_stop_signal);
@@ -581,6 +586,7 @@ void run_sim(const SimOptions& o, int& exit_status) {
     write_output(o.trace, "--trace", trace_file, sim.trace());
     if (!o.events.empty()) write_output(o.events, "--events", events_file, event_lines(sys, file, cfg.seed, sim.control_log()));
     if (!o.snapshot.empty()) write_output(o.snapshot, "--snapshot", snapshot_file, {sim.snapshot().dump(1)});
+    if (capture) capture->flush();
   };
   bool bad = false;
   try {
@@ -735,6 +741,8 @@ void add_sim_command(CLI::App& app, int& exit_status) {
   c->add_option("--loop", o->loops,
                 "A forwarding loop (a corrupted table): CHIP's next hop toward DEST sends it back, then is repaired: CHIP:DEST@MS-MS (repeatable)");
   c->add_option("--trace", o->trace, "Write the event trace to FILE ('-': standard output)");
+  c->add_option("--capture", o->capture, "Write the TT-link datagrams on the wire to FILE, pcapng (docs/capture.md)");
+  c->add_option("--capture-link", o->capture_links, "With --capture: only this port's link, both directions (repeatable; default every link)");
   c->add_option("--snapshot", o->snapshot,
                 "Write every chip's state (routing buffers and their heads, credits, links) as JSON to FILE at the end, or where SIGTERM/SIGINT stops the run");
   c->add_option("--events", o->events, "Write the control plane's event log (JSON lines, as a launch's) to FILE ('-': standard output)");
