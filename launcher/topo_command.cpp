@@ -271,6 +271,15 @@ void run_check(const TopoOptions& o) {
   if (!ok) throw Error(fmt::format("{} failed the checks (see above)", what));
 }
 
+// Writes what a subcommand made to its -o file, and says so.
+void write_output(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.close();
+  if (!out) throw Error(fmt::format("{}: cannot write the file", path));
+  fmt::print("wrote {}\n", path);
+}
+
 void run_draw(const TopoOptions& o) {
   System sys = load_system(o.file);
   check_plane_option(sys, o.plane);
@@ -290,12 +299,7 @@ void run_draw(const TopoOptions& o) {
     draw.title_note = fmt::format("route {} -> {} on plane {}: {} hop(s)", o.draw_path[0],
                                   o.draw_path[1], o.plane, walk.hops.size());
   }
-  std::string svg = viz::draw_svg(sys, draw);
-  std::ofstream out(o.out);
-  out << svg;
-  out.close();
-  if (!out) throw Error(fmt::format("{}: cannot write the file", o.out));
-  fmt::print("wrote {}\n", o.out);
+  write_output(o.out, viz::draw_svg(sys, draw));
 }
 
 // A tt-metal mesh graph descriptor as our YAML, checked by loading it before it is written.
@@ -312,11 +316,7 @@ void run_import(const TopoOptions& o) {
     fmt::print("{}", yaml);
     return;
   }
-  std::ofstream out(o.out);
-  out << yaml;
-  out.close();
-  if (!out) throw Error(fmt::format("{}: cannot write the file", o.out));
-  fmt::print("wrote {}\n", o.out);
+  write_output(o.out, yaml);
 }
 
 }  // namespace

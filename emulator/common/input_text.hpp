@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -57,6 +58,19 @@ inline size_t first_bad_utf8(std::string_view text) {
     i += len;
   }
   return i;
+}
+
+// A whole number written in decimal, all of `text` (a sign allowed); nullopt for anything else.
+inline std::optional<long> whole_number(const std::string& text) {
+  size_t used = 0;
+  long n = 0;
+  try {
+    n = std::stol(text, &used, 10);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used != text.size()) return std::nullopt;
+  return n;
 }
 
 // Throws "<source>:<line>: not UTF-8 text (byte 0xff)" for text that is not UTF-8.

@@ -68,18 +68,6 @@ std::optional<EdgeOut> EdgePorts::take(int mesh, const std::vector<Side>& order,
   return std::nullopt;
 }
 
-std::optional<long> whole_number(const std::string& text) {
-  size_t used = 0;
-  long n = 0;
-  try {
-    n = std::stol(text, &used, 10);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (used != text.size()) return std::nullopt;
-  return n;
-}
-
 std::string to_yaml(const SystemOut& sys) {
   std::string y = fmt::format("# Imported from {} ({}) by ttemu topo import.\n", Error::one_line(sys.source), sys.format);
   y += "ChipSpec:\n";

@@ -64,9 +64,6 @@ class EdgePorts {
   std::vector<std::array<std::vector<bool>, kSides>> used_;
 };
 
-// A whole number written in decimal, all of `text`; nullopt for anything else.
-std::optional<long> whole_number(const std::string& text);
-
 std::string to_yaml(const SystemOut& sys);
 
 // Whether YAML text is tt-metal's older descriptor rather than our own format (mesh_graph_yaml.cpp).

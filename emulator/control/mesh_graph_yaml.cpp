@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "emulator/common/error.hpp"
+#include "emulator/common/input_text.hpp"
 #include "emulator/common/yaml_input.hpp"
 #include "emulator/control/mesh_graph_descriptor.hpp"
 #include "emulator/control/mesh_graph_import.hpp"

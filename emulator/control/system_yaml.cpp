@@ -119,16 +119,9 @@ std::string Reader::scalar(const YAML::Node& n, const std::string& what) {
 
 int Reader::integer(const YAML::Node& n, const std::string& what, int lo, int hi) {
   std::string text = scalar(n, what);
-  long value = 0;
-  size_t used = 0;
-  try {
-    value = std::stol(text, &used, 10);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size()) {
-    fail(n, fmt::format("{} must be a whole number, not '{}'", what, text));
-  }
+  const std::optional<long> number = whole_number(text);
+  if (!number) fail(n, fmt::format("{} must be a whole number, not '{}'", what, text));
+  const long value = *number;
   if (value < lo || value > hi) {
     fail(n, fmt::format("{} {} is out of range ({}-{})", what, value, lo, hi));
   }

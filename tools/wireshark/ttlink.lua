@@ -216,16 +216,22 @@ local function dissect_hello(tvb, tree)
   t:append_text(string.format(": %sP%d", chip(tvb(8, 2):le_uint(), tvb(10, 2):le_uint()), tvb(12, 1):uint()))
 end
 
+-- The lane a DATA frame's dest_addr names in the lane addresses starting at `base`, or nil.
+local function lane_at(ftype, dest, base)
+  if ftype == 1 and dest >= base and dest < base + kLanes then return dest - base end
+end
+
 -- One frame at off (its length already checked); returns a summary for the Info column.
 local function dissect_frame(tvb, tree, off, direction)
   local len = tvb(off + 10, 2):le_uint()
   local ftype, dest = tvb(off + 8, 1):uint(), tvb(off, 4):le_uint()
+  local packet_lane, credit_lane = lane_at(ftype, dest, kLinkPacketAddr), lane_at(ftype, dest, kLinkCreditAddr)
   local t = tree:add(F.frame, tvb(off, kOverhead + len))
   local da = t:add_le(F.dest_addr, tvb(off, 4))
-  if ftype == 1 and dest >= kLinkPacketAddr and dest < kLinkPacketAddr + kLanes then
-    da:append_text(string.format(" (packet, lane %d)", dest - kLinkPacketAddr))
-  elseif ftype == 1 and dest >= kLinkCreditAddr and dest < kLinkCreditAddr + kLanes then
-    da:append_text(string.format(" (credits, lane %d)", dest - kLinkCreditAddr))
+  if packet_lane then
+    da:append_text(string.format(" (packet, lane %d)", packet_lane))
+  elseif credit_lane then
+    da:append_text(string.format(" (credits, lane %d)", credit_lane))
   elseif known_addrs[dest] then
     da:append_text(" (" .. known_addrs[dest] .. ")")
   end
@@ -242,14 +248,15 @@ local function dissect_frame(tvb, tree, off, direction)
     local body = tvb(off + 16, len):tvb()
     if ftype == 3 then
       dissect_hello(body, t)
-    elseif ftype == 1 and dest >= kLinkPacketAddr and dest < kLinkPacketAddr + kLanes then
-      text = text .. " " .. dissect_packet(body, t, dest - kLinkPacketAddr)
-    elseif ftype == 1 and dest >= kLinkCreditAddr and dest < kLinkCreditAddr + kLanes and len == 4 then
+    elseif packet_lane then
+      text = text .. " " .. dissect_packet(body, t, packet_lane)
+    elseif credit_lane and len == 4 then
+      local credits = tvb(off + 16, 4):le_uint()
       local c = t:add(ttfabric, tvb(off + 16, len), "TT-Fabric credits")
-      c:add(P.credit_lane, dest - kLinkCreditAddr):set_generated()
+      c:add(P.credit_lane, credit_lane):set_generated()
       c:add_le(P.credit, tvb(off + 16, 4))
-      c:append_text(string.format(": %d on lane %d", tvb(off + 16, 4):le_uint(), dest - kLinkCreditAddr))
-      text = text .. string.format(" credit %d lane %d", tvb(off + 16, 4):le_uint(), dest - kLinkCreditAddr)
+      c:append_text(string.format(": %d on lane %d", credits, credit_lane))
+      text = text .. string.format(" credit %d lane %d", credits, credit_lane)
     else
       t:add(F.payload, tvb(off + 16, len))
     end
