@@ -62,6 +62,12 @@ void expect_all_patterns_verified_across(const NetnsHosts& hosts, const std::str
   EXPECT_EQ(patterns.size(), 6u) << out;
 }
 
+// After a failure: what the launcher and the chips saw (the whole event log, with every packet
+// a router dropped and why), to tell why.
+void print_what_the_system_saw(const NetnsHosts& hosts, const HostedLaunch& sys) {
+  std::cerr << sys.output() << "\n" << hosts.run_in(0, std::string(TTEMU_BINARY) + " events 2>&1") << "\n";
+}
+
 // The agent process of host i.
 int agent_pid(const NetnsHosts& hosts, int i) {
   for (int pid : hosts.pids(i)) {
@@ -184,6 +190,7 @@ TEST_P(MultiHost, TheTggIsWholeFromEveryHostCarriesTrafficAndFiPingpongAndSurviv
     EXPECT_NE(out.find("mpi_fabric_check: OK"), std::string::npos) << out;
     EXPECT_NE(out.find("over 3 ranks, verified"), std::string::npos) << out;
   }
+  if (HasFailure()) print_what_the_system_saw(hosts, sys);
 
   // A host's agent dies: its chips go with it, the control plane routes around them, the other
   // hosts' chips run on.
@@ -251,9 +258,7 @@ TEST(MultiHostPartition, ACutBetweenHostsIsALinkFailureRoutedAroundAndHealed) {
   // NACKed then is written again once (the client library's retry mode, as a user would run
   // traffic on a system that is settling). Every byte must still land.
   expect_all_patterns_verified_across(hosts, "--retry 2");
-  if (HasFailure()) {  // what the control plane and the chips saw, to tell why
-    std::cerr << sys.output() << "\n" << hosts.run_in(0, std::string(TTEMU_BINARY) + " events 2>&1") << "\n";
-  }
+  if (HasFailure()) print_what_the_system_saw(hosts, sys);
 
   EXPECT_GE(sys.stop(), 0);
   for (int i = 0; i < hosts.size(); ++i) {

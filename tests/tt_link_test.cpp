@@ -446,6 +446,52 @@ TEST(TtLink, ChangingWiresDoesNotPutOffGoingDown) {
   EXPECT_EQ(p.ca_.timeouts, 7u);
 }
 
+// ... nor does it hasten it: a link moved from wire to wire (as the EFC moves it after a few
+// timeouts) keeps its timeout's backoff, so it takes as long to go down as a link left on its
+// wire, and a peer that only pauses (a process not scheduled for a few hundred milliseconds,
+// on a busy host) is waited for, not declared down. (Resetting the backoff at each move once
+// took a link down 70 ms into such a pause, and the routers NACKed what was routed to it.)
+TEST(TtLink, ChangingWiresDoesNotHastenGoingDown) {
+  auto time_to_down = [](bool rewire) {
+    Pair p(5);
+    EXPECT_TRUE(p.wait_up());
+    EXPECT_TRUE(p.stream(100, 256));
+    p.ab_.cut = p.ba_.cut = true;
+    const Time cut = p.now_;
+    std::optional<Time> down;
+    p.on_pump_ = [&] {
+      if (p.a_.state() == LinkState::kDown) {
+        if (!down) down = p.now_;
+        return;
+      }
+      if (rewire && p.a_.wire_timeouts() >= 4) {  // the EFC's default: four timeouts in a row
+        p.a_.rewire(p.now_, true);
+        p.pump();
+      }
+    };
+    EXPECT_FALSE(p.stream(200, 256, 60s));
+    EXPECT_TRUE(down) << "a cut link goes down";
+    return down ? *down - cut : Duration{0};
+  };
+  const Duration stays = time_to_down(false), moved = time_to_down(true);
+  const auto ms = [](Duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+  EXPECT_GT(stays, 1s) << "max_retries backed-off timeouts: " << ms(stays) << " ms";
+  EXPECT_GE(moved, stays * 9 / 10) << "moved: " << ms(moved) << " ms, stayed: " << ms(stays) << " ms";
+
+  Pair p(5);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(100, 256));
+  p.ab_.cut = p.ba_.cut = true;
+  const Time paused = p.now_;
+  p.on_pump_ = [&] {
+    if (p.a_.wire_timeouts() >= 4) p.a_.rewire(p.now_, true), p.pump();
+    if (p.now_ - paused >= 300ms) p.ab_.cut = p.ba_.cut = false;  // the peer runs again
+  };
+  ASSERT_TRUE(p.stream(1000, 256)) << "received " << p.received_;
+  EXPECT_EQ(p.ca_.down_transitions, 0u) << "a pause of 300 ms is not a dead link";
+  EXPECT_EQ(p.corrupt_, 0u);
+}
+
 TEST(TtLink, ScheduledDownIntervalsComeFromTheFaultPlan) {
   DirectionFaults f;
   f.down = {{Duration{5ms}, Duration{200ms}}};  // since the link started

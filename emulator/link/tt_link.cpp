@@ -444,8 +444,9 @@ void TtLink::rewire(Time now, bool lost) {
     wire_timeouts_ = 0;
     probe_end_.reset();
     rto_deadline_.reset();
-    cursor_ = base_;
-    rto_ = fresh_rto();
+    cursor_ = base_;  // resend at once, over the new wire...
+    // ...but keep the timeout's backoff: resetting it at every move made max_retries come in
+    // tens of milliseconds, and a peer that merely paused was declared down.
     ack_pending_ = true;  // tell the peer where we are, over the new wire
   } else {
     hello_now(now);
