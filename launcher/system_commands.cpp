@@ -14,6 +14,7 @@
 #include "emulator/common/error.hpp"
 #include "emulator/common/input_text.hpp"
 #include "emulator/link/fault_plan.hpp"
+#include "emulator/node/snapshot.hpp"
 #include "launcher/cli_checks.hpp"
 #include "launcher/control_client.hpp"
 #include "launcher/control_requests.hpp"
@@ -27,43 +28,43 @@ using nlohmann::json;
 namespace {
 
 // A lane as people read it: "fvc 0 class 1 answer".
-std::string lane_text(const json& l) {
-  return fmt::format("fvc {} class {} {}", l["fvc"].get<int>(), l["class"].get<int>(), l["kind"].get<std::string>());
-}
+std::string lane_text(const node::LaneRef& l) { return fmt::format("fvc {} class {} {}", l.fvc, l.cls, l.kind); }
 
 // Only what holds something: a chip that is idle, with every credit, takes no line.
-void print_snapshot(const json& s) {
-  fmt::print("job {}  up {:.1f} s  tables v{}\n", s["job"].get<std::string>(), s["uptime_s"].get<double>(), s["tables_version"].get<int>());
+void print_snapshot(const node::SystemSnapshot& s) {
+  fmt::print("job {}  up {:.1f} s  tables v{}\n", s.job.value_or("?"), s.uptime_s.value_or(0), s.tables_version.value_or(0));
   int quiet = 0;
-  for (const auto& c : s["chips"]) {
-    const std::string chip = c["chip"];
-    if (c.value("dead", false) || !c.value("answered", true)) {
-      fmt::print("{}  {}\n", chip, c.value("dead", false) ? "dead" : "did not answer (its event loop is stuck?)");
+  for (const auto& c : s.chips) {
+    if (!c.took()) {
+      fmt::print("{}  {}\n", c.chip, c.dead ? "dead" : "did not answer (its event loop is stuck?)");
       continue;
     }
     std::vector<std::string> lines;
-    for (const auto& b : c["buffers"]) {
-      const json& h = b["head"];
-      lines.push_back(fmt::format("  {} {}: {} packet(s); head {} {} -> {} id {} ttl {}, waited {:.1f} ms", b["input"].get<std::string>(),
-                                  lane_text(b), b["packets"].get<size_t>(), h["command"].get<std::string>(), h["src"].get<std::string>(),
-                                  h["dst"].get<std::string>(), h["packet_id"].get<uint64_t>(), h["ttl"].get<int>(), h["waited_ms"].get<double>()));
+    for (const auto& b : c.buffers) {
+      const node::HeadPacket& h = b.head;
+      lines.push_back(fmt::format("  {} {}: {} packet(s); head {} {} -> {} id {} ttl {}, waited {:.1f} ms", b.input, lane_text(b.lane),
+                                  b.packets, h.command, h.src, h.dst, h.packet_id, h.ttl, h.waited_ms));
     }
-    for (const auto& p : c["ports"]) {
+    for (const auto& p : c.ports) {
       std::vector<std::string> starved;
-      for (const auto& l : p["starved_lanes"]) starved.push_back(lane_text(l));
-      const bool note = p["state"] != "up" || p["backlog"].get<size_t>() > 0 || !starved.empty() || p.contains("fallback_via");
-      if (!note) continue;
-      lines.push_back(fmt::format("  {} {}{}: backlog {}, window room {}{}", p["port"].get<std::string>(), p["state"].get<std::string>(),
-                                  p.contains("fallback_via") ? " via " + p["fallback_via"].get<std::string>() : "",
-                                  p["backlog"].get<size_t>(), p["window_room"].get<size_t>(),
-                                  starved.empty() ? "" : fmt::format(", no credit on {}", fmt::join(starved, ", "))));
+      for (const auto& l : p.starved_lanes) starved.push_back(lane_text(l));
+      if (p.state == "up" && p.backlog == 0 && starved.empty() && !p.fallback_via) continue;
+      lines.push_back(fmt::format("  {} {}{}: backlog {}, window room {}{}", p.port, p.state, p.fallback_via ? " via " + *p.fallback_via : "",
+                                  p.backlog, p.window_room, starved.empty() ? "" : fmt::format(", no credit on {}", fmt::join(starved, ", "))));
     }
-    if (!c["stalled_fvcs"].empty()) lines.insert(lines.begin(), fmt::format("  stalled FVCs: {}", c["stalled_fvcs"].dump()));
+    for (const auto& k : c.sockets) {
+      lines.push_back(fmt::format("  socket {} ({} {}, endpoint {}, core {}) {} with {} on fvc {}: {}", k.socket, k.type, k.direction, k.endpoint,
+                                  k.core, k.state, k.remote, k.fvc,
+                                  k.direction == "receive" ? fmt::format("{} B received, {} B read{}", k.received, k.read, k.backed_up ? ", backed up" : "")
+                                                           : fmt::format("{} B queued, {} B sent", k.queued, k.sent)));
+    }
+    for (const auto& r : c.reservations) lines.push_back(fmt::format("  fvc {} toward {} reserved by {} endpoint {}", r.fvc, r.output, r.owner, r.endpoint));
+    if (!c.stalled_fvcs.empty()) lines.insert(lines.begin(), fmt::format("  stalled FVCs: [{}]", fmt::join(c.stalled_fvcs, ",")));
     if (lines.empty()) {
       ++quiet;
       continue;
     }
-    fmt::print("{}\n", chip);
+    fmt::print("{}\n", c.chip);
     for (const auto& l : lines) fmt::print("{}\n", l);
   }
   fmt::print("{} chip(s) hold nothing and have every credit\n", quiet);
@@ -306,8 +307,9 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
   snap->add_flag("--json", *json_out, "Print the snapshot as one JSON object");
   snap->callback([job, json_out] {
     auto s = request(control_socket(*job), {{"cmd", "snapshot"}});
-    if (*json_out) fmt::print("{}\n", s.dump());
-    else print_snapshot(s);
+    const node::SystemSnapshot snapshot = node::read_system_snapshot(s);  // (one format, checked)
+    if (*json_out) fmt::print("{}\n", json(snapshot).dump());
+    else print_snapshot(snapshot);
   });
 
   // link test / ping

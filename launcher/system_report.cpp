@@ -5,7 +5,7 @@
 #include "emulator/chip/arch.hpp"
 #include "emulator/link/efc.hpp"
 #include "emulator/link/tt_link.hpp"
-#include "emulator/node/socket_json.hpp"
+#include "emulator/node/socket_states.hpp"
 
 namespace ttemu::launcher {
 
@@ -53,7 +53,7 @@ json chip_report(const control::System& sys, int v, const chip::ChipControl& blo
           {"router_events", block.router_events.load()},
           {"transport_mode", chip::to_string(static_cast<chip::TransportMode>(block.transport_mode.load()))},
           {"memory_refused", block.windows.refused.load(std::memory_order_relaxed)},
-          {"sockets", node::sockets_json(block)}, {"reservations", node::reservations_json(block, chip.id)}};
+          {"sockets", node::socket_states(block)}, {"reservations", node::reservations(block, chip.id)}};
 }
 
 json link_end_report(const chip::ChipControl& block, routing::PortId end, bool alive) {

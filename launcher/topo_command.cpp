@@ -1,5 +1,7 @@
 #include "launcher/topo_command.hpp"
 
+#include <poll.h>
+
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -17,6 +19,9 @@
 #include "emulator/control/table_check.hpp"
 #include "emulator/control/table_json.hpp"
 #include "launcher/cli_checks.hpp"
+#include "launcher/control_client.hpp"
+#include "tools/viz/live_picture.hpp"
+#include "tools/viz/top_view.hpp"
 #include "tools/viz/topology_svg.hpp"
 
 namespace ttemu::launcher {
@@ -37,6 +42,11 @@ struct TopoOptions {
   std::vector<std::string> draw_path;
   std::string out;
   std::string tables_file;
+  // draw --live: a running system's state
+  bool live = false;
+  std::string job;
+  double interval_s = 1;
+  std::string by = "utilisation";
 };
 
 int resolve_node(const System& sys, const std::string& name) {
@@ -280,7 +290,29 @@ void write_output(const std::string& path, const std::string& text) {
   fmt::print("wrote {}\n", path);
 }
 
+// A running system as it is now: two status replies `interval` apart (the rates) and a snapshot
+// (the buffers), as `ttemu top` takes them, drawn by viz::live_picture.
+void run_draw_live(const TopoOptions& o) {
+  if (!o.draw_path.empty() || !o.failed.empty()) throw Error("--live draws the system as it is: it takes no --path or --fail");
+  const std::string socket = control_socket(o.job);
+  const nlohmann::json before = request(socket, {{"cmd", "status"}});
+  ::poll(nullptr, 0, static_cast<int>(o.interval_s * 1000));  // the rates' interval
+  const nlohmann::json now = request(socket, {{"cmd", "status"}});
+  const nlohmann::json snapshot = request(socket, {{"cmd", "snapshot"}});
+  const std::string file = o.file.empty() ? now.value("system_path", "") : o.file;
+  if (file.empty()) throw Error("the running system does not say its specification: give FILE");
+  const System sys = load_system(file);
+  const viz::TopFrame frame = viz::top_frame(before, now, snapshot, {});
+  if (frame.links != static_cast<int>(sys.links.size())) {
+    throw Error(fmt::format("{} has {} link(s), the running system {}: give the file it was launched with", file, sys.links.size(), frame.links));
+  }
+  write_output(o.out, viz::draw_svg(sys, viz::live_picture(sys, frame, o.by == "errors" ? viz::LinkColouring::kErrors
+                                                                                        : viz::LinkColouring::kUtilisation)));
+}
+
 void run_draw(const TopoOptions& o) {
+  if (o.live) return run_draw_live(o);
+  if (o.file.empty()) throw Error("FILE is required (or --live, to draw a running system)");
   System sys = load_system(o.file);
   check_plane_option(sys, o.plane);
   Failures failures = parse_failures(sys, o.failed);
@@ -369,8 +401,13 @@ void add_topo_command(CLI::App& app) {
   fail_opt(check);
   check->callback([opts] { run_check(*opts); });
 
-  auto* draw = topo->add_subcommand("draw", "Draw meshes, chips, links and exit nodes as SVG");
-  file_arg(draw);
+  auto* draw = topo->add_subcommand("draw", "Draw meshes, chips, links and exit nodes as SVG; with --live, a running system's state");
+  draw->add_option("FILE", opts->file, "System specification (with --live: default, the one the running system was launched with)");
+  draw->add_flag("--live", opts->live, "Draw the running system: links coloured by utilisation (or --by errors), chips by buffered packets");
+  draw->add_option("--job", opts->job, std::string("With --live: ") + kJobHelp);
+  draw->add_option("--interval", opts->interval_s, "With --live: seconds over which rates are measured")->default_val(1.0)->check(number_in(0.05, 60));
+  draw->add_option("--by", opts->by, "With --live: colour links by utilisation or errors (CRC errors per frame)")
+      ->check(CLI::IsMember({"utilisation", "errors"}));
   draw->add_option("--path", opts->draw_path, "Highlight the route between two devices: SRC DST")
       ->expected(2);
   draw->add_option("--plane", opts->plane, "Routing plane of the highlighted route")->default_val(0)->check(whole_number(0, 255));

@@ -279,11 +279,8 @@ TEST(SocketSim, ErrorsAreNamedNeverAHang) {
 // The reservations every chip's router holds (its snapshot), as "CHIP fvc F -> OUTPUT".
 std::multiset<std::string> reservations(const FabricSim& sim) {
   std::multiset<std::string> out;
-  const nlohmann::json snapshot = sim.snapshot();  // (a loop over a temporary's member would outlive it)
-  for (const auto& c : snapshot["chips"]) {
-    for (const auto& r : c.value("reservations", nlohmann::json::array())) {
-      out.insert(fmt::format("{} fvc {} -> {}", c["chip"].get<std::string>(), r["fvc"].get<int>(), r["output"].get<std::string>()));
-    }
+  for (const auto& c : sim.snapshot().chips) {
+    for (const auto& r : c.reservations) out.insert(fmt::format("{} fvc {} -> {}", c.chip, r.fvc, r.output));
   }
   return out;
 }
@@ -350,6 +347,17 @@ TEST(SocketSim, AnSSocketReservesItsFvcAlongItsRouteUntilClosed) {
   EXPECT_EQ(other_fvc.in_flight(1), 0u) << "FVC 0 flows";
   EXPECT_EQ(elsewhere.in_flight(1), 0u) << "FVC 1 flows where the socket's route is not";
   EXPECT_EQ(sim.sockets(d1, 4).endpoint(t2)->state.load(), session::kSocketOpening) << "a second SSocket over D1 -> D2 waits";
+  {  // This state (sockets open and waiting, reservations held) survives its JSON form field by
+     // field, as `ttemu sim --snapshot` writes it and `ttemu snapshot` reads it.
+    const node::SystemSnapshot s = sim.snapshot();
+    auto at = [&](ChipId c) -> const node::ChipSnapshot& { return s.chips.at(static_cast<size_t>(*sys.node(c))); };
+    ASSERT_EQ(at(d0).sockets.size(), 1u);
+    EXPECT_EQ(at(d0).sockets[0].type, "ssocket");
+    EXPECT_EQ(at(d0).sockets[0].direction, "send");
+    EXPECT_EQ(at(d1).sockets.size(), 1u) << "the second sender, opening";
+    EXPECT_FALSE(at(d2).reservations.empty());
+    EXPECT_EQ(node::read_system_snapshot(nlohmann::json::parse(nlohmann::json(s).dump())), s);
+  }
 
   const auto data = stream_bytes(100 << 10, 9);
   EXPECT_TRUE(stream(p, data) == data) << "the owner's stream flows";

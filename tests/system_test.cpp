@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <future>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -22,6 +23,7 @@
 #include "emulator/chip/segments.hpp"
 #include "emulator/job/job.hpp"
 #include "emulator/link/frame.hpp"
+#include "emulator/node/snapshot.hpp"
 #include "tests/eventually.hpp"
 #include "tests/system_support.hpp"
 #include "tools/campaign/leftovers.hpp"
@@ -994,6 +996,43 @@ TEST(System, SnapshotShowsWhatEachChipHolds) {
     EXPECT_EQ(p["state"], "up") << p;
     EXPECT_TRUE(p["starved_lanes"].empty()) << p;
   }
+  // The processes' snapshot is the simulator's format, and survives it field by field.
+  const node::SystemSnapshot typed = node::read_system_snapshot(s);
+  EXPECT_EQ(typed.chips[1].stalled_fvcs, std::vector<int>{1});
+  EXPECT_EQ(json(typed), s);
+}
+
+// ttemu topo draw --live: the running system drawn from its status and snapshot. M0D1 stalls
+// FVC 0 and M0D0 writes to it: M0D1's buffers fill, and the picture fills M0D1 and not M0D0;
+// every link is up, with its rates in its tooltip.
+TEST(System, TopoDrawLiveDrawsTheRunningSystemsState) {
+  System sys({topo("n300.yaml"), "--timeout-ms", "60000"});
+  ASSERT_EQ(sys.ttemu({"fabric", "stall", "M0D1", "--fvc", "0"}).status, 0);
+  auto writes = std::async(std::launch::async, [&] {
+    return sys.ttemu({"traffic", "--pattern", "unicast", "--src", "M0D0", "--dst", "M0D1", "--fvc", "0", "--count", "20"});
+  });
+  ASSERT_TRUE(eventually([&] {
+    const json s = json::parse(sys.ttemu({"snapshot", "--json"}).stdout_text);
+    return !s["chips"][1]["buffers"].empty();
+  }, std::chrono::seconds(30))) << "the writes wait at M0D1";
+  TempDir dir;
+  const std::string svg = (dir / "live.svg").string();
+  const RunResult r = sys.ttemu({"topo", "draw", "--live", "--interval", "0.2", "-o", svg});
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::string picture = slurp(svg);
+  EXPECT_NE(picture.find("live at "), std::string::npos);
+  EXPECT_NE(picture.find("M0D0P2 - M0D1P6: up;"), std::string::npos) << picture;
+  EXPECT_NE(picture.find("fill=\"#ffffff\" stroke=\"#4a5a6a\" stroke-width=\"1\"><title>M0D0, host host0: 0 packet(s) buffered"),
+            std::string::npos) << "M0D0 holds nothing: " << picture;
+  EXPECT_NE(picture.find("<title>M0D1, host host0: "), std::string::npos) << picture;
+  EXPECT_EQ(picture.find("<title>M0D1, host host0: 0 packet(s)"), std::string::npos) << "M0D1 holds the writes: " << picture;
+  EXPECT_EQ(picture.find("fill=\"#ffffff\" stroke=\"#4a5a6a\" stroke-width=\"1\"><title>M0D1"), std::string::npos)
+      << "and is filled: " << picture;
+  expect_one_line_error(sys.ttemu({"topo", "draw", "--live", "--path", "M0D0", "M0D1", "-o", svg}), "--live draws the system as it is");
+  expect_one_line_error(sys.ttemu({"topo", "draw", "--live", topo("t3k.yaml"), "-o", svg}), "give the file it was launched with");
+  ASSERT_EQ(sys.ttemu({"fabric", "resume", "M0D1", "--fvc", "0"}).status, 0);
+  const RunResult landed = writes.get();
+  EXPECT_EQ(landed.status, 0) << "the writes land once M0D1 resumes: " << landed.out;
 }
 
 // With two systems running and none named, traffic must not guess, nor start a third.

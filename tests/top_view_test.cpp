@@ -2,6 +2,8 @@
 // first, buffer occupancy from a snapshot, and a screen that never outgrows the terminal.
 #include <gtest/gtest.h>
 
+#include "tests/test_support.hpp"
+#include "tools/viz/live_picture.hpp"
 #include "tools/viz/top_view.hpp"
 
 namespace ttemu::viz {
@@ -71,6 +73,50 @@ TEST(TopView, TheScreenFitsTheTerminalAndShowsTheNewestEvents) {
   bool busiest_row = false;
   for (const auto& l : lines) busiest_row |= l.rfind("M0D0P7", 0) == 0 && l.find("###") != std::string::npos;
   EXPECT_TRUE(busiest_row);
+}
+
+// ttemu topo draw --live: a frame's links and chips painted on the system's picture. The busy
+// link (a quarter of the line rate) is orange by use; the quiet one is down, so dashed; by
+// errors, the link with 2% CRC errors is red; M0D1, holding 7 packets, is filled.
+TEST(LivePicture, LinksAreColouredByUseOrErrorsAndChipsByWhatTheyHold) {
+  const auto sys = test::load("n300.yaml");
+  // The N300's links are M0D0P2 - M0D1P6 and M0D0P3 - M0D1P7.
+  auto as_n300 = [](const json& s) {
+    std::string text = s.dump();
+    for (const auto& [from, to] : {std::pair{"M0D0P6", "M0D0P2"}, std::pair{"M0D0P7", "M0D0P3"}}) {
+      for (size_t at; (at = text.find(from)) != std::string::npos;) text.replace(at, 6, to);
+    }
+    return json::parse(text);
+  };
+  const json before = as_n300(status(10.0, 1'000'000'000, 0));
+  json now = as_n300(status(12.0, 7'250'000'000, 40, "down"));
+  now["links"][1]["ends"][0]["counters"]["frames_rx"] = 1000;
+  now["links"][1]["ends"][0]["counters"]["crc_errors"] = 20;
+  const json snap = {{"chips", {{{"chip", "M0D1"}, {"buffers", {{{"packets", 3}}, {{"packets", 4}}}}}}}};
+  const TopFrame f = top_frame(before, now, snap, {});
+  auto link_on = [&](const std::string& port) {
+    for (size_t i = 0; i < sys.links.size(); ++i) {
+      if (routing::to_string(sys.links[i].a) == port || routing::to_string(sys.links[i].b) == port) return static_cast<int>(i);
+    }
+    ADD_FAILURE() << port << " is not wired";
+    return -1;
+  };
+  const int busy = link_on("M0D0P3"), quiet = link_on("M0D0P2");
+
+  const DrawOptions use = live_picture(sys, f, LinkColouring::kUtilisation);
+  ASSERT_EQ(use.links.size(), sys.links.size());
+  EXPECT_EQ(use.links.at(busy).colour, std::string(utilisation_colour(0.25)));
+  EXPECT_EQ(use.links.at(busy).colour, "#ff7f0e");
+  EXPECT_FALSE(use.links.at(busy).dashed);
+  EXPECT_TRUE(use.links.at(quiet).dashed) << "down";
+  EXPECT_NE(use.links.at(busy).tooltip.find("3125.0 MB/s"), std::string::npos) << use.links.at(busy).tooltip;
+  EXPECT_EQ(use.chips.at(*sys.node({0, 1})).fill, "#fff3b0");
+  EXPECT_EQ(use.chips.at(*sys.node({0, 0})).fill, "#ffffff");
+  EXPECT_NE(draw_svg(sys, use).find("live at 12.0 s (job 1-ab)"), std::string::npos);
+
+  const DrawOptions errors = live_picture(sys, f, LinkColouring::kErrors);
+  EXPECT_EQ(errors.links.at(busy).colour, "#d62728") << "10 CRC errors/s against 500 frames/s";
+  EXPECT_EQ(errors.links.at(quiet).colour, "#c7c7c7") << "no frames: nothing to judge";
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include "emulator/link/fault_injector.hpp"
 #include "emulator/link/tt_link.hpp"
 #include "emulator/node/command_intake.hpp"
+#include "emulator/node/snapshot.hpp"
 #include "emulator/node/status_rates.hpp"
 #include "emulator/routing/fabric_router.hpp"
 #include "emulator/session/fabric_node.hpp"
@@ -141,11 +142,12 @@ class ChipNode {
   // tests); false when its FVC's buffer is full.
   bool inject(routing::Packet packet, Time now);
 
-  // What the chip holds now, as JSON (chip_snapshot.cpp; ttemu snapshot, a campaign's hung
-  // run): every routing buffer with packets (its lane, its head packet and how long it has
-  // waited), and per port the link's state, its backlog, its window room, the lanes with no
-  // credit left toward the far end, and the fallback wire it travels; stalled FVCs.
-  nlohmann::json snapshot(Time now) const;
+  // What the chip holds now (chip_snapshot.cpp; ttemu snapshot, a campaign's hung run):
+  // every routing buffer with packets (its lane, its head packet and how long it has waited),
+  // and per port the link's state, its backlog, its window room, the lanes with no credit left
+  // toward the far end, and the fallback wire it travels; stalled FVCs; sockets and
+  // reservations (snapshot.hpp).
+  ChipSnapshot snapshot(Time now) const;
 
   const link::LinkCounters& counters(uint8_t port) const;
   link::LinkState link_state(uint8_t port) const;

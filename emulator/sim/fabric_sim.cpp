@@ -449,15 +449,23 @@ bool FabricSim::run(link::Duration limit) {
   return idle;
 }
 
-nlohmann::json FabricSim::snapshot() const {
-  nlohmann::json chips = nlohmann::json::array(), wire = nlohmann::json::object();
+node::SystemSnapshot FabricSim::snapshot() const {
+  node::SystemSnapshot s;
+  s.sim_ns = now_.count();
   for (const auto& n : nodes_) {
-    chips.push_back(n->dead ? nlohmann::json{{"chip", to_string(n->id)}, {"dead", true}} : n->chip->snapshot(now_));
+    if (n->dead) {
+      node::ChipSnapshot dead;
+      dead.chip = to_string(n->id);
+      dead.dead = true;
+      s.chips.push_back(std::move(dead));
+    } else {
+      s.chips.push_back(n->chip->snapshot(now_));
+    }
   }
   for (const End* e : end_list_) {
-    if (!e->wire.empty()) wire[to_string(e->self)] = e->wire.size();
+    if (!e->wire.empty()) s.on_the_wire[to_string(e->self)] = e->wire.size();
   }
-  return {{"sim_ns", now_.count()}, {"chips", std::move(chips)}, {"on_the_wire", std::move(wire)}};
+  return s;
 }
 
 }  // namespace ttemu::sim

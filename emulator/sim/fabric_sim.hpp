@@ -127,8 +127,8 @@ class FabricSim {
     using std::runtime_error::runtime_error;
   };
   // Every chip's state now (ChipNode::snapshot; a dead chip says so), and the datagrams on
-  // each wire: {"sim_ns", "chips": [...], "on_the_wire": {PORT: n}}.
-  nlohmann::json snapshot() const;
+  // each wire (node/snapshot.hpp: the format `ttemu snapshot` gives for processes).
+  node::SystemSnapshot snapshot() const;
   void stall_center(routing::ChipId at, uint8_t fvc, bool stalled);
   // Cuts (or restores) the link of `end`: everything on the wire in that direction (kOut: what
   // `end` sends, kIn: what it receives) is lost from now on. Its ends go down once their

@@ -585,7 +585,7 @@ void run_sim(const SimOptions& o, int& exit_status) {
   auto write_files = [&] {
     write_output(o.trace, "--trace", trace_file, sim.trace());
     if (!o.events.empty()) write_output(o.events, "--events", events_file, event_lines(sys, file, cfg.seed, sim.control_log()));
-    if (!o.snapshot.empty()) write_output(o.snapshot, "--snapshot", snapshot_file, {sim.snapshot().dump(1)});
+    if (!o.snapshot.empty()) write_output(o.snapshot, "--snapshot", snapshot_file, {nlohmann::json(sim.snapshot()).dump(1)});
     if (capture) capture->flush();
   };
   bool bad = false;

@@ -100,6 +100,7 @@ TopFrame top_frame(const json& before, const json& now, const json& snapshot, st
     for (const json* e : {&a, &b}) {
       t.retransmits_s += rate(*e, then, "retransmits", f.interval_s);
       t.crc_errors_s += rate(*e, then, "crc_errors", f.interval_s);
+      t.frames_s += rate(*e, then, "frames_rx", f.interval_s);
       t.fallbacks += counter(*e, "fallbacks");
     }
     ++f.links;

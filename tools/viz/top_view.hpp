@@ -22,6 +22,7 @@ struct TopLink {
   double ba_bytes_s = 0;
   double utilisation = 0;  // 0-1: the busier direction over kLineRateBytesPerSecond
   double retransmits_s = 0, crc_errors_s = 0;  // both ends together
+  double frames_s = 0;     // frames received without error, both ends together
   uint64_t fallbacks = 0;  // times either end's traffic took a fallback channel, ever
 };
 
