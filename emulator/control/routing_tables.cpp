@@ -331,9 +331,8 @@ TableSet compute_tables(const System& sys, const Failures& failures) {
     while (true) {
       router.route_inter_mesh(shared);
       if (sys.meshes.size() < 2) break;
-      auto report = check_plane(sys, tables, plane, failures);
       size_t before = shared.size();
-      for (const auto& ch : report.dependency_cycle) {
+      for (const auto& ch : dependency_cycle(sys, tables, plane, failures)) {
         auto peer = sys.peer(ch.port);
         if (peer && peer->chip.mesh != ch.port.chip.mesh) {
           int a = ch.port.chip.mesh, b = peer->chip.mesh;

@@ -1,7 +1,6 @@
 #include "emulator/control/table_check.hpp"
 
 #include <algorithm>
-#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -31,6 +30,8 @@ std::string Walk::reason(const System& sys) const {
 }
 
 namespace {
+
+std::vector<Channel> dependency_cycle(const PlaneGraph& graph, const TableSet& tables);
 
 Walk walk_on(const PlaneGraph& graph, const TableSet& tables, int src, int dst) {
   const System& sys = graph.system();
@@ -112,9 +113,6 @@ PlaneReport check_plane(const System& sys, const TableSet& tables, int plane,
                         const Failures& failures) {
   PlaneReport report;
   report.plane = plane;
-  auto channel = [&](const Hop& hop, int vc) { return channel_index(sys, hop.from, vc); };
-  std::vector<std::vector<int>> deps(sys.links.size() * 2 * kChannelClasses);
-  std::unordered_set<uint64_t> seen;
   const PlaneGraph graph(sys, plane, failures);
   // Connected components of the plane tell a missing route from a missing path.
   std::vector<int> component(static_cast<size_t>(sys.node_count()), -1);
@@ -140,15 +138,6 @@ PlaneReport check_plane(const System& sys, const TableSet& tables, int plane,
       if (dst == src || !failures.chip_ok(dst)) continue;
       ++report.pairs;
       Walk walk = walk_on(graph, tables, src, dst);
-      const uint16_t home = sys.chips[static_cast<size_t>(src)].id.mesh;
-      for (size_t i = 1; i < walk.hops.size(); ++i) {
-        const Hop& a = walk.hops[i - 1];
-        const Hop& b = walk.hops[i];
-        int from = channel(a, a.from.chip.mesh == home ? 0 : 1);
-        int to = channel(b, b.from.chip.mesh == home && a.to.chip.mesh == home ? 0 : 1);
-        uint64_t key = (static_cast<uint64_t>(from) << 32) | static_cast<uint32_t>(to);
-        if (seen.insert(key).second) deps[static_cast<size_t>(from)].push_back(to);
-      }
       if (walk.arrived()) {
         ++report.reachable;
         report.longest = std::max(report.longest, static_cast<int>(walk.hops.size()));
@@ -167,9 +156,81 @@ PlaneReport check_plane(const System& sys, const TableSet& tables, int plane,
       if (report.failures.size() < PlaneReport::kSample) report.failures.push_back(std::move(f));
     }
   }
-  for (int c : find_cycle(deps)) report.dependency_cycle.push_back(channel_at(sys, c));
+  report.dependency_cycle = dependency_cycle(graph, tables);
   return report;
 }
+
+std::vector<Channel> dependency_cycle(const System& sys, const TableSet& tables, int plane, const Failures& failures) {
+  return dependency_cycle(PlaneGraph(sys, plane, failures), tables);
+}
+
+namespace {
+
+// Every route's consecutive hops, without walking every pair: a router's next hop depends on
+// the destination only, so for one destination the routes form a graph with one edge out of
+// each chip, and every route from a source in mesh h shares its suffix with any other route
+// from mesh h through the same chip (a hop's channel class depends on h: 0 while the sending
+// chip is in the source's mesh, else 1). Each chip is visited once per destination and source
+// mesh, and the routes from a mesh stop where they meet one already followed: O(chips x
+// (chips + the corridors between meshes)) instead of O(pairs x hops).
+std::vector<Channel> dependency_cycle(const PlaneGraph& graph, const TableSet& tables) {
+  const System& sys = graph.system();
+  const int n = sys.node_count();
+  const size_t chips = static_cast<size_t>(n);
+  std::vector<std::vector<int>> deps(sys.links.size() * 2 * kChannelClasses);
+  auto depend = [&](int from, int to) {
+    auto& out = deps[static_cast<size_t>(from)];
+    if (std::find(out.begin(), out.end(), to) == out.end()) out.push_back(to);
+  };
+  std::vector<int> mesh_of(chips), meshes;
+  for (size_t v = 0; v < chips; ++v) {
+    mesh_of[v] = sys.chips[v].id.mesh;
+    if (graph.alive(static_cast<int>(v)) && std::find(meshes.begin(), meshes.end(), mesh_of[v]) == meshes.end()) meshes.push_back(mesh_of[v]);
+  }
+  // Per chip and port: the class-0 channel of that port's link direction, found once.
+  std::vector<int> channel(chips * routing::kMaxPorts, -1);
+  std::vector<int> next(chips), out_channel(chips);  // for the destination in hand: -1 when none
+  std::vector<int> mark(chips, -1);                  // the last (destination, mesh) that visited
+  int stamp = 0;
+  for (int dst = 0; dst < n; ++dst) {
+    if (!graph.alive(dst)) continue;
+    const ChipId target = sys.chips[static_cast<size_t>(dst)].id;
+    for (int v = 0; v < n; ++v) {
+      const size_t i = static_cast<size_t>(v);
+      next[i] = -1;
+      if (v == dst || !graph.alive(v)) continue;
+      const auto hop = routing::next_hop(tables.at(graph.plane(), v), sys.chips[i].id, target);
+      if (hop.kind != routing::NextHop::kForward) continue;
+      const Neighbour* nb = graph.on_port(v, hop.port);
+      if (!nb) continue;
+      int& c = channel[i * routing::kMaxPorts + hop.port];
+      if (c < 0) c = channel_index(sys, PortId{sys.chips[i].id, hop.port}, 0);
+      next[i] = nb->peer;
+      out_channel[i] = c;
+    }
+    for (const int home : meshes) {
+      ++stamp;
+      for (int src = 0; src < n; ++src) {
+        if (mesh_of[static_cast<size_t>(src)] != home || src == dst || !graph.alive(src)) continue;
+        for (int v = src; v >= 0 && mark[static_cast<size_t>(v)] != stamp;) {
+          const size_t i = static_cast<size_t>(v);
+          mark[i] = stamp;
+          const int w = next[i];
+          if (w >= 0 && next[static_cast<size_t>(w)] >= 0) {
+            const size_t j = static_cast<size_t>(w);
+            depend(out_channel[i] + (mesh_of[i] == home ? 0 : 1), out_channel[j] + (mesh_of[j] == home ? 0 : 1));
+          }
+          v = w;
+        }
+      }
+    }
+  }
+  std::vector<Channel> cycle;
+  for (int c : find_cycle(deps)) cycle.push_back(channel_at(sys, c));
+  return cycle;
+}
+
+}  // namespace
 
 int channel_index(const System& sys, PortId from, int vc) {
   const int link = sys.link_at(*sys.node(from.chip), from.port);

@@ -75,6 +75,12 @@ struct PlaneReport {
 PlaneReport check_plane(const System& sys, const TableSet& tables, int plane,
                         const Failures& failures = {});
 
+// A cycle in the plane's channel-dependency graph (the hops that follow one another on some
+// route between live chips, each channel a link direction and class), or empty when it is
+// acyclic: what check_plane reports, and what compute_tables breaks between meshes. It costs
+// O(chips^2), not a walk of every pair.
+std::vector<Channel> dependency_cycle(const System& sys, const TableSet& tables, int plane, const Failures& failures = {});
+
 std::string describe_cycle(const std::vector<Channel>& cycle);
 
 // A directed cycle in a graph given as adjacency lists, as its vertices in order; empty if none.

@@ -14,8 +14,9 @@
 //
 //   ttemu_bench_launch [--systems tgg,galaxy,16x16,32x32] [--idle S] [--traffic PATTERN] [--json]
 //
-// A system is a file in topologies/ (its name without .yaml) or RxC for a mesh of Wormhole
-// chips with one link between neighbours (written to a scratch file).
+// A system is a file in topologies/ (its name without .yaml), a path to a specification
+// (ending .yaml), or RxC for a mesh of Wormhole chips with one link between neighbours
+// (written to a scratch file).
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -169,7 +170,7 @@ struct Options {
 
 json measure(const std::string& ttemu, const std::string& system, const Options& o) {
   std::optional<ttemu::bench::ScratchFile> scratch;
-  std::string file = fmt::format("{}/{}.yaml", TTEMU_TOPOLOGIES, system);
+  std::string file = system.ends_with(".yaml") ? system : fmt::format("{}/{}.yaml", TTEMU_TOPOLOGIES, system);
   std::smatch dims;
   if (std::regex_match(system, dims, std::regex(R"((\d+)x(\d+))"))) {
     scratch.emplace(mesh_yaml(std::stoi(dims[1]), std::stoi(dims[2])));
