@@ -154,18 +154,16 @@ void read_options(std::span<const uint8_t> body, size_t at, CaptureInterface& ou
   }
 }
 
-}  // namespace
-
-Capture read_pcapng(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(fmt::format("cannot read the capture {}", path));
-  const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::span<const uint8_t> all(file);
+Capture parse_pcapng(std::span<const uint8_t> all) {
+  // Every pcapng file starts with a section header (an empty file, a pcap or a text is not one).
+  if (all.size() < 12 || get<uint32_t>(all, 0) != kSectionHeader) {
+    throw std::runtime_error("not a pcapng file (it does not start with a section header)");
+  }
   Capture c;
   size_t at = 0;
-  while (at < file.size()) {
+  while (at < all.size()) {
     const auto type = get<uint32_t>(all, at), total = get<uint32_t>(all, at + 4);
-    if (total < 12 || total % 4 != 0 || at + total > file.size()) throw std::runtime_error("pcapng: a bad block length");
+    if (total < 12 || total % 4 != 0 || at + total > all.size()) throw std::runtime_error("pcapng: a bad block length");
     const auto body = all.subspan(at + 8, total - 12);
     if (type == kSectionHeader && get<uint32_t>(body, 0) != kByteOrderMagic) {
       throw std::runtime_error("pcapng: not a little-endian section");
@@ -189,6 +187,19 @@ Capture read_pcapng(const std::string& path) {
     at += total;
   }
   return c;
+}
+
+}  // namespace
+
+Capture read_pcapng(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("cannot read the capture {}", path));
+  const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    return parse_pcapng(file);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
+  }
 }
 
 }  // namespace ttemu::wire

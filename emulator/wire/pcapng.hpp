@@ -63,7 +63,9 @@ struct Capture {
   std::vector<CapturedDatagram> datagrams;   // in file order
 };
 // Reads a capture written by PcapngWriter (one little-endian section, LINKTYPE_RAW IPv4/UDP
-// packets; other block types are skipped). Throws std::runtime_error on a malformed file.
+// packets; other block types are skipped). Throws std::runtime_error, the path first, for a
+// file that cannot be read, does not start with a section header ("not a pcapng file"), or is
+// malformed.
 Capture read_pcapng(const std::string& path);
 
 }  // namespace ttemu::wire
