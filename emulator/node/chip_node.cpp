@@ -139,6 +139,7 @@ ChipNode::ChipNode(ChipNodeConfig config, session::Center::Memory memory, chip::
   ctl_.data_fvcs = static_cast<uint32_t>(cfg_.router.data_fvcs);
   fabric_.center().set_noc_grid(cfg_.tensix_cores, cfg_.tensix_l1);
   fabric_.center().set_memory_windows(&control.windows, cfg_.memory);
+  fabric_.set_delivery_tap(cfg_.delivered);
   for (const auto& pc : cfg_.ports) {
     if (pc.number >= routing::kMaxPorts) throw std::invalid_argument("port " + std::to_string(pc.number) + " does not exist");
     auto p = std::make_unique<Port>();

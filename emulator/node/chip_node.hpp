@@ -63,6 +63,7 @@ struct ChipNodeConfig {
   uint64_t tensix_l1 = 0;   // bytes of L1 per Tensix core
   // Open, or protected: every RDMA packet needs a key of the chip's memory windows.
   session::MemoryMode memory = session::MemoryMode::kOpen;
+  session::FabricNode::DeliveryTap delivered;  // unset: none (FabricNode::set_delivery_tap)
 };
 
 // What a node tells its driver. Every call happens inside one of the node's own calls.

@@ -188,6 +188,7 @@ bool FabricNode::poll(routing::Time now, Output& out) {
     center_out_.replies.clear();
     center_out_.for_workers.clear();
     for (auto& p : actions_.delivered) {
+      if (delivery_tap_) delivery_tap_(p);
       out.committed.push_back(p.header);
       const auto c = p.header.command;
       if (routing::is_socket(c) || (c == routing::Command::kNack && p.header.txn_id == routing::kSocketTxn)) {

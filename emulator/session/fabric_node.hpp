@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -64,6 +65,11 @@ class FabricNode {
   void socket_request(routing::Packet p) { socket_requests_.push_back(std::move(p)); }
   // A local worker's packet; false if its FVC's buffer is full.
   bool inject(routing::Packet packet, routing::Time now) { return router_.inject(std::move(packet), now); }
+  // Sees every packet the router delivers to this chip, payload and all, before the center or
+  // the socket layer takes it (the simulator's record of deliveries). Unset (chip processes):
+  // one test per delivered packet.
+  using DeliveryTap = std::function<void(const routing::Packet&)>;
+  void set_delivery_tap(DeliveryTap tap) { delivery_tap_ = std::move(tap); }
 
   struct Output {
     std::vector<routing::Packet> for_workers;   // acks, NACKs, read responses
@@ -126,6 +132,7 @@ class FabricNode {
   routing::RouterConfig config_;
   transport::CreditReturns credits_owed_;  // by port index * lanes + lane
   BufferPool& buffers_;
+  DeliveryTap delivery_tap_;
   void flush_credits(routing::Time now);
 };
 

@@ -145,6 +145,7 @@ void FabricSim::build(Node& n, int v) {
   nc.tensix_l1 = cfg_.tensix_cores > 0 ? cfg_.l1_bytes / static_cast<size_t>(cfg_.tensix_cores) : 0;
   nc.tables = tables().of_node(v);
   nc.memory = cfg_.memory;
+  if (cfg_.delivered) nc.delivered = [this, at = n.id](const Packet& p) { cfg_.delivered(at, p); };
   for (uint8_t port : sys_.wired_ports(v)) {
     const PortId self{n.id, port};
     const PortId peer = *sys_.peer(self);

@@ -62,6 +62,9 @@ struct SimConfig {
   // reaches it. Unset: nothing is tapped, nothing copied.
   std::function<void(routing::PortId from, link::Time at, std::span<const uint8_t> datagram)> tap;
   std::vector<routing::PortId> tap_ends;
+  // A tap on deliveries (ttemu sim's record of them): each packet a chip's router delivers to
+  // it (requests and answers alike), with its payload, as it is delivered. Unset: none.
+  std::function<void(routing::ChipId at, const routing::Packet& packet)> delivered;
 };
 
 // What the simulated control plane heard and did, in order: the lines of its event log, not
