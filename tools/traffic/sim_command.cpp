@@ -25,6 +25,7 @@
 #include "launcher/cli_checks.hpp"
 #include "launcher/event_log.hpp"
 #include "launcher/launch.hpp"
+#include "tools/traffic/deliveries.hpp"
 #include "tools/traffic/pattern_report.hpp"
 #include "tools/traffic/sim_capture.hpp"
 #include "tools/traffic/sim_sockets.hpp"
@@ -565,6 +566,9 @@ void run_sim(const SimOptions& o, int& exit_status) {
   const uint64_t need = (o.op == "read" ? 4 : 2) * block * static_cast<uint64_t>(sys.node_count());
   if (need > (uint64_t{1} << 32)) throw Error(fmt::format("--size x --count x chips is too large ({} bytes of L1 per chip)", need));
   cfg.l1_bytes = std::max<size_t>(cfg.l1_bytes, need);
+  // What the fabric delivers, per pair of chips: each pattern's report says.
+  Deliveries deliveries;
+  cfg.delivered = [&deliveries](ChipId at, const routing::Packet& p) { deliveries.add(at, p); };
   SocketRunOptions so = o.sockets;
   so.size = o.size, so.count = o.count, so.fvc = o.fvc, so.seed = cfg.seed, so.limit_s = o.limit_s;
   so.l1cb = static_cast<uint32_t>(o.l1cb_kib) << 10;
@@ -659,8 +663,10 @@ void run_sim(const SimOptions& o, int& exit_status) {
       }
     }
     for (const auto& [p, plane] : runs) {
+      const Deliveries before = deliveries;
       if (o.op == "socket") {
         json r = run_socket_pattern(sim, sys, so, p, plane, runner.pairs_of(p), cfg.l1_bytes);
+        r["deliveries"] = deliveries.since(before).to_json();
         bad = bad || r["errors"].get<uint64_t>() > 0 || r["unverified"].get<uint64_t>() > 0;
         if (o.json) {
           fmt::print("{}\n", r.dump());
@@ -671,11 +677,13 @@ void run_sim(const SimOptions& o, int& exit_status) {
                      so.handshake, r["bytes"].get<double>(), r["seconds"].get<double>(), r["gb_per_s"].get<double>(),
                      r["verified"].get<uint64_t>(), r["errors"].get<uint64_t>(), r["unverified"].get<uint64_t>(),
                      r["open_errors"].get<uint64_t>(), r["spilled"].get<uint64_t>());
+          fmt::print("{:<18} {}\n", "", delivery_line(r["deliveries"]));
         }
         std::fflush(stdout);
         continue;
       }
       json r = runner.run(p, plane);
+      r["deliveries"] = deliveries.since(before).to_json();
       bad = bad || r["errors"].get<uint64_t>() > 0;
       if (o.json) {
         fmt::print("{}\n", r.dump());
@@ -696,6 +704,7 @@ void run_sim(const SimOptions& o, int& exit_status) {
                    "", r["dead_chips"].dump(), r["pairs_to_dead"].get<size_t>(), r["pairs_from_dead"].get<size_t>(),
                    r["retried"].get<uint64_t>(), r["tables_version"].get<int>());
       }
+      fmt::print("{:<18} {}\n", "", delivery_line(r["deliveries"]));
       std::fflush(stdout);
     }
     // What follows the traffic: the sim runs on until the last cut, restart and fault window

@@ -2,8 +2,9 @@
 // ChipNode of the chip processes. It drives the traffic patterns of `ttemu traffic` from
 // simulated workers that submit through each chip's command buffer, with a fault plan, chip
 // kills and restarts and link cuts at simulated times, verifies every byte, and reports the
-// same fields as `ttemu traffic` plus what the faults did. The same seed gives the same run and
-// the same trace, byte for byte.
+// same fields as `ttemu traffic` plus what the faults did, and what the fabric delivered per pair
+// of chips (deliveries.hpp). The same seed gives the same run and the same trace, byte for
+// byte.
 #pragma once
 
 #include <CLI/CLI.hpp>
