@@ -11,6 +11,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -27,7 +28,9 @@
 #include "launcher/launch.hpp"
 #include "tools/traffic/deliveries.hpp"
 #include "tools/traffic/pattern_report.hpp"
+#include "tools/traffic/replay.hpp"
 #include "tools/traffic/sim_capture.hpp"
+#include "tools/traffic/sim_replay.hpp"
 #include "tools/traffic/sim_sockets.hpp"
 
 namespace ttemu::tools {
@@ -57,6 +60,7 @@ struct SimOptions {
   std::string snapshot;
   std::string capture;                     // pcapng of the wire's datagrams (sim_capture.hpp)
   std::vector<std::string> capture_links;  // ... of these links only
+  std::string replay;  // a capture's injections instead of patterns (replay.hpp)
   std::string op = "write";  // write | read (the writes, then read back) | atomic (increments) | socket
   SocketRunOptions sockets;   // --op socket
   int dscb_kib = -1;          // -1: 256 KiB with end-to-end handshake, none with local
@@ -548,7 +552,9 @@ void run_sim(const SimOptions& o, int& exit_status) {
   const std::string file = o.file.empty() ? default_system_file() : o.file;
   const control::System sys = control::load_system(file);
   const control::TableSet tables = control::compute_tables(sys);
-  const auto patterns = control::expand_patterns(o.patterns);
+  // --replay: the capture read, or refused, before anything runs; it replaces the patterns.
+  const std::optional<Replay> replay = o.replay.empty() ? std::nullopt : std::optional(read_replay(o.replay, sys));
+  const auto patterns = replay ? std::vector<std::string>{} : control::expand_patterns(o.patterns);
   sim::SimConfig cfg;
   link::FaultPlan plan;
   if (!o.faults.empty()) plan = link::load_fault_plan(o.faults, sys.wiring());
@@ -566,7 +572,15 @@ void run_sim(const SimOptions& o, int& exit_status) {
   const uint64_t need = (o.op == "read" ? 4 : 2) * block * static_cast<uint64_t>(sys.node_count());
   if (need > (uint64_t{1} << 32)) throw Error(fmt::format("--size x --count x chips is too large ({} bytes of L1 per chip)", need));
   cfg.l1_bytes = std::max<size_t>(cfg.l1_bytes, need);
-  // What the fabric delivers, per pair of chips: each pattern's report says.
+  if (replay) {
+    if (std::max(replay->l1_bytes, replay->dram_bytes) > (uint64_t{1} << 32)) {
+      throw Error(fmt::format("--replay {}: its addresses need {} bytes of L1 and {} of DRAM per chip, more than the simulator has",
+                              o.replay, replay->l1_bytes, replay->dram_bytes));
+    }
+    cfg.l1_bytes = std::max<size_t>(cfg.l1_bytes, replay->l1_bytes);
+    cfg.dram_bytes = std::max<size_t>(cfg.dram_bytes, replay->dram_bytes);
+  }
+  // What the fabric delivers, per pair of chips: each pattern's and the replay's reports say.
   Deliveries deliveries;
   cfg.delivered = [&deliveries](ChipId at, const routing::Packet& p) { deliveries.add(at, p); };
   SocketRunOptions so = o.sockets;
@@ -653,6 +667,26 @@ void run_sim(const SimOptions& o, int& exit_status) {
     if (!o.json) {
       fmt::print("ttemu sim: {}: {} chip(s), {} link(s), seed {}, {} memory, simulated\n", file, sys.node_count(), sys.links.size(),
                  cfg.seed, o.memory);
+    }
+    if (replay) {
+      if (!replay->complete()) {
+        std::fflush(stdout);  // (after the heading)
+        fmt::print(stderr, "ttemu sim: warning: --replay {} has {} of the {} link ends of {}: only the requests that crossed them are replayed\n",
+                   o.replay, replay->link_ends_captured, replay->link_ends, file);
+      }
+      json r = run_replay(sim, sys, *replay, o.replay, o.limit_s, deliveries);
+      if (o.json) {
+        fmt::print("{}\n", r.dump());
+      } else {
+        fmt::print("{:<18} {:>5} injection(s) from {} link end(s) of {}, {} bad frame(s) skipped, in {:.6f} s (simulated){}: "
+                   "nacks {}, router events {}\n",
+                   "replay", r["injections"].get<size_t>(), r["link_ends_captured"].get<size_t>(), r["link_ends"].get<size_t>(),
+                   r["bad_frames"].get<uint64_t>(), r["seconds"].get<double>(), r["idle"].get<bool>() ? "" : ", not idle at the limit",
+                   r["nacks"].get<uint64_t>(), r["router_events"].get<size_t>());
+        fmt::print("{:<18} {}\n", "", delivery_line(r["deliveries"]));
+      }
+      std::fflush(stdout);
+      bad = !r["idle"].get<bool>();
     }
     PatternRun runner(sim, sys, tables, o, cfg.l1_bytes);
     std::vector<std::pair<std::string, int>> runs;  // each pattern on each plane
@@ -780,8 +814,18 @@ void add_sim_command(CLI::App& app, int& exit_status) {
                 "Chips report data rates per router and port (and error-rate alarms) this often, in simulated time, while traffic flows; 0: never")
       ->check(whole_number(0, 3600000));
   c->add_option("--latency-samples", o->samples, "Single writes timed per pattern")->check(whole_number<int>(1, 100000));
-  c->add_option("--limit", o->limit_s, "Simulated seconds a pattern may take")->check(number_in(0.001, 3600));
-  c->add_flag("--json", o->json, "One JSON object per pattern");
+  c->add_option("--limit", o->limit_s, "Simulated seconds a pattern may take (a replay: after its last injection)")
+      ->check(number_in(0.001, 3600));
+  c->add_flag("--json", o->json, "One JSON object per pattern (or for the replay)");
+  auto* replay = c->add_option("--replay", o->replay,
+                               "Instead of patterns, inject again the requests of a capture written by --capture, each from its "
+                               "source at its time, into the system given, and report what was delivered (docs/capture.md#replay)");
+  // A replay's traffic is the capture's: the options that shape a pattern have no say in it.
+  for (const char* shaping : {"--pattern", "--size", "--count", "--fvc", "--src", "--dst", "--plane", "--op", "--socket",
+                              "--handshake", "--l1cb-kib", "--dscb-kib", "--reader-stalls", "--memory", "--retry",
+                              "--latency-samples"}) {
+    replay->excludes(c->get_option(shaping));
+  }
   c->callback([o, &exit_status] { run_sim(*o, exit_status); });
 }
 

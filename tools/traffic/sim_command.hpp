@@ -3,7 +3,8 @@
 // simulated workers that submit through each chip's command buffer, with a fault plan, chip
 // kills and restarts and link cuts at simulated times, verifies every byte, and reports the
 // same fields as `ttemu traffic` plus what the faults did, and what the fabric delivered per pair
-// of chips (deliveries.hpp). The same seed gives the same run and the same trace, byte for
+// of chips (deliveries.hpp). With --replay it injects a capture's requests again instead
+// (replay.hpp, sim_replay.hpp). The same seed gives the same run and the same trace, byte for
 // byte.
 #pragma once
 
