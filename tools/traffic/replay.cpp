@@ -29,7 +29,7 @@ constexpr uint32_t kPacketLanes = 0x100;  // packet lanes' frame addresses (as t
 // (as the dissector does). `last` becomes the match.
 bool crc_good(const link::ParsedFrame& f, link::SeqExtension& last) {
   if (link::crc_ok(f, last)) return true;
-  std::vector<link::SeqExtension> tries = {last, {last.tx_wraps + 1, last.rx_wraps}, {last.tx_wraps, last.rx_wraps + 1},
+  std::vector<link::SeqExtension> tries = {{last.tx_wraps + 1, last.rx_wraps}, {last.tx_wraps, last.rx_wraps + 1},
                                            {last.tx_wraps + 1, last.rx_wraps + 1}};
   for (uint64_t tx = 0; tx < 8; ++tx) {
     for (uint64_t rx = 0; rx < 8; ++rx) tries.push_back({tx, rx});
