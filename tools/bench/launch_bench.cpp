@@ -176,7 +176,7 @@ json measure(const std::string& ttemu, const std::string& system, const Options&
     scratch.emplace(mesh_yaml(std::stoi(dims[1]), std::stoi(dims[2])));
     file = scratch->path();
   }
-  json r = {{"system", system}};
+  json r = {{"system", system.ends_with(".yaml") ? fs::path(system).stem().string() : system}};
   int fd = -1;
   const auto t0 = Clock::now();
   const pid_t launcher = spawn({ttemu, "launch", file, "--ready-timeout", "300"}, &fd);
@@ -267,14 +267,14 @@ int main(int argc, char** argv) {
     all.push_back(r);
     if (r.contains("error")) {
       ok = false;
-      if (!o.json) fmt::print("{:<10} {}\n", system, r["error"].get<std::string>());
+      if (!o.json) fmt::print("{:<10} {}\n", r["system"].get<std::string>(), r["error"].get<std::string>());
       continue;
     }
     const json& left = r["left"];
     const bool clean = left["processes"] == 0 && left["segments"] == 0 && !left["socket"].get<bool>();
     ok = ok && clean && r["status_ok"].get<bool>() && (!r.contains("traffic") || r["traffic"]["ok"].get<bool>());
     if (!o.json) {
-      fmt::print("{:<10} {:>6} {:>6} {:>9.2f} {:>9.2f} {:>9.1f} {:>6.2f}s {:>8.1f}% {:>8.2f} {:>7}  {}\n", system, r["chips"].get<int>(),
+      fmt::print("{:<10} {:>6} {:>6} {:>9.2f} {:>9.2f} {:>9.1f} {:>6.2f}s {:>8.1f}% {:>8.2f} {:>7}  {}\n", r["system"].get<std::string>(), r["chips"].get<int>(),
                  r["links"].get<int>(), r["ready_s"].get<double>(), r["raw_start_s"].get<double>(),
                  r["ready_s"].get<double>() / r["raw_start_s"].get<double>(), r["status_s"].get<double>(),
                  r["idle_cpu_percent"].get<double>(), r["stop_s"].get<double>(), clean ? "nothing" : left.dump(),
