@@ -8,6 +8,7 @@
 #include "emulator/common/error.hpp"
 #include "launcher/launch.hpp"
 #include "tools/campaign/campaign_command.hpp"
+#include "tools/traffic/capture_command.hpp"
 #include "tools/traffic/sim_command.hpp"
 #include "launcher/diagnose_command.hpp"
 #include "launcher/events_command.hpp"
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
   ttemu::launcher::add_multi_host_commands(app, exit_status);
   ttemu::tools::add_traffic_command(app, exit_status);
   ttemu::tools::add_sim_command(app, exit_status);
+  ttemu::tools::add_capture_command(app, client, exit_status);
   ttemu::tools::add_campaign_command(app, exit_status);
   try {
     app.parse(own, argv);

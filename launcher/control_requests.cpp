@@ -43,6 +43,19 @@ bool bool_field(const json& req, const char* name, bool fallback) {
   return v->get<bool>();
 }
 
+// A list of names (at most 4096; absent: none); `what` says what it holds, for the error.
+std::vector<std::string> string_list_field(const json& req, const char* name, const char* what) {
+  std::vector<std::string> out;
+  const json* f = field(req, name);
+  if (!f) return out;
+  if (!f->is_array() || f->size() > 4096) throw Error(fmt::format("{} must be {}, not {}", name, what, shown(*f)));
+  for (const auto& item : *f) {
+    if (!item.is_string()) throw Error(fmt::format("{}: {} is not a name", name, shown(item)));
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
 // A misspelt field would otherwise be ignored, and its default used without a word.
 void only_fields(const json& req, const std::string& cmd, std::initializer_list<const char*> known) {
   for (const auto& item : req.items()) {
@@ -121,6 +134,24 @@ std::optional<json> respond(std::string_view line, ControlTarget& target, const 
     target.snapshot(later);
     return std::nullopt;
   }
+  if (cmd == "capture") {
+    only_fields(req, cmd, {"sink", "stop", "links"});
+    CaptureRequest c;
+    c.sink = string_field(req, "sink");
+    if (c.sink.empty() || c.sink.size() > 100) throw Error(fmt::format("sink '{}' is not a capture sink's name", printable(c.sink)));
+    c.stop = bool_field(req, "stop", false);
+    c.links = string_list_field(req, "links", "a list of ports");
+    require_ready(target);
+    target.capture(c, later);
+    return std::nullopt;
+  }
+  if (cmd == "deliveries") {
+    only_fields(req, cmd, {"record"});
+    const bool record = bool_field(req, "record", true);
+    require_ready(target);
+    target.deliveries(record, later);
+    return std::nullopt;
+  }
   if (cmd == "stall") {
     only_fields(req, cmd, {"chip", "fvc", "stalled"});
     const std::string chip = string_field(req, "chip");
@@ -132,14 +163,7 @@ std::optional<json> respond(std::string_view line, ControlTarget& target, const 
   }
   if (cmd == "tables") {
     only_fields(req, cmd, {"fail"});
-    std::vector<std::string> fail;
-    if (const json* f = field(req, "fail")) {
-      if (!f->is_array() || f->size() > 4096) throw Error(fmt::format("fail must be a list of chips and ports, not {}", shown(*f)));
-      for (const auto& item : *f) {
-        if (!item.is_string()) throw Error(fmt::format("fail: {} is not a chip or port name", shown(item)));
-        fail.push_back(item.get<std::string>());
-      }
-    }
+    const std::vector<std::string> fail = string_list_field(req, "fail", "a list of chips and ports");
     require_ready(target);
     return target.reload_tables(fail);
   }
@@ -170,7 +194,7 @@ std::optional<json> respond(std::string_view line, ControlTarget& target, const 
     stop = true;
     return json{{"ok", true}};
   }
-  throw Error(fmt::format("unknown cmd '{}' (status, events_log, faults, stream, ping, snapshot, stall, tables, link_admin, chip, injection, stop)", printable(cmd)));
+  throw Error(fmt::format("unknown cmd '{}' (status, events_log, faults, stream, ping, snapshot, capture, deliveries, stall, tables, link_admin, chip, injection, stop)", printable(cmd)));
 }
 
 }  // namespace

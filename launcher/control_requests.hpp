@@ -48,6 +48,15 @@ struct LinkTestRequest {
   int timeout_s = 120;  // the test fails if it has not finished by then
 };
 
+// A live capture (`ttemu capture`): start recording the datagrams of `links` (ports as the
+// client wrote them, each meaning its link's two ends; none: every link) to the capture sink
+// named `sink` (wire/capture_stream.hpp), or stop the capture of that sink.
+struct CaptureRequest {
+  std::string sink;
+  bool stop = false;
+  std::vector<std::string> links;
+};
+
 // What requests act on: the launcher, or a stub.
 class ControlTarget {
  public:
@@ -72,6 +81,11 @@ class ControlTarget {
   // Every chip's routing buffers, credits and links (ttemu snapshot), through `reply` once the
   // chips have answered.
   virtual void snapshot(Reply reply) = 0;
+  // Starts or stops a capture, replying once the chips have (see CaptureRequest).
+  virtual void capture(const CaptureRequest& capture, Reply reply) = 0;
+  // Every chip records what its router delivers, afresh (record) or no more; replies with the
+  // record until now ({"deliveries": session::Deliveries::to_json, "silent": chips}).
+  virtual void deliveries(bool record, Reply reply) = 0;
   // The event log as written so far: {"path", "host", "text"} (`ttemu events` on another host
   // of a multi-host launch).
   virtual nlohmann::json event_log() = 0;

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -30,6 +31,8 @@
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/process/chip_messages.hpp"
 #include "emulator/process/shm_transport.hpp"
+#include "emulator/session/deliveries.hpp"
+#include "emulator/wire/capture_stream.hpp"
 #include "launcher/chip_memory.hpp"
 #include "launcher/control_requests.hpp"
 #include "launcher/control_server.hpp"
@@ -245,6 +248,8 @@ class Launcher : public ControlTarget {
                    [&](const msg::StreamDone& d) { finish(d.id); },
                    [&](const msg::PingDone& d) { finish(d.id); },
                    [&](const msg::SnapshotTaken& t) { finish(t.id); },
+                   [&](const msg::Captured& c) { finish(c.id); },
+                   [&](const msg::DeliveriesTaken& d) { finish(d.id); },
                    [&](const msg::StatusPushed&) { drain_status(node); },
                    [&](const msg::ChipError& e) { fmt::print(stderr, "ttemu: chip {}: {}\n", name, e.message); },
                },
@@ -542,42 +547,153 @@ class Launcher : public ControlTarget {
     assemble(json::object(), json::object());
   }
 
-  // Every live chip's state (ttemu snapshot): each answers on its control socket; one that has
-  // not within kSnapshotWait (its event loop is stuck) is named as silent.
-  void snapshot(Reply reply) override {
+  // Asks each chip of `nodes` (live ones) the message make(id) and gathers their answers by
+  // node, each the chip's reply message as JSON; done(answers) once every one has answered, or
+  // after kSnapshotWait with the chips that had not (their event loops are stuck) left out.
+  void ask_chips(const std::vector<int>& nodes, const std::function<msg::ToChip(int node, uint64_t id)>& make,
+                 std::function<void(const std::map<int, json>&)> done) {
     struct Gather {
-      json chips;
+      std::map<int, json> answers;
       int waiting = 0;
       bool replied = false;
       std::vector<uint64_t> ids;
     };
     auto g = std::make_shared<Gather>();
     auto timer = std::make_shared<asio::steady_timer>(io_);
-    auto answer = [this, g, timer, reply] {
+    auto answer = [this, g, timer, done = std::move(done)] {
       if (g->replied) return;
       g->replied = true;
       timer->cancel();
       for (uint64_t id : g->ids) pending_.erase(id);
-      reply({{"job", job_.text()}, {"uptime_s", uptime()}, {"tables_version", live_ ? live_->version() : 1}, {"chips", g->chips}});
+      done(g->answers);
     };
-    for (int v = 0; v < sys_.node_count(); ++v) {
-      const std::string name = to_string(sys_.chips[static_cast<size_t>(v)].id);
-      g->chips.push_back(chips_->alive(v) ? json{{"chip", name}, {"answered", false}} : json{{"chip", name}, {"dead", true}});
+    for (int v : nodes) {
       if (!chips_->alive(v)) continue;
       const uint64_t id = ++next_test_;
       g->ids.push_back(id);
       ++g->waiting;
       pending_[id] = [g, v, answer](const json& taken) {
-        g->chips[static_cast<size_t>(v)] = taken.at("state");
+        g->answers[v] = taken;
         if (--g->waiting == 0) answer();
       };
-      send(v, msg::Snapshot{id});
+      send(v, make(v, id));
     }
     if (g->waiting == 0) return answer();
     timer->expires_after(kSnapshotWait);
     timer->async_wait([answer](auto ec) {
       if (!ec) answer();
     });
+  }
+
+  std::vector<int> every_node() const {
+    std::vector<int> v(static_cast<size_t>(sys_.node_count()));
+    std::iota(v.begin(), v.end(), 0);
+    return v;
+  }
+
+  // Every live chip's state (ttemu snapshot); a chip that does not answer is named as silent.
+  void snapshot(Reply reply) override {
+    ask_chips(every_node(), [](int, uint64_t id) { return msg::Snapshot{id}; }, [this, reply](const std::map<int, json>& answers) {
+      json chips = json::array();
+      for (int v = 0; v < sys_.node_count(); ++v) {
+        const std::string name = to_string(sys_.chips[static_cast<size_t>(v)].id);
+        chips.push_back(answers.count(v) ? answers.at(v).at("state")
+                        : chips_->alive(v) ? json{{"chip", name}, {"answered", false}}
+                                           : json{{"chip", name}, {"dead", true}});
+      }
+      reply({{"job", job_.text()}, {"uptime_s", uptime()}, {"tables_version", live_ ? live_->version() : 1}, {"chips", chips}});
+    });
+  }
+
+  // ttemu capture (docs/capture.md): the chips with a captured link end record what those ends
+  // send to the client's sink. One capture at a time; one whose client is gone is taken over.
+  void capture(const CaptureRequest& c, Reply reply) override {
+    if (agents_) throw Error("ttemu capture does not reach the chips of other hosts yet: it runs on single-host launches");
+    if (c.stop) {
+      if (c.sink != capture_sink_) throw Error(fmt::format("no capture to '{}' is running", printable(c.sink)));
+      capture_sink_.clear();
+      const std::vector<int> nodes = std::exchange(capture_nodes_, {});
+      return ask_chips(nodes, [](int, uint64_t id) { return msg::Capture{id, "", {}}; },
+                       [this, nodes, reply](const std::map<int, json>& answers) { reply(capture_report(nodes, answers)); });
+    }
+    if (!capture_sink_.empty() && capture_sink_ != c.sink && wire::capture_sink_exists(capture_sink_)) {
+      throw Error("another ttemu capture is running; stop it first");
+    }
+    std::map<int, std::vector<uint8_t>> ports;  // by node: the ends it records
+    auto add = [&](routing::PortId end) { ports[*sys_.node(end.chip)].push_back(end.port); };
+    for (const auto& name : c.links) {
+      const auto port = routing::parse_port(name);
+      if (!port || !sys_.node(port->chip) || !sys_.peer(*port)) {
+        throw Error(fmt::format("'{}' is not a wired port of {}", printable(name), o_.file));
+      }
+      add(*port);
+      add(*sys_.peer(*port));
+    }
+    if (c.links.empty()) {
+      for (const auto& l : sys_.links) add(l.a), add(l.b);
+    }
+    // Chips of a capture taken over that record nothing now stop.
+    for (int v : capture_nodes_) ports.try_emplace(v);
+    capture_nodes_.clear();
+    for (const auto& [v, p] : ports) {
+      if (!p.empty()) capture_nodes_.push_back(v);
+    }
+    capture_sink_ = c.sink;
+    std::vector<int> nodes;
+    for (const auto& [v, p] : ports) nodes.push_back(v);
+    ask_chips(nodes, [ports, sink = c.sink](int v, uint64_t id) {
+                return ports.at(v).empty() ? msg::Capture{id, "", {}} : msg::Capture{id, sink, ports.at(v)};
+              },
+              [this, nodes, reply](const std::map<int, json>& answers) {
+                json r = capture_report(nodes, answers);
+                if (r.contains("error")) {  // a chip could not reach the sink: none records
+                  capture_sink_.clear();
+                  ask_chips(std::exchange(capture_nodes_, {}), [](int, uint64_t id) { return msg::Capture{id, "", {}}; },
+                            [](const std::map<int, json>&) {});
+                }
+                reply(r);
+              });
+  }
+
+  // ttemu traffic --replay: every live chip records what its router delivers, afresh (record)
+  // or no more; the reply is the system's record until now, and the chips that did not answer.
+  void deliveries(bool record, Reply reply) override {
+    if (agents_) throw Error("recording deliveries does not reach the chips of other hosts yet: it runs on single-host launches");
+    ask_chips(every_node(), [record](int, uint64_t id) { return msg::RecordDeliveries{id, record}; },
+              [this, reply](const std::map<int, json>& answers) {
+                session::Deliveries all;
+                json silent = json::array();
+                for (int v = 0; v < sys_.node_count(); ++v) {
+                  if (answers.count(v)) all.add(session::Deliveries::from_json(answers.at(v).at("deliveries")));
+                  else if (chips_->alive(v)) silent.push_back(to_string(sys_.chips[static_cast<size_t>(v)].id));
+                }
+                reply({{"deliveries", all.to_json()}, {"silent", silent}});
+              });
+  }
+
+  // The chips' answers to a Capture: what the capture that ended recorded and dropped, the
+  // chips that are recording, and those that did not answer; an error if a chip could not start.
+  json capture_report(const std::vector<int>& asked, const std::map<int, json>& answers) const {
+    uint64_t recorded = 0, dropped = 0;
+    json silent = json::array(), lost = json::array();
+    for (int v : asked) {
+      const std::string name = to_string(sys_.chips[static_cast<size_t>(v)].id);
+      if (!answers.count(v)) {
+        silent.push_back(name);
+        continue;
+      }
+      const json& a = answers.at(v);
+      if (!a.at("error").get<std::string>().empty()) {
+        return {{"error", fmt::format("chip {}: {}", name, a.at("error").get<std::string>())}};
+      }
+      recorded += a.at("recorded").get<uint64_t>();
+      dropped += a.at("dropped").get<uint64_t>();
+      if (a.at("sink_lost").get<bool>()) lost.push_back(name);
+    }
+    json chips = json::array();
+    for (int v : capture_nodes_) chips.push_back(to_string(sys_.chips[static_cast<size_t>(v)].id));
+    return {{"ok", true}, {"sink", capture_sink_}, {"recording", chips}, {"recorded", recorded}, {"dropped", dropped},
+            {"silent", silent}, {"sink_lost", lost}};
   }
 
   json apply_faults(const std::string& text, const std::string& source, bool from_now) override {
@@ -825,7 +941,9 @@ class Launcher : public ControlTarget {
   std::set<routing::PortId> busy_;  // ports with a link test or ping running
   std::unique_ptr<EventLog> log_;
   std::deque<json> events_;         // the event log's last 1000 entries, newest last
-  uint64_t next_test_ = 0;  // ids of link tests and snapshot requests
+  uint64_t next_test_ = 0;  // ids of link tests and of questions to chips (ask_chips)
+  std::string capture_sink_;        // the capture running (ttemu capture), if any ...
+  std::vector<int> capture_nodes_;  // ... and the chips recording for it
   std::set<std::pair<int, int>> cut_;  // pairs of hosts cut apart (report_cuts)
   static constexpr std::chrono::seconds kSnapshotWait{2};
   // How long an idle link between hosts goes unheard before it proves its wire: a cut is found

@@ -3,6 +3,9 @@
 // by field as ttemu's own parsers read the same bytes: every frame's header, CRC status and
 // fabric packet. Every link end captured is an interface named after it; the packets are those
 // of the traffic pattern; a byte corrupted in a copy of the capture shows as a bad CRC.
+// `ttemu capture` records a running Galaxy's links while `ttemu traffic` runs: the same file,
+// the same decoding, every write of the pattern there once, and the capture replays in the
+// simulator to the pattern's deliveries.
 // Skipped when tshark (Debian package tshark) is not installed.
 #include <cstdlib>
 #include <cstring>
@@ -10,12 +13,14 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "emulator/link/efc.hpp"
 #include "emulator/link/frame.hpp"
 #include "emulator/routing/packet.hpp"
 #include "emulator/transport/lanes.hpp"
 #include "emulator/wire/pcapng.hpp"
-#include "tests/test_support.hpp"
+#include "tests/system_support.hpp"
 
 namespace ttemu::test {
 namespace {
@@ -218,6 +223,178 @@ TEST(Capture, GalaxyTrafficDecodesInTsharkFieldByField) {
   ASSERT_EQ(lines.size(), 1u) << r.stdout_text;
   EXPECT_EQ(split(lines[0], '\t')[0], std::to_string(victim + 1));
   EXPECT_NE(lines[0].find("Bad CRC32"), std::string::npos) << lines[0];
+}
+
+// The JSON objects among a command's output lines (the capture's summary, traffic's reports).
+std::vector<nlohmann::json> json_lines(const std::string& out) {
+  std::vector<nlohmann::json> v;
+  for (const auto& line : split(out, '\n')) {
+    if (line.empty() || line[0] != '{') continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded()) v.push_back(std::move(j));
+  }
+  return v;
+}
+
+nlohmann::json with_key(const std::vector<nlohmann::json>& objects, const std::string& key) {
+  for (const auto& j : objects) {
+    if (j.contains(key)) return j;
+  }
+  return {};
+}
+
+TEST(LiveCapture, GalaxyTrafficIsRecordedWholeDecodesInTsharkAndReplaysInTheSimulator) {
+  const std::string tshark = find_tshark();
+  if (tshark.empty()) GTEST_SKIP() << "tshark is not installed (Debian package tshark; bash tools/dev installs it)";
+  TempDir dir;
+  const fs::path cap = dir / "live.pcapng";
+  System sys({topo("galaxy.yaml")});
+  const auto before = std::chrono::system_clock::now();
+  const auto r = ttemu({"capture", "--job", sys.job(), "-o", cap.string(), "--json", "--", TTEMU_BINARY, "traffic",
+                        "--pattern", "all_to_all", "--size", "256", "--count", "1", "--latency-samples", "1", "--json"});
+  const auto after = std::chrono::system_clock::now();
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto lines = json_lines(r.stdout_text);
+  const auto summary = with_key(lines, "datagrams"), traffic = with_key(lines, "verified");
+  ASSERT_FALSE(summary.is_null()) << r.out;
+  ASSERT_FALSE(traffic.is_null()) << r.out;
+  EXPECT_EQ(traffic["errors"], 0);
+  EXPECT_EQ(summary["dropped"], 0) << r.out;
+  EXPECT_EQ(summary["datagrams"], summary["recorded_by_chips"]) << r.out;
+  EXPECT_EQ(summary["ended_by"], "command");
+
+  const wire::Capture c = wire::read_pcapng(cap.string());
+  const control::System galaxy = load("galaxy.yaml");
+  EXPECT_EQ(c.interfaces.size(), 2 * galaxy.links.size());
+  EXPECT_EQ(summary["datagrams"], c.datagrams.size());
+  ASSERT_GT(c.datagrams.size(), 0u);
+  // Wall-clock timestamps, inside the capture's run.
+  const auto ns = [](auto t) { return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count()); };
+  for (const auto& d : c.datagrams) {
+    ASSERT_GE(d.ns, ns(before));
+    ASSERT_LE(d.ns, ns(after));
+  }
+
+  // tshark decodes each datagram as ttemu does; every CRC is good; the pattern's writes are
+  // there, every ordered pair of chips, each write once (retransmissions and later hops share
+  // the source's packet id).
+  const auto rows = tshark_rows(tshark, cap);
+  ASSERT_EQ(rows.size(), c.datagrams.size());
+  std::set<std::pair<std::string, std::string>> write_pairs;
+  std::set<std::pair<std::string, uint64_t>> writes;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const Fields ours = decode(c.datagrams[k].bytes);
+    EXPECT_EQ(rows[k].interface, c.interfaces[c.datagrams[k].interface].name);
+    for (const auto& name : kFields) ASSERT_EQ(rows[k].fields.at(name), ours.at(name)) << name << " in datagram " << k + 1;
+    for (uint64_t st : ours.at("ttlink.crc.status")) ASSERT_EQ(st, 1u) << "datagram " << k + 1;
+    const auto& cmd = ours.at("ttfabric.command");
+    for (size_t i = 0; i < cmd.size(); ++i) {
+      if (cmd[i] != static_cast<uint64_t>(routing::Command::kWrite) || ours.at("ttfabric.size")[i] != 256) continue;
+      const std::string src = routing::to_string(routing::ChipId{static_cast<uint16_t>(ours.at("ttfabric.src_mesh")[i]),
+                                                                 static_cast<uint16_t>(ours.at("ttfabric.src_device")[i])});
+      const std::string dst = routing::to_string(routing::ChipId{static_cast<uint16_t>(ours.at("ttfabric.dst_mesh")[i]),
+                                                                 static_cast<uint16_t>(ours.at("ttfabric.dst_device")[i])});
+      write_pairs.emplace(src, dst);
+      writes.emplace(src, ours.at("ttfabric.packet_id")[i]);
+    }
+  }
+  EXPECT_EQ(write_pairs.size(), 32u * 31u);
+  EXPECT_EQ(writes.size(), traffic["pairs"].get<size_t>());
+
+  // The live capture replays in the simulator: each pair delivered its one 256-byte write.
+  const auto replay = ttemu({"sim", topo("galaxy.yaml"), "--replay", cap.string(), "--json"});
+  ASSERT_EQ(replay.status, 0) << replay.out;
+  const auto rep = with_key(json_lines(replay.stdout_text), "deliveries");
+  ASSERT_FALSE(rep.is_null()) << replay.out;
+  EXPECT_EQ(rep["complete"], true);
+  const auto& by_pair = rep["deliveries"]["by_pair"];
+  EXPECT_EQ(by_pair.size(), 32u * 31u);
+  for (const auto& p : by_pair) EXPECT_GE(p["bytes"].get<uint64_t>(), 256u) << p.dump();
+
+  // And back on the running system: ttemu traffic --replay delivers what the simulator does,
+  // for the live capture and for one the simulator made.
+  const fs::path simcap = dir / "sim.pcapng";
+  const auto simrun = ttemu({"sim", topo("galaxy.yaml"), "--pattern", "one_to_all", "--src", "M0D7", "--size", "1000",
+                             "--count", "3", "--capture", simcap.string()});
+  ASSERT_EQ(simrun.status, 0) << simrun.out;
+  for (const auto& file : {cap, simcap}) {
+    const auto live = ttemu({"traffic", "--job", sys.job(), "--replay", file.string(), "--json"});
+    ASSERT_EQ(live.status, 0) << live.out;
+    const auto lr = with_key(json_lines(live.stdout_text), "equal");
+    ASSERT_FALSE(lr.is_null()) << live.out;
+    EXPECT_EQ(lr["equal"], true) << live.out;
+    EXPECT_EQ(lr["delivered"], lr["expected"]);
+    EXPECT_GE(lr["delivered"]["packets"].get<uint64_t>(), file == cap ? 32u * 31u : 31u * 3u) << live.out;
+  }
+  EXPECT_EQ(sys.stop(), 0);
+}
+
+TEST(LiveCapture, ATrafficReplayRefusesWhatARunningSystemCannotReissue) {
+  TempDir dir;
+  const fs::path reads = dir / "reads.pcapng";
+  const auto simrun = ttemu({"sim", topo("n300.yaml"), "--pattern", "unicast", "--op", "read", "--count", "2", "--capture", reads.string()});
+  ASSERT_EQ(simrun.status, 0) << simrun.out;
+  System sys({topo("n300.yaml")});
+  auto r = ttemu({"traffic", "--job", sys.job(), "--replay", reads.string()});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("a running system replays writes and atomic increments only"), std::string::npos) << r.out;
+  r = ttemu({"traffic", "--job", sys.job(), "--replay", reads.string(), "--pattern", "unicast"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("excludes"), std::string::npos) << r.out;
+  EXPECT_EQ(sys.stop(), 0);
+}
+
+TEST(LiveCapture, BadRequestsAreOneLineAndLeaveNoFile) {
+  TempDir dir;
+  System sys({topo("n300.yaml")});
+  const fs::path f = dir / "x.pcapng";
+  auto r = ttemu({"capture", "--job", sys.job(), "-o", f.string(), "--link", "M0D0P99", "--duration", "1"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("--link: 'M0D0P99' is not a wired port of"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(f));
+  r = ttemu({"capture", "--job", sys.job(), "-o", (dir / "no" / "such" / "dir.pcapng").string(), "--duration", "1"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("-o: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no/such/dir.pcapng"), std::string::npos) << r.out;
+  // One capture at a time: a second, run while the first records, is refused and leaves no file;
+  // the first ends with the command's status.
+  const fs::path a = dir / "a.pcapng", b = dir / "b.pcapng";
+  r = ttemu({"capture", "--job", sys.job(), "-o", a.string(), "--", TTEMU_BINARY, "capture", "--job", sys.job(), "-o",
+             b.string(), "--duration", "1"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("another ttemu capture is running"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(b));
+  EXPECT_EQ(wire::read_pcapng(a.string()).interfaces.size(), 4u);  // N300: two links, four ends
+  EXPECT_EQ(sys.stop(), 0);
+}
+
+TEST(LiveCapture, CtrlCEndsItCleanlyAndAKilledCapturerIsTakenOver) {
+  TempDir dir;
+  System sys({topo("n300.yaml")});
+  // Ctrl-C: the file is complete (its interfaces, whatever came), the exit status 0.
+  for (int sig : {SIGINT, SIGKILL}) {
+    const fs::path f = dir / fmt::format("sig{}.pcapng", sig);
+    int fd = -1;
+    const pid_t pid = spawn({TTEMU_BINARY, "capture", "--job", sys.job(), "-o", f.string(), "--link", "M0D0P2"}, fd);
+    std::string out;
+    ASSERT_TRUE(read_until(fd, out, [&] { return out.find("ttemu capture: recording 2 link end(s)") != std::string::npos; },
+                           std::chrono::seconds(30))) << out;
+    ::kill(pid, sig);
+    read_until(fd, out, [] { return false; }, std::chrono::seconds(30));  // to its end
+    ::close(fd);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (sig == SIGINT) {
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+      EXPECT_EQ(wire::read_pcapng(f.string()).interfaces.size(), 2u) << out;
+    }
+  }
+  // The killed one never stopped its capture: the next takes it over.
+  const fs::path f = dir / "next.pcapng";
+  const auto r = ttemu({"capture", "--job", sys.job(), "-o", f.string(), "--duration", "0.2", "--json"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(wire::read_pcapng(f.string()).interfaces.size(), 4u);
+  EXPECT_EQ(sys.stop(), 0);
 }
 
 }  // namespace

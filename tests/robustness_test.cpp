@@ -94,7 +94,7 @@ TEST(Robustness, GarbageOnTheControlSocketIsAnsweredAndTheSystemKeepsRunning) {
       {"\"status\"\n", "a request is a JSON object like {\"cmd\": \"status\"}, not \"status\""},
       {"{}\n", "cmd is missing"},
       {"{\"cmd\": 5}\n", "cmd must be a string, not 5"},
-      {"{\"cmd\": \"frob\"}\n", "unknown cmd 'frob' (status, events_log, faults, stream, ping, snapshot, stall, tables, link_admin, chip, injection, stop)"},
+      {"{\"cmd\": \"frob\"}\n", "unknown cmd 'frob' (status, events_log, faults, stream, ping, snapshot, capture, deliveries, stall, tables, link_admin, chip, injection, stop)"},
       {"{\"cmd\": \"stall\", \"chip\": \"\\u00ff\\u0001\", \"fvc\": 0}\n", "is not a chip of"},
       {"{\"cmd\": \"status\", \"verbose\": true}\n", "unknown field 'verbose' in a status request"},
       {std::string(100000, '[') + std::string(100000, ']') + "\n", "a request is a JSON object like {\"cmd\": \"status\"}, not a list"},

@@ -150,6 +150,10 @@ class ChipNode {
   // reservations (snapshot.hpp).
   ChipSnapshot snapshot(Time now) const;
 
+  // Sees every request the router delivers to this chip from now on (unset: none); the chip
+  // process sets it while `ttemu traffic --replay` records deliveries.
+  void set_delivery_tap(session::FabricNode::DeliveryTap tap) { fabric_.set_delivery_tap(std::move(tap)); }
+
   const link::LinkCounters& counters(uint8_t port) const;
   link::LinkState link_state(uint8_t port) const;
 

@@ -4,9 +4,10 @@
 //
 // Launcher -> chip: Config (once, first), Peers (after every chip is Bound; again for a port
 // whose far end restarted), Faults, Stream and Ping (link tests), Stall, PeerDown, Tables
-// (reload them from L1), Injection (pause or resume), AdminDown, Snapshot, Stop.
+// (reload them from L1), Injection (pause or resume), AdminDown, Snapshot, Capture,
+// RecordDeliveries, Stop.
 // Chip -> launcher: Bound, LinkState, StreamDone, PingDone, StatusPushed (drain my status queue),
-// SnapshotTaken, ChipError (the chip stops after it).
+// SnapshotTaken, Captured, DeliveriesTaken, ChipError (the chip stops after it).
 #pragma once
 
 #include <chrono>
@@ -124,11 +125,28 @@ struct Snapshot {
   uint64_t id = 0;
 };
 
+// Record what `ports` send to the capture sink `sink` (wire/capture_stream.hpp), replacing a
+// capture running; an empty sink stops it. Answered with Captured.
+struct Capture {
+  static constexpr const char* kType = "capture";
+  uint64_t id = 0;
+  std::string sink;
+  std::vector<uint8_t> ports;
+};
+
+// Record what the router delivers (session::Deliveries) from now on, afresh, or stop; either
+// way answered with DeliveriesTaken: what was recorded until now.
+struct RecordDeliveries {
+  static constexpr const char* kType = "record_deliveries";
+  uint64_t id = 0;
+  bool record = true;
+};
+
 struct Stop {
   static constexpr const char* kType = "stop";
 };
 
-using ToChip = std::variant<Config, Peers, Faults, Stream, Ping, Stall, PeerDown, Tables, Injection, AdminDown, Snapshot, Stop>;
+using ToChip = std::variant<Config, Peers, Faults, Stream, Ping, Stall, PeerDown, Tables, Injection, AdminDown, Snapshot, Capture, RecordDeliveries, Stop>;
 
 // --- chip -> launcher -----------------------------------------------------------------------
 
@@ -170,12 +188,27 @@ struct SnapshotTaken {
   nlohmann::json state;  // node::ChipNode::snapshot
 };
 
+// A Capture done: what the chip recorded and dropped in the capture it ended (a start reports
+// the one it replaced, if any); error: why it could not start.
+struct Captured {
+  static constexpr const char* kType = "captured";
+  uint64_t id = 0, recorded = 0, dropped = 0;
+  bool sink_lost = false;  // the sink went away during the capture
+  std::string error;
+};
+
+struct DeliveriesTaken {
+  static constexpr const char* kType = "deliveries_taken";
+  uint64_t id = 0;
+  nlohmann::json deliveries;  // session::Deliveries::to_json
+};
+
 struct ChipError {
   static constexpr const char* kType = "error";
   std::string message;
 };
 
-using FromChip = std::variant<Bound, LinkState, StreamDone, PingDone, StatusPushed, SnapshotTaken, ChipError>;
+using FromChip = std::variant<Bound, LinkState, StreamDone, PingDone, StatusPushed, SnapshotTaken, Captured, DeliveriesTaken, ChipError>;
 
 // One handler per message type, for std::visit: std::visit(Overloaded{[](const Config&) {...}, ...}, m).
 template <class... F>

@@ -24,6 +24,8 @@
 #include "emulator/process/event_loop.hpp"
 #include "emulator/process/shm_transport.hpp"
 #include "emulator/process/uring_transport.hpp"
+#include "emulator/session/deliveries.hpp"
+#include "emulator/wire/capture_stream.hpp"
 #include "emulator/wire/udp_socket.hpp"
 
 namespace ttemu::process {
@@ -124,6 +126,7 @@ class Chip final : public node::NodeObserver {
   void cleanup() {
     for (auto& e : udp_.endpoints()) loop_.forget(e->socket->fd());
     node_.reset();
+    tap_.reset();
     udp_.endpoints().clear();
     loop_.wait_in(nullptr);
     uring_.reset();
@@ -190,6 +193,8 @@ class Chip final : public node::NodeObserver {
                    [&](const msg::Injection& i) { node().pause_injection(i.paused, now()); },
                    [&](const msg::AdminDown& a) { node().admin_down(a.port, a.down, now()); },
                    [&](const msg::Snapshot& q) { send_control(msg::SnapshotTaken{q.id, node().snapshot(now())}); },
+                   [&](const msg::Capture& c) { capture(c); },
+                   [&](const msg::RecordDeliveries& r) { record_deliveries(r); },
                    [&](const msg::Stop&) { finish(); },
                },
                m);
@@ -198,6 +203,29 @@ class Chip final : public node::NodeObserver {
   node::ChipNode& node() {
     if (!node_) throw Error("the chip is not configured yet");
     return *node_;
+  }
+
+  // ttemu traffic --replay: what the router delivers, recorded afresh or no more; the answer is
+  // what was recorded until now.
+  void record_deliveries(const msg::RecordDeliveries& r) {
+    send_control(msg::DeliveriesTaken{r.id, deliveries_.to_json()});
+    deliveries_ = {};
+    if (r.record) node().set_delivery_tap([this](const routing::Packet& p) { deliveries_.add(o_.chip, p); });
+    else node().set_delivery_tap(nullptr);
+  }
+
+  // ttemu capture: start (or replace) or stop recording what the ports send; the answer says
+  // what the capture that ended recorded and dropped.
+  void capture(const msg::Capture& c) {
+    node();
+    msg::Captured done{.id = c.id, .recorded = tap_->recorded(), .dropped = tap_->dropped(), .sink_lost = tap_->sink_lost(), .error = ""};
+    try {
+      if (c.sink.empty()) tap_->stop();
+      else tap_->start(c.sink, o_.chip.mesh, o_.chip.device, c.ports);
+    } catch (const Error& e) {
+      done.error = e.what();
+    }
+    send_control(done);
   }
 
   void configure(const msg::Config& m) {
@@ -268,7 +296,8 @@ class Chip final : public node::NodeObserver {
     };
     for (const auto& l : m.links) wired_.push_back(l.port);
     nc.tables = read_tables();
-    node_ = std::make_unique<node::ChipNode>(std::move(nc), memory, *ctl_, transport, *this);
+    tap_ = std::make_unique<wire::CaptureTap>(transport);  // records nothing until a capture starts
+    node_ = std::make_unique<node::ChipNode>(std::move(nc), memory, *ctl_, *tap_, *this);
     for (const auto& l : m.links) {
       if (!l.faults.is_null()) install_faults(l.port, l.faults);
     }
@@ -432,6 +461,8 @@ class Chip final : public node::NodeObserver {
   int planes_ = 1;
   std::vector<uint8_t> wired_;  // the ports the configuration wired
   bool connected_ = false;      // the first Peers came
+  session::Deliveries deliveries_;        // while ttemu traffic --replay records them
+  std::unique_ptr<wire::CaptureTap> tap_;  // between the node and its transport (ttemu capture)
   std::unique_ptr<node::ChipNode> node_;
   std::unique_ptr<DoorbellListener> doorbell_;
   pid_t ppid_ = 0;

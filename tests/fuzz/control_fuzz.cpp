@@ -57,6 +57,14 @@ class Stub : public ControlTarget {
   }
   json pause_injection(bool paused) override { return {{"paused", paused}}; }
   void snapshot(Reply reply) override { reply({{"chips", json::array()}}); }
+  void capture(const CaptureRequest& c, Reply reply) override {
+    if (c.sink.empty() || c.sink.size() > 100) std::abort();
+    for (const auto& l : c.links) {
+      if (l != "M0D0P2") throw Error("'" + l + "' is not a wired port of stub.yaml");
+    }
+    reply({{"ok", true}, {"sink", c.sink}});
+  }
+  void deliveries(bool, Reply reply) override { reply({{"deliveries", json::object()}}); }
   void stop() override { ++stops; }
   int stops = 0;
 };

@@ -89,6 +89,8 @@ Replay read_replay(const std::string& path, const control::System& sys) {
   std::vector<const wire::CapturedDatagram*> order;
   for (const auto& d : c.datagrams) order.push_back(&d);
   std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->ns < b->ns; });
+  // Times count from the first datagram: a live capture's are wall-clock times (ttemu capture).
+  const uint64_t epoch = order.empty() ? 0 : order.front()->ns;
   std::vector<link::SeqExtension> wraps(c.interfaces.size());
   std::set<Key> seen;
   for (const auto* d : order) {
@@ -109,7 +111,7 @@ Replay read_replay(const std::string& path, const control::System& sys) {
       if (h.key != 0) throw fail(fmt::format("{}: it names a memory window by key (--memory protected), which a replay has not", named(h)));
       check_chip(h.src());
       check_chip(h.dst());
-      Injection in{.ns = d->ns, .packet = {}};
+      Injection in{.ns = d->ns - epoch, .packet = {}};
       if (!routing::Packet::decode(f.payload, in.packet)) throw fail(fmt::format("{}: a malformed packet", named(h)));
       // The first hop took one off; seen only further on, how many hops it had made is unknown.
       in.packet.header.ttl = sender.chip == h.src() ? static_cast<uint8_t>(h.ttl + 1) : routing::kDefaultTtl;

@@ -21,7 +21,7 @@
 namespace ttemu::tools {
 
 struct Injection {
-  uint64_t ns = 0;  // when the capture first shows it (simulated nanoseconds)
+  uint64_t ns = 0;  // when the capture first shows it: nanoseconds after the capture's first datagram
   // Its header as first seen, with the TTL it was injected with when that was on a link of its
   // source chip (the first hop has taken one off), else kDefaultTtl; and its payload.
   routing::Packet packet;

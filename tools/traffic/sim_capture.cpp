@@ -12,44 +12,47 @@ namespace ttemu::tools {
 
 using routing::PortId;
 
-std::unique_ptr<wire::PcapngWriter> start_capture(const control::System& sys, const std::string& file,
-                                                  const std::vector<std::string>& links, sim::SimConfig& cfg) {
+CaptureLayout capture_layout(const control::System& sys, const std::vector<std::string>& links, const std::string& option) {
   // Every end's synthetic UDP port, by its place in the system.
   std::map<PortId, uint16_t> udp_port;
   for (const auto& l : sys.links) {
     for (const auto& end : {l.a, l.b}) udp_port[end] = static_cast<uint16_t>(40000 + udp_port.size() % 25536);
   }
-  std::vector<PortId> ends;
+  CaptureLayout out;
   if (links.empty()) {
-    for (const auto& l : sys.links) ends.push_back(l.a), ends.push_back(l.b);
+    for (const auto& l : sys.links) out.ends.push_back(l.a), out.ends.push_back(l.b);
   }
   for (const auto& name : links) {
     const auto p = routing::parse_port(name);
     if (!p || !sys.node(p->chip) || !sys.peer(*p)) {
-      throw Error(fmt::format("--capture-link: '{}' is not a wired port of {}", name, sys.source));
+      throw Error(fmt::format("{}: '{}' is not a wired port of {}", option, name, sys.source));
     }
     for (const auto& end : {*p, *sys.peer(*p)}) {
-      if (std::find(ends.begin(), ends.end(), end) == ends.end()) ends.push_back(end);
+      if (std::find(out.ends.begin(), out.ends.end(), end) == out.ends.end()) out.ends.push_back(end);
     }
   }
-  std::vector<wire::CaptureInterface> interfaces;
-  std::map<PortId, size_t> interface_of;
-  for (const auto& end : ends) {
+  for (const auto& end : out.ends) {
     const PortId peer = *sys.peer(end);
-    interface_of[end] = interfaces.size();
-    interfaces.push_back({.name = routing::to_string(end),
-                          .description = fmt::format("{} -> {}", routing::to_string(end), routing::to_string(peer)),
-                          .local_port = udp_port.at(end),
-                          .peer_port = udp_port.at(peer)});
+    out.interface_of[end] = out.interfaces.size();
+    out.interfaces.push_back({.name = routing::to_string(end),
+                              .description = fmt::format("{} -> {}", routing::to_string(end), routing::to_string(peer)),
+                              .local_port = udp_port.at(end),
+                              .peer_port = udp_port.at(peer)});
   }
+  return out;
+}
+
+std::unique_ptr<wire::PcapngWriter> start_capture(const control::System& sys, const std::string& file,
+                                                  const std::vector<std::string>& links, sim::SimConfig& cfg) {
+  CaptureLayout layout = capture_layout(sys, links, "--capture-link");
   std::unique_ptr<wire::PcapngWriter> writer;
   try {
-    writer = std::make_unique<wire::PcapngWriter>(file, std::move(interfaces));
+    writer = std::make_unique<wire::PcapngWriter>(file, layout.interfaces);
   } catch (const std::runtime_error& e) {
     throw Error(fmt::format("--capture: {}", e.what()));
   }
-  cfg.tap_ends = ends;
-  cfg.tap = [w = writer.get(), interface_of](PortId from, link::Time at, std::span<const uint8_t> datagram) {
+  cfg.tap_ends = layout.ends;
+  cfg.tap = [w = writer.get(), interface_of = layout.interface_of](PortId from, link::Time at, std::span<const uint8_t> datagram) {
     w->write(interface_of.at(from), at, datagram);
   };
   return writer;

@@ -5,6 +5,7 @@
 // link's first end 2k, its second 2k + 1), the same whichever links are captured.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,18 @@
 #include "emulator/wire/pcapng.hpp"
 
 namespace ttemu::tools {
+
+// The link ends a capture records and their interfaces, one per end in that order: both ends
+// of each named port's link, or of every link when none is named. Each end's UDP port in the
+// synthetic headers is 40000 + its place in the system's links, the same whatever is captured,
+// so a simulated and a live capture of one system agree. Throws Error naming `option` and the
+// port for a port that is not a wired port of the system.
+struct CaptureLayout {
+  std::vector<routing::PortId> ends;
+  std::vector<wire::CaptureInterface> interfaces;
+  std::map<routing::PortId, size_t> interface_of;
+};
+CaptureLayout capture_layout(const control::System& sys, const std::vector<std::string>& links, const std::string& option);
 
 // Opens the capture (its interfaces written at once, so a bad path fails before the run) and
 // sets the simulator's tap to write to it; the writer must outlive the simulation. Throws

@@ -26,7 +26,7 @@
 #include "launcher/cli_checks.hpp"
 #include "launcher/event_log.hpp"
 #include "launcher/launch.hpp"
-#include "tools/traffic/deliveries.hpp"
+#include "emulator/session/deliveries.hpp"
 #include "tools/traffic/pattern_report.hpp"
 #include "tools/traffic/replay.hpp"
 #include "tools/traffic/sim_capture.hpp"
@@ -581,7 +581,7 @@ void run_sim(const SimOptions& o, int& exit_status) {
     cfg.dram_bytes = std::max<size_t>(cfg.dram_bytes, replay->dram_bytes);
   }
   // What the fabric delivers, per pair of chips: each pattern's and the replay's reports say.
-  Deliveries deliveries;
+  session::Deliveries deliveries;
   cfg.delivered = [&deliveries](ChipId at, const routing::Packet& p) { deliveries.add(at, p); };
   SocketRunOptions so = o.sockets;
   so.size = o.size, so.count = o.count, so.fvc = o.fvc, so.seed = cfg.seed, so.limit_s = o.limit_s;
@@ -683,7 +683,7 @@ void run_sim(const SimOptions& o, int& exit_status) {
                    "replay", r["injections"].get<size_t>(), r["link_ends_captured"].get<size_t>(), r["link_ends"].get<size_t>(),
                    r["bad_frames"].get<uint64_t>(), r["seconds"].get<double>(), r["idle"].get<bool>() ? "" : ", not idle at the limit",
                    r["nacks"].get<uint64_t>(), r["router_events"].get<size_t>());
-        fmt::print("{:<18} {}\n", "", delivery_line(r["deliveries"]));
+        fmt::print("{:<18} {}\n", "", session::delivery_line(r["deliveries"]));
       }
       std::fflush(stdout);
       bad = !r["idle"].get<bool>();
@@ -697,7 +697,7 @@ void run_sim(const SimOptions& o, int& exit_status) {
       }
     }
     for (const auto& [p, plane] : runs) {
-      const Deliveries before = deliveries;
+      const session::Deliveries before = deliveries;
       if (o.op == "socket") {
         json r = run_socket_pattern(sim, sys, so, p, plane, runner.pairs_of(p), cfg.l1_bytes);
         r["deliveries"] = deliveries.since(before).to_json();
@@ -711,7 +711,7 @@ void run_sim(const SimOptions& o, int& exit_status) {
                      so.handshake, r["bytes"].get<double>(), r["seconds"].get<double>(), r["gb_per_s"].get<double>(),
                      r["verified"].get<uint64_t>(), r["errors"].get<uint64_t>(), r["unverified"].get<uint64_t>(),
                      r["open_errors"].get<uint64_t>(), r["spilled"].get<uint64_t>());
-          fmt::print("{:<18} {}\n", "", delivery_line(r["deliveries"]));
+          fmt::print("{:<18} {}\n", "", session::delivery_line(r["deliveries"]));
         }
         std::fflush(stdout);
         continue;
@@ -738,7 +738,7 @@ void run_sim(const SimOptions& o, int& exit_status) {
                    "", r["dead_chips"].dump(), r["pairs_to_dead"].get<size_t>(), r["pairs_from_dead"].get<size_t>(),
                    r["retried"].get<uint64_t>(), r["tables_version"].get<int>());
       }
-      fmt::print("{:<18} {}\n", "", delivery_line(r["deliveries"]));
+      fmt::print("{:<18} {}\n", "", session::delivery_line(r["deliveries"]));
       std::fflush(stdout);
     }
     // What follows the traffic: the sim runs on until the last cut, restart and fault window

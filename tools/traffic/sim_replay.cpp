@@ -7,6 +7,11 @@
 #include <memory>
 #include <set>
 
+#include <fmt/format.h>
+
+#include "emulator/common/error.hpp"
+#include "emulator/control/routing_tables.hpp"
+
 namespace ttemu::tools {
 
 using routing::ChipId;
@@ -52,9 +57,9 @@ struct Injector {
 }  // namespace
 
 nlohmann::json run_replay(sim::FabricSim& sim, const control::System& sys, const Replay& replay, const std::string& file,
-                          double limit_s, const Deliveries& deliveries) {
+                          double limit_s, const session::Deliveries& deliveries) {
   const link::Time start = sim.now();
-  const Deliveries before = deliveries;
+  const session::Deliveries before = deliveries;
   const uint64_t nacks_before = nacks_heard(sim, sys);
   const size_t events_before = sim.events().size();
   auto injector = std::make_shared<Injector>(Injector{.sim = sim, .waiting = {}, .retry_due = {}, .lost = 0});
@@ -90,6 +95,24 @@ nlohmann::json run_replay(sim::FabricSim& sim, const control::System& sys, const
           {"nacks", nacks_after > nacks_before ? nacks_after - nacks_before : 0},
           {"router_events", sim.events().size() - events_before},
           {"deliveries", deliveries.since(before).to_json()}};
+}
+
+session::Deliveries simulate_replay(const control::System& sys, const Replay& replay, int data_fvcs, double limit_s) {
+  sim::SimConfig cfg;
+  cfg.control_plane = true;
+  cfg.router.data_fvcs = data_fvcs;
+  cfg.link.ack_delay = std::chrono::microseconds(0);
+  cfg.l1_bytes = std::max<size_t>(cfg.l1_bytes, replay.l1_bytes);
+  cfg.dram_bytes = std::max<size_t>(cfg.dram_bytes, replay.dram_bytes);
+  session::Deliveries deliveries;
+  cfg.delivered = [&deliveries](ChipId at, const routing::Packet& p) { deliveries.add(at, p); };
+  sim::FabricSim sim(sys, control::compute_tables(sys), cfg);
+  sim.run(std::chrono::milliseconds(1));  // every link comes up
+  const nlohmann::json r = run_replay(sim, sys, replay, "", limit_s, deliveries);
+  if (!r.at("idle").get<bool>()) {
+    throw Error(fmt::format("the simulated replay was still busy {} s after its last injection", limit_s));
+  }
+  return deliveries;
 }
 
 }  // namespace ttemu::tools

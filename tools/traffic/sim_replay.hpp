@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emulator/sim/fabric_sim.hpp"
-#include "tools/traffic/deliveries.hpp"
+#include "emulator/session/deliveries.hpp"
 #include "tools/traffic/replay.hpp"
 
 namespace ttemu::tools {
@@ -22,6 +22,12 @@ namespace ttemu::tools {
 // "bad_frames", "seconds" (simulated, to the millisecond of the last delivery), "idle" (false:
 // stopped at the limit), "nacks", "router_events", "deliveries" (what it delivered)}.
 nlohmann::json run_replay(sim::FabricSim& sim, const control::System& sys, const Replay& replay, const std::string& file,
-                          double limit_s, const Deliveries& deliveries);
+                          double limit_s, const session::Deliveries& deliveries);
+
+// What the replay delivers on a fresh simulated copy of `sys` whose routers have `data_fvcs`
+// data FVCs, every link up first, run until idle: the yardstick `ttemu traffic --replay` holds
+// a running system's deliveries to. Throws Error if it is not idle `limit_s` simulated seconds
+// after the last injection.
+session::Deliveries simulate_replay(const control::System& sys, const Replay& replay, int data_fvcs, double limit_s);
 
 }  // namespace ttemu::tools

@@ -22,6 +22,7 @@
 #include "launcher/control_client.hpp"
 #include "launcher/launch.hpp"
 #include "launcher/mpi_bootstrap.hpp"
+#include "tools/traffic/live_replay.hpp"
 #include "tools/traffic/pattern_report.hpp"
 #include "libfabric_tt/tt_fabric.h"
 
@@ -47,6 +48,7 @@ struct TrafficOptions {
   bool json = false;
   std::string job;
   std::string system;  // to start when none is running
+  std::string replay;  // a capture's requests instead of patterns (live_replay.hpp)
 };
 
 
@@ -387,7 +389,31 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
   t->add_flag("--json", o->json, "One JSON object per pattern");
   t->add_option("--retry", o->retry, "Write again what the fabric NACKed, after the next table change, up to this many rounds (0: off)")
       ->check(whole_number(0, 100));
+  auto* replay = t->add_option("--replay", o->replay,
+                               "Instead of patterns, issue a capture's writes and atomic increments again, each from its source, "
+                               "and compare what was delivered with what the simulator delivers (docs/capture.md)");
+  for (const char* shaping : {"--pattern", "--size", "--count", "--plane", "--fvc", "--src", "--dst", "--seed", "--latency-samples", "--retry"}) {
+    replay->excludes(t->get_option(shaping));
+  }
   t->callback([o, &exit_status] {
+    if (!o->replay.empty()) {
+      const job::JobId running = job::find_job(o->job.empty() ? std::nullopt : std::optional<std::string>(o->job));
+      const json r = run_live_replay(job::read_description(running), control_socket(running.text()), o->replay);
+      if (o->json) {
+        fmt::print("{}\n", r.dump());
+      } else {
+        fmt::print("{:<18} {} request(s) in {:.4f} s, {} NACK(s); delivered {} packet(s) to {} pair(s), digest {}; "
+                   "the simulator: {} packet(s) to {} pair(s), digest {}: {}\n",
+                   "replay", r["injections"].get<size_t>(), r["seconds"].get<double>(), r["nacks"].get<uint64_t>(),
+                   r["delivered"]["packets"].get<uint64_t>(), r["delivered"]["pairs"].get<size_t>(),
+                   r["delivered"]["digest"].get<std::string>(), r["expected"]["packets"].get<uint64_t>(),
+                   r["expected"]["pairs"].get<size_t>(), r["expected"]["digest"].get<std::string>(),
+                   r["equal"].get<bool>() ? "the same" : "DIFFERENT");
+        for (const auto& d : r["differing_pairs"]) fmt::print("{:<18} {}\n", "", d.dump());
+      }
+      if (!r["equal"].get<bool>()) exit_status = 1;
+      return;
+    }
     const std::vector<std::string> patterns = control::expand_patterns(o->patterns);
     const bool named = !o->job.empty() || std::getenv("TTEMU_JOB");
     if (!named && job::live_jobs().empty()) {

@@ -1,12 +1,15 @@
-#include "tools/traffic/deliveries.hpp"
+#include "emulator/session/deliveries.hpp"
 
 #include <cstring>
 #include <span>
+#include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "emulator/common/error.hpp"
 #include <isa-l/crc64.h>
 
-namespace ttemu::tools {
+namespace ttemu::session {
 
 namespace {
 
@@ -52,6 +55,34 @@ Deliveries Deliveries::since(const Deliveries& before) const {
   return out;
 }
 
+void Deliveries::add(const Deliveries& other) {
+  for (const auto& [pair, d] : other.pairs_) {
+    auto& mine = pairs_[pair];
+    mine.packets += d.packets, mine.bytes += d.bytes, mine.digest += d.digest;
+  }
+  packets_ += other.packets_;
+}
+
+Deliveries Deliveries::from_json(const nlohmann::json& j) {
+  Deliveries out;
+  try {
+    for (const auto& p : j.at("by_pair")) {
+      const auto src = routing::parse_chip(p.at("src").get<std::string>());
+      const auto dst = routing::parse_chip(p.at("dst").get<std::string>());
+      if (!src || !dst) throw Error(fmt::format("deliveries: {} is not a pair of chips", p.dump()));
+      PairDeliveries d{.packets = p.at("packets").get<uint64_t>(), .bytes = p.at("bytes").get<uint64_t>(),
+                       .digest = std::stoull(p.at("digest").get<std::string>(), nullptr, 16)};
+      out.pairs_[{*src, *dst}] = d;
+      out.packets_ += d.packets;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("deliveries: {}", e.what()));
+  } catch (const std::logic_error& e) {  // stoull
+    throw Error(fmt::format("deliveries: a digest is not hexadecimal ({})", e.what()));
+  }
+  return out;
+}
+
 uint64_t Deliveries::digest() const {
   uint64_t h = 0;
   for (const auto& [pair, d] : pairs_) {
@@ -81,4 +112,4 @@ std::string delivery_line(const nlohmann::json& deliveries) {
                      deliveries.at("digest").get<std::string>());
 }
 
-}  // namespace ttemu::tools
+}  // namespace ttemu::session

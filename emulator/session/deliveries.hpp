@@ -1,5 +1,6 @@
-// What the fabric delivered in a `ttemu sim` run, in a form two runs can be compared by: a
-// pattern's run and the replay of its capture (docs/capture.md#replay). Per (source,
+// What the fabric delivered, in a form two runs can be compared by: a pattern's run and the
+// replay of its capture (docs/capture.md#replay), in the simulator (its delivery tap) or in chip
+// processes (recorded while `ttemu traffic --replay` asks). Per (source,
 // destination) chip pair: the requests the destination's router delivered to it (writes,
 // multicast copies, reads, atomics; not answers: acks, NACKs, read responses), their payload
 // bytes, and a digest of them.
@@ -21,7 +22,7 @@
 
 #include "emulator/routing/packet.hpp"
 
-namespace ttemu::tools {
+namespace ttemu::session {
 
 struct PairDeliveries {
   uint64_t packets = 0, bytes = 0, digest = 0;
@@ -36,6 +37,10 @@ class Deliveries {
   void add(routing::ChipId at, const routing::Packet& packet);
   // What was delivered since `before`, an earlier copy of this record.
   Deliveries since(const Deliveries& before) const;
+  // Adds another record's pairs (chips' records make the system's).
+  void add(const Deliveries& other);
+  // Reads to_json()'s form back (its by_pair); throws Error naming what is wrong.
+  static Deliveries from_json(const nlohmann::json& j);
   const std::map<Pair, PairDeliveries>& pairs() const { return pairs_; }
   uint64_t packets() const { return packets_; }  // over every pair
   bool operator==(const Deliveries&) const = default;
@@ -54,4 +59,4 @@ class Deliveries {
 // A record's to_json() as one line: "deliveries: N pair(s), P packet(s), B B, digest D".
 std::string delivery_line(const nlohmann::json& deliveries);
 
-}  // namespace ttemu::tools
+}  // namespace ttemu::session
