@@ -139,6 +139,7 @@ std::vector<TsharkRow> tshark_rows(const std::string& tshark, const fs::path& fi
 }
 
 TEST(Capture, GalaxyTrafficDecodesInTsharkFieldByField) {
+  TTEMU_ONCE_FOR_ALL_TRANSPORTS();
   const std::string tshark = find_tshark();
   if (tshark.empty()) GTEST_SKIP() << "tshark is not installed (Debian package tshark; bash tools/dev installs it)";
   TempDir dir;
@@ -330,6 +331,7 @@ TEST(LiveCapture, GalaxyTrafficIsRecordedWholeDecodesInTsharkAndReplaysInTheSimu
 }
 
 TEST(LiveCapture, ATrafficReplayRefusesWhatARunningSystemCannotReissue) {
+  TTEMU_ONCE_FOR_ALL_TRANSPORTS();
   TempDir dir;
   const fs::path reads = dir / "reads.pcapng";
   const auto simrun = ttemu({"sim", topo("n300.yaml"), "--pattern", "unicast", "--op", "read", "--count", "2", "--capture", reads.string()});
@@ -345,6 +347,7 @@ TEST(LiveCapture, ATrafficReplayRefusesWhatARunningSystemCannotReissue) {
 }
 
 TEST(LiveCapture, BadRequestsAreOneLineAndLeaveNoFile) {
+  TTEMU_ONCE_FOR_ALL_TRANSPORTS();
   TempDir dir;
   System sys({topo("n300.yaml")});
   const fs::path f = dir / "x.pcapng";
