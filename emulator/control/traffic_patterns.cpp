@@ -60,14 +60,17 @@ const std::vector<std::string>& traffic_patterns() { return kPatterns; }
 
 std::vector<std::string> expand_patterns(const std::vector<std::string>& names) {
   std::vector<std::string> out;
-  for (const auto& p : names) {
+  for (const auto& name : names) {
+    // tt-metal's names for the same patterns (its fabric tests' high-level pattern types).
+    const std::string p = name == "all_to_all_unicast" ? "all_to_all" : name == "one_to_all_unicast" ? "one_to_all" : name;
     if (p == "all") {
       out.insert(out.end(), kPatterns.begin(), kPatterns.end());
     } else if (std::find(kPatterns.begin(), kPatterns.end(), p) != kPatterns.end()) {
       out.push_back(p);
     } else {
       throw Error(fmt::format("unknown pattern '{}' (unicast, all_to_all, one_to_all, all_to_one, "
-                              "neighbor_exchange, random_pairing, or all)", p));
+                              "neighbor_exchange, random_pairing, or all; tt-metal's all_to_all_unicast and "
+                              "one_to_all_unicast)", p));
     }
   }
   return out;

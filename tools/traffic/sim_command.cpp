@@ -32,6 +32,7 @@
 #include "tools/traffic/sim_capture.hpp"
 #include "tools/traffic/sim_replay.hpp"
 #include "tools/traffic/sim_sockets.hpp"
+#include "tools/traffic/tt_metal_report.hpp"
 
 namespace ttemu::tools {
 
@@ -72,6 +73,8 @@ struct SimOptions {
   int samples = 16;
   double limit_s = 60;
   bool json = false;
+  std::string tt_metal;  // a tt-metal fabric test description to run instead of patterns
+  std::string csv;       // tt-metal's bandwidth summary CSV of the --tt-metal run
 };
 
 // "WHAT@MS" or "WHAT@MS-MS": a name and one or two simulated times in milliseconds.
@@ -147,9 +150,16 @@ class PatternRun {
     return pairs;
   }
 
-  json run(const std::string& pattern, int plane) {
+  // Writes of `size` bytes, `count` per pair, from now on (a tt-metal test's shape).
+  void shape(uint32_t size, uint32_t count) { o_.size = size, o_.count = count; }
+  // How finely the simulated clock advances while writes are awaited: the resolution of the
+  // pattern's `seconds` (1 ms by default; tt-metal's tests, whose figures are per run, 1 us: the wire's latency).
+  void resolution(link::Duration step) { wait_step_ = step; }
+
+  // A pattern by name, or (`given`) the pairs of a tt-metal test, named `pattern` in the report.
+  json run(const std::string& pattern, int plane, const std::vector<std::pair<int, int>>* given = nullptr) {
     const int n = static_cast<int>(chips_.size());
-    const auto pairs = pairs_of(pattern);
+    const auto pairs = given ? *given : pairs_of(pattern);
     const uint64_t block = uint64_t{o_.size} * o_.count;
     // A chip that dies during the pattern (restarted or not) loses its memory and its
     // workers: pairs to or from it are counted, not verified.
@@ -209,7 +219,7 @@ class PatternRun {
         if (left != last_left) last_left = left, last_progress = sim_.now();
         if (sim_.tables_version() != version && sim_.now() - last_progress >= kLostAfter) break;
         if (sim_.now() - last_progress >= kGiveUp) break;  // no news at all: reported unanswered
-        if (sim_.run(std::chrono::milliseconds(1)) && unanswered(pairs, todo, txn, base) > 0) break;  // idle: lost
+        if (sim_.run(wait_step_) && unanswered(pairs, todo, txn, base) > 0) break;  // idle: lost
       }
       std::vector<size_t> again;
       for (size_t i : todo) {
@@ -473,7 +483,8 @@ class PatternRun {
   sim::FabricSim& sim_;
   const control::System& sys_;
   const control::TableSet& tables_;
-  const SimOptions& o_;
+  SimOptions o_;
+  link::Duration wait_step_ = std::chrono::milliseconds(1);
   size_t l1_;
   std::vector<control::PatternChip> chips_;  // the chips as the patterns see them
   std::vector<uint32_t> incarnation_;        // each chip's, when the pattern began
@@ -554,7 +565,13 @@ void run_sim(const SimOptions& o, int& exit_status) {
   const control::TableSet tables = control::compute_tables(sys);
   // --replay: the capture read, or refused, before anything runs; it replaces the patterns.
   const std::optional<Replay> replay = o.replay.empty() ? std::nullopt : std::optional(read_replay(o.replay, sys));
-  const auto patterns = replay ? std::vector<std::string>{} : control::expand_patterns(o.patterns);
+  const auto patterns = replay || !o.tt_metal.empty() ? std::vector<std::string>{} : control::expand_patterns(o.patterns);
+  // --tt-metal: the file's tests as runs of pairs on this system, refused before anything runs.
+  std::vector<control::ttmetal::Run> tt_metal_runs;
+  if (!o.tt_metal.empty()) {
+    if (o.planes.size() > 1) throw Error("--tt-metal runs on one routing plane: give one --plane");
+    tt_metal_runs = control::ttmetal::expand(control::ttmetal::parse_file(o.tt_metal), sys, o.seed_given ? o.seed : 1);
+  }
   sim::SimConfig cfg;
   link::FaultPlan plan;
   if (!o.faults.empty()) plan = link::load_fault_plan(o.faults, sys.wiring());
@@ -567,7 +584,8 @@ void run_sim(const SimOptions& o, int& exit_status) {
   cfg.link.ack_delay = std::chrono::microseconds(0);
   // Sources keep their data in the upper half of L1, destinations take each source's writes
   // in the lower half: room for every chip's block in each.
-  const uint64_t block = uint64_t{o.size} * o.count;
+  uint64_t block = uint64_t{o.size} * o.count;
+  for (const auto& r : tt_metal_runs) block = std::max(block, uint64_t{r.size} * r.num_packets);
   // (--op read: the blocks read back too, above the sources' data.)
   const uint64_t need = (o.op == "read" ? 4 : 2) * block * static_cast<uint64_t>(sys.node_count());
   if (need > (uint64_t{1} << 32)) throw Error(fmt::format("--size x --count x chips is too large ({} bytes of L1 per chip)", need));
@@ -689,6 +707,27 @@ void run_sim(const SimOptions& o, int& exit_status) {
       bad = !r["idle"].get<bool>();
     }
     PatternRun runner(sim, sys, tables, o, cfg.l1_bytes);
+    if (!o.tt_metal.empty()) {
+      runner.resolution(std::chrono::microseconds(1));
+      const int plane = o.planes.front();
+      if (plane >= tables.planes()) throw Error(fmt::format("--plane {}: {} has {} routing plane(s)", plane, file, tables.planes()));
+      TtMetalSummary summary;
+      for (const auto& run : tt_metal_runs) {
+        const session::Deliveries before = deliveries;
+        runner.shape(run.size, run.num_packets);
+        json r = runner.run(run.test, plane, &run.pairs);
+        r["deliveries"] = deliveries.since(before).to_json();
+        const json j = tt_metal_run(sys, tables, plane, run, r, "simulated");
+        bad = bad || j["errors"].get<uint64_t>() > 0;
+        summary.add(j);
+        fmt::print("{}\n", o.json ? j.dump() : tt_metal_line(j));
+        std::fflush(stdout);
+      }
+      if (o.json) fmt::print("{}\n", json{{"tt_metal_summary", summary.to_json()}}.dump());
+      else fmt::print("\ntt-metal bandwidth summary ({}; simulated time, on a wire with no bandwidth limit: not line rates):\n{}", o.tt_metal, summary.text());
+      if (!o.csv.empty()) summary.write_csv(o.csv);
+      std::fflush(stdout);
+    }
     std::vector<std::pair<std::string, int>> runs;  // each pattern on each plane
     for (const auto& p : patterns) {
       for (int plane : o.planes) {
@@ -766,7 +805,9 @@ void add_sim_command(CLI::App& app, int& exit_status) {
   auto o = std::make_shared<SimOptions>();
   auto* c = app.add_subcommand("sim", "Run a system in one process on a simulated clock, from a seed, and verify every byte");
   c->add_option("file", o->file, "System specification (default: the Galaxy)");
-  c->add_option("--pattern", o->patterns, "unicast, all_to_all, one_to_all, all_to_one, neighbor_exchange, random_pairing, or all")
+  c->add_option("--pattern", o->patterns,
+                "unicast, all_to_all, one_to_all, all_to_one, neighbor_exchange, random_pairing, or all "
+                "(tt-metal's all_to_all_unicast and one_to_all_unicast are all_to_all and one_to_all)")
       ->delimiter(',');
   c->add_option("--size", o->size, "Bytes per write")->check(whole_number<uint32_t>(1, 1 << 20));
   c->add_option("--count", o->count, "Writes per pair")->check(whole_number<uint32_t>(1, 100000));
@@ -817,6 +858,11 @@ void add_sim_command(CLI::App& app, int& exit_status) {
   c->add_option("--limit", o->limit_s, "Simulated seconds a pattern may take (a replay: after its last injection)")
       ->check(number_in(0.001, 3600));
   c->add_flag("--json", o->json, "One JSON object per pattern (or for the replay)");
+  auto* tt_metal = c->add_option("--tt-metal", o->tt_metal,
+                                 "Run the tests of a tt-metal fabric test description (test_tt_fabric's YAML) instead of patterns, "
+                                 "and report bandwidth as it does (docs/user-guide.md#tt-metals-fabric-tests)");
+  for (const char* shaping : {"--pattern", "--size", "--count", "--src", "--dst", "--op"}) tt_metal->excludes(c->get_option(shaping));
+  c->add_option("--csv", o->csv, "With --tt-metal: write tt-metal's bandwidth summary CSV to FILE")->needs(tt_metal);
   auto* replay = c->add_option("--replay", o->replay,
                                "Instead of patterns, inject again the requests of a capture written by --capture, each from its "
                                "source at its time, into the system given, and report what was delivered (docs/capture.md#replay)");
@@ -826,6 +872,7 @@ void add_sim_command(CLI::App& app, int& exit_status) {
                               "--latency-samples"}) {
     replay->excludes(c->get_option(shaping));
   }
+  replay->excludes(tt_metal);
   c->callback([o, &exit_status] { run_sim(*o, exit_status); });
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -24,6 +25,7 @@
 #include "launcher/mpi_bootstrap.hpp"
 #include "tools/traffic/live_replay.hpp"
 #include "tools/traffic/pattern_report.hpp"
+#include "tools/traffic/tt_metal_report.hpp"
 #include "libfabric_tt/tt_fabric.h"
 
 namespace ttemu::tools {
@@ -48,7 +50,9 @@ struct TrafficOptions {
   bool json = false;
   std::string job;
   std::string system;  // to start when none is running
-  std::string replay;  // a capture's requests instead of patterns (live_replay.hpp)
+  std::string replay;    // a capture's requests instead of patterns (live_replay.hpp)
+  std::string tt_metal;  // a tt-metal fabric test description to run instead of patterns
+  std::string csv;       // tt-metal's bandwidth summary CSV of the --tt-metal run
 };
 
 
@@ -211,7 +215,9 @@ struct RunContext {
   std::map<size_t, chip::Segment> controls_;
 };
 
-json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext& run) {
+// A pattern by name, or (`given`) the pairs of a tt-metal test, named `pattern` in the report.
+json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext& run,
+                 const std::vector<std::pair<int, int>>* given = nullptr) {
   const job::SystemDescription& desc = run.desc;
   const std::vector<job::ChipDescription>& chips = desc.chips;
   auto index_of = [&](const std::string& name, int fallback) {
@@ -223,7 +229,7 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
     throw Error(fmt::format("device {} is not in the running system", name));
   };
   const int src = index_of(o.src, 0), dst = index_of(o.dst, static_cast<int>(chips.size()) - 1);
-  auto pairs = control::pattern_pairs(pattern, run.where, src, dst, o.seed);
+  auto pairs = given ? *given : control::pattern_pairs(pattern, run.where, src, dst, o.seed);
   if (pairs.empty()) throw Error(fmt::format("pattern {} has no pairs on this system", pattern));
   // A chip that is not running sends nothing; writes to it are sent, and must come back NACKed.
   const std::vector<bool> running = run.running();
@@ -368,14 +374,44 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
           {"per_hop_us", hops > 0 ? lat.p50 / (2 * hops) : 0.0}};
 }
 
+// --tt-metal: every run of every test of the file, with tt-metal's figures beside ttemu's; a
+// summary per test at the end, and tt-metal's bandwidth summary CSV with --csv. True when a byte
+// failed verification.
+bool run_tt_metal(const control::ttmetal::File& file, const TrafficOptions& o, RunContext& run) {
+  if (!run.sys) throw Error(fmt::format("--tt-metal: the running system's file {} cannot be read any more", run.desc.system_path));
+  const auto runs = control::ttmetal::expand(file, *run.sys, o.seed);
+  TtMetalSummary summary;
+  bool bad = false;
+  for (const auto& r : runs) {
+    TrafficOptions shaped = o;
+    shaped.size = r.size, shaped.count = r.num_packets;
+    const json result = run_pattern(r.test, shaped, run, &r.pairs);
+    const json j = tt_metal_run(*run.sys, run.tables, o.plane, r, result, "emulated");
+    bad = bad || j["errors"].get<uint64_t>() > 0;
+    summary.add(j);
+    if (!run.spread.leader()) continue;
+    fmt::print("{}\n", o.json ? j.dump() : tt_metal_line(j));
+    std::fflush(stdout);
+  }
+  if (!run.spread.leader()) return bad;
+  if (o.json) fmt::print("{}\n", json{{"tt_metal_summary", summary.to_json()}}.dump());
+  else fmt::print("\ntt-metal bandwidth summary ({}; emulated time):\n{}", file.source, summary.text());
+  if (!o.csv.empty()) summary.write_csv(o.csv);
+  std::fflush(stdout);
+  return bad;
+}
+
 }  // namespace
 
 void add_traffic_command(CLI::App& app, int& exit_status) {
   auto o = std::make_shared<TrafficOptions>();
   auto* t = app.add_subcommand("traffic", "Drive traffic patterns through a running system and verify every byte");
-  t->add_option("--pattern", o->patterns, "unicast, all_to_all, one_to_all, all_to_one, neighbor_exchange, random_pairing, or all")->delimiter(',');
-  t->add_option("--size", o->size, "Bytes per write")->check(whole_number(1u, static_cast<unsigned>(TT_FABRIC_MAX_SIZE)));
-  t->add_option("--count", o->count, "Writes per pair")->check(whole_number(1u, 100000u));
+  auto* pattern = t->add_option("--pattern", o->patterns,
+                                "unicast, all_to_all, one_to_all, all_to_one, neighbor_exchange, random_pairing, or all "
+                                "(tt-metal's all_to_all_unicast and one_to_all_unicast are all_to_all and one_to_all)")
+                      ->delimiter(',');
+  auto* size = t->add_option("--size", o->size, "Bytes per write")->check(whole_number(1u, static_cast<unsigned>(TT_FABRIC_MAX_SIZE)));
+  auto* count = t->add_option("--count", o->count, "Writes per pair")->check(whole_number(1u, 100000u));
   // Plane and FVC are checked against the running system by the client library.
   t->add_option("--plane", o->plane, "Routing plane")->check(whole_number(0, 255));
   t->add_option("--fvc", o->fvc, "FVC (-1: automatic)")->check(whole_number(-1, 7));
@@ -387,12 +423,18 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
   t->add_option("--job", o->job, kJobHelp);
   t->add_option("--system", o->system, "With no system running, launch this one (default: the Galaxy) for the run");
   t->add_flag("--json", o->json, "One JSON object per pattern");
+  auto* tt_metal = t->add_option("--tt-metal", o->tt_metal,
+                                 "Run the tests of a tt-metal fabric test description (test_tt_fabric's YAML) instead of patterns, "
+                                 "and report bandwidth as it does (docs/user-guide.md#tt-metals-fabric-tests)");
+  for (auto* shaping : {pattern, size, count, t->get_option("--src"), t->get_option("--dst")}) tt_metal->excludes(shaping);
+  t->add_option("--csv", o->csv, "With --tt-metal: write tt-metal's bandwidth summary CSV to FILE")->needs(tt_metal);
   t->add_option("--retry", o->retry, "Write again what the fabric NACKed, after the next table change, up to this many rounds (0: off)")
       ->check(whole_number(0, 100));
   auto* replay = t->add_option("--replay", o->replay,
                                "Instead of patterns, issue a capture's writes and atomic increments again, each from its source, "
                                "and compare what was delivered with what the simulator delivers (docs/capture.md)");
-  for (const char* shaping : {"--pattern", "--size", "--count", "--plane", "--fvc", "--src", "--dst", "--seed", "--latency-samples", "--retry"}) {
+  for (const char* shaping : {"--pattern", "--size", "--count", "--plane", "--fvc", "--src", "--dst", "--seed", "--latency-samples", "--retry",
+                              "--tt-metal", "--csv"}) {
     replay->excludes(t->get_option(shaping));
   }
   t->callback([o, &exit_status] {
@@ -415,6 +457,8 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
       return;
     }
     const std::vector<std::string> patterns = control::expand_patterns(o->patterns);
+    // (Read before a system is launched for the run: a bad file fails at once.)
+    const auto tt_metal_file = o->tt_metal.empty() ? std::nullopt : std::optional(control::ttmetal::parse_file(o->tt_metal));
     const bool named = !o->job.empty() || std::getenv("TTEMU_JOB");
     if (!named && job::live_jobs().empty()) {
       // Nothing running: start a system for this run, with this very command as its client.
@@ -429,6 +473,10 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
     const job::JobId running = job::find_job(o->job.empty() ? std::nullopt : std::optional<std::string>(o->job));
     RunContext run(job::read_description(running));
     run.retry = o->retry;
+    if (tt_metal_file) {
+      if (run_tt_metal(*tt_metal_file, *o, run)) exit_status = 1;
+      return;
+    }
     bool bad = false;
     for (const auto& p : patterns) {
       json r = run_pattern(p, *o, run);
