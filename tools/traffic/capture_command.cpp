@@ -97,6 +97,16 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& job) {
 }
 
 int run_capture(const CaptureOptions& o, const std::vector<std::string>& command) {
+  // Ctrl-C and SIGTERM end the capture (and reach the command, in the terminal's group). Taken
+  // as events from the start: one that comes while the capture starts must not kill this
+  // process with its file unfinished.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const int signal_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
   const job::JobId running = job::find_job(o.job.empty() ? std::nullopt : std::optional<std::string>(o.job));
   const job::SystemDescription desc = job::read_description(running);
   const std::string socket = launcher::control_socket(running.text());
@@ -127,14 +137,6 @@ int run_capture(const CaptureOptions& o, const std::vector<std::string>& command
   fmt::print(stderr, "ttemu capture: recording {} link end(s) of job {} to {} ({})\n", layout.interfaces.size(), running.text(),
              o.output, !command.empty() ? "until the command ends" : o.duration > 0 ? fmt::format("for {} s", o.duration) : "Ctrl-C stops");
   std::fflush(stderr);
-  // Ctrl-C and SIGTERM end the capture (and reach the command, in the terminal's group).
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGCHLD);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  const int signal_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
   pid_t child = command.empty() ? 0 : spawn(command, running.text());
 
   Reorder order(*writer);
