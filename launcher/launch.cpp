@@ -225,7 +225,7 @@ class Launcher : public ControlTarget {
   void send(int node, const msg::ToChip& m) { chips_->send(node, m); }
 
   void on_chip_message(int node, const msg::FromChip& m) {
-    const std::string name = to_string(sys_.chips[static_cast<size_t>(node)].id);
+    const std::string name = chip_name(node);
     auto finish = [&](uint64_t id) {
       auto it = pending_.find(id);
       if (it == pending_.end()) return;
@@ -341,7 +341,7 @@ class Launcher : public ControlTarget {
   void on_chip_death(int node, int pid, const std::string& how) {
     drain_status(node);  // what it pushed before it died
     if (!stopping_) {
-      fmt::print(stderr, "ttemu: chip {} (pid {}) {}\n", to_string(sys_.chips[static_cast<size_t>(node)].id), pid, how);
+      fmt::print(stderr, "ttemu: chip {} (pid {}) {}\n", chip_name(node), pid, how);
       json died = launcher_event(sys_.chips[static_cast<size_t>(node)].id, "chip_died", uptime());
       died["pid"] = pid;
       died["how"] = how;
@@ -514,7 +514,7 @@ class Launcher : public ControlTarget {
     auto assemble = [this, reply](const json& remote_chips, const json& remote_ends) {
       json chips = json::array(), links = json::array();
       for (int v = 0; v < sys_.node_count(); ++v) {
-        const std::string name = to_string(sys_.chips[static_cast<size_t>(v)].id);
+        const std::string name = chip_name(v);
         json c = here(v) ? chip_report(sys_, v, memory_->control(v))
                          : remote_chips.contains(name) ? remote_chips[name] : json{{"name", name}, {"unreachable", true}};
         c["pid"] = chips_->pid(v);
@@ -585,6 +585,8 @@ class Launcher : public ControlTarget {
     });
   }
 
+  std::string chip_name(int node) const { return to_string(sys_.chips[static_cast<size_t>(node)].id); }
+
   std::vector<int> every_node() const {
     std::vector<int> v(static_cast<size_t>(sys_.node_count()));
     std::iota(v.begin(), v.end(), 0);
@@ -596,7 +598,7 @@ class Launcher : public ControlTarget {
     ask_chips(every_node(), [](int, uint64_t id) { return msg::Snapshot{id}; }, [this, reply](const std::map<int, json>& answers) {
       json chips = json::array();
       for (int v = 0; v < sys_.node_count(); ++v) {
-        const std::string name = to_string(sys_.chips[static_cast<size_t>(v)].id);
+        const std::string name = chip_name(v);
         chips.push_back(answers.count(v) ? answers.at(v).at("state")
                         : chips_->alive(v) ? json{{"chip", name}, {"answered", false}}
                                            : json{{"chip", name}, {"dead", true}});
@@ -611,48 +613,40 @@ class Launcher : public ControlTarget {
     if (agents_) throw Error("ttemu capture does not reach the chips of other hosts yet: it runs on single-host launches");
     if (c.stop) {
       if (c.sink != capture_sink_) throw Error(fmt::format("no capture to '{}' is running", printable(c.sink)));
-      capture_sink_.clear();
-      const std::vector<int> nodes = std::exchange(capture_nodes_, {});
-      return ask_chips(nodes, [](int, uint64_t id) { return msg::Capture{id, "", {}}; },
-                       [this, nodes, reply](const std::map<int, json>& answers) { reply(capture_report(nodes, answers)); });
+      return stop_capture([this, reply](const std::vector<int>& nodes, const std::map<int, json>& answers) {
+        reply(capture_report(nodes, answers));
+      });
     }
     if (!capture_sink_.empty() && capture_sink_ != c.sink && wire::capture_sink_exists(capture_sink_)) {
       throw Error("another ttemu capture is running; stop it first");
     }
     std::map<int, std::vector<uint8_t>> ports;  // by node: the ends it records
-    auto add = [&](routing::PortId end) { ports[*sys_.node(end.chip)].push_back(end.port); };
-    for (const auto& name : c.links) {
-      const auto port = routing::parse_port(name);
-      if (!port || !sys_.node(port->chip) || !sys_.peer(*port)) {
-        throw Error(fmt::format("'{}' is not a wired port of {}", printable(name), o_.file));
-      }
-      add(*port);
-      add(*sys_.peer(*port));
-    }
-    if (c.links.empty()) {
-      for (const auto& l : sys_.links) add(l.a), add(l.b);
-    }
+    for (const routing::PortId end : sys_.link_ends(c.links)) ports[*sys_.node(end.chip)].push_back(end.port);
     // Chips of a capture taken over that record nothing now stop.
     for (int v : capture_nodes_) ports.try_emplace(v);
+    std::vector<int> nodes;
     capture_nodes_.clear();
     for (const auto& [v, p] : ports) {
+      nodes.push_back(v);
       if (!p.empty()) capture_nodes_.push_back(v);
     }
     capture_sink_ = c.sink;
-    std::vector<int> nodes;
-    for (const auto& [v, p] : ports) nodes.push_back(v);
     ask_chips(nodes, [ports, sink = c.sink](int v, uint64_t id) {
                 return ports.at(v).empty() ? msg::Capture{id, "", {}} : msg::Capture{id, sink, ports.at(v)};
               },
               [this, nodes, reply](const std::map<int, json>& answers) {
                 json r = capture_report(nodes, answers);
-                if (r.contains("error")) {  // a chip could not reach the sink: none records
-                  capture_sink_.clear();
-                  ask_chips(std::exchange(capture_nodes_, {}), [](int, uint64_t id) { return msg::Capture{id, "", {}}; },
-                            [](const std::map<int, json>&) {});
-                }
+                if (r.contains("error")) stop_capture([](const std::vector<int>&, const std::map<int, json>&) {});  // none records
                 reply(r);
               });
+  }
+
+  // Every chip recording for the capture stops; done(the chips asked, their answers).
+  void stop_capture(std::function<void(const std::vector<int>&, const std::map<int, json>&)> done) {
+    capture_sink_.clear();
+    const std::vector<int> nodes = std::exchange(capture_nodes_, {});
+    ask_chips(nodes, [](int, uint64_t id) { return msg::Capture{id, "", {}}; },
+              [nodes, done = std::move(done)](const std::map<int, json>& answers) { done(nodes, answers); });
   }
 
   // ttemu traffic --replay: every live chip records what its router delivers, afresh (record)
@@ -665,7 +659,7 @@ class Launcher : public ControlTarget {
                 json silent = json::array();
                 for (int v = 0; v < sys_.node_count(); ++v) {
                   if (answers.count(v)) all.add(session::Deliveries::from_json(answers.at(v).at("deliveries")));
-                  else if (chips_->alive(v)) silent.push_back(to_string(sys_.chips[static_cast<size_t>(v)].id));
+                  else if (chips_->alive(v)) silent.push_back(chip_name(v));
                 }
                 reply({{"deliveries", all.to_json()}, {"silent", silent}});
               });
@@ -677,7 +671,7 @@ class Launcher : public ControlTarget {
     uint64_t recorded = 0, dropped = 0;
     json silent = json::array(), lost = json::array();
     for (int v : asked) {
-      const std::string name = to_string(sys_.chips[static_cast<size_t>(v)].id);
+      const std::string name = chip_name(v);
       if (!answers.count(v)) {
         silent.push_back(name);
         continue;
@@ -691,7 +685,7 @@ class Launcher : public ControlTarget {
       if (a.at("sink_lost").get<bool>()) lost.push_back(name);
     }
     json chips = json::array();
-    for (int v : capture_nodes_) chips.push_back(to_string(sys_.chips[static_cast<size_t>(v)].id));
+    for (int v : capture_nodes_) chips.push_back(chip_name(v));
     return {{"ok", true}, {"sink", capture_sink_}, {"recording", chips}, {"recorded", recorded}, {"dropped", dropped},
             {"silent", silent}, {"sink_lost", lost}};
   }

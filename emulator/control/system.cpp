@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "emulator/common/error.hpp"
+
 namespace ttemu::control {
 
 char side_letter(Side side) { return "NESWUD"[static_cast<int>(side)]; }
@@ -76,6 +80,21 @@ std::optional<PortId> System::peer(PortId port) const {
   if (l < 0) return std::nullopt;
   const Link& link = links[static_cast<size_t>(l)];
   return link.a == port ? link.b : link.a;
+}
+
+std::vector<PortId> System::link_ends(const std::vector<std::string>& ports) const {
+  std::vector<PortId> ends;
+  if (ports.empty()) {
+    for (const auto& l : links) ends.push_back(l.a), ends.push_back(l.b);
+  }
+  for (const auto& name : ports) {
+    const auto p = routing::parse_port(name);
+    if (!p || !node(p->chip) || !peer(*p)) throw Error(fmt::format("'{}' is not a wired port of {}", name, source));
+    for (const auto& end : {*p, *peer(*p)}) {
+      if (std::find(ends.begin(), ends.end(), end) == ends.end()) ends.push_back(end);
+    }
+  }
+  return ends;
 }
 
 bool System::is_exit_node(int node) const {

@@ -99,6 +99,10 @@ class System {
   std::vector<uint8_t> wired_ports(int node) const;
   // The far end of a port's link, or nullopt.
   std::optional<PortId> peer(PortId port) const;
+  // Both ends of each named port's link, each end once, in the order named; every link's ends
+  // (a, then b, in link order) when none is named (captures: ttemu capture, ttemu sim
+  // --capture-link). Throws Error "'NAME' is not a wired port of SOURCE".
+  std::vector<PortId> link_ends(const std::vector<std::string>& ports) const;
   // Exit nodes: chips with at least one inter-mesh link.
   bool is_exit_node(int node) const;
   // Which port is linked to which, for link-level consumers (fault plans).

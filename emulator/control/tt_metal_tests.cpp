@@ -2,16 +2,17 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <random>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include "emulator/common/error.hpp"
+#include "emulator/common/input_text.hpp"
+#include "emulator/common/yaml_input.hpp"
 
 namespace ttemu::control::ttmetal {
 
@@ -47,11 +48,7 @@ const std::map<std::string, std::string> kHighLevel = {
 const char* kMapped = "all_to_all (all_to_all_unicast), one_to_all (one_to_all_unicast), all_to_one, "
                       "full_device_random_pairing, neighbor_exchange";
 
-std::string joined(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
+std::string joined(const std::vector<std::string>& v) { return fmt::format("{}", fmt::join(v, ", ")); }
 
 bool one_of(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
 
@@ -469,8 +466,7 @@ class Expander {
           }
         }
         const Traffic& tr = parts.front().traffic;
-        std::string kind;
-        for (const auto& k : kinds) kind += (kind.empty() ? "" : "+") + k;
+        const std::string kind = fmt::format("{}", fmt::join(kinds, "+"));
         out.push_back(Run{name, *tr.ftype, *tr.ntype, t_.topology, t_.num_links, *tr.size, *tr.num_packets, kind, std::move(chosen), it, total});
       }
     }
@@ -485,23 +481,9 @@ class Expander {
 
 }  // namespace
 
-File parse_text(const std::string& text, const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw Error(fmt::format("{}:{}: {}", source, e.mark.line + 1, e.msg));
-  }
-  return Reader(source).file(root);
-}
+File parse_text(const std::string& text, const std::string& source) { return Reader(source).file(load_yaml(text, source)); }
 
-File parse_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: cannot read the file", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_text(text.str(), path);
-}
+File parse_file(const std::string& path) { return parse_text(read_text_file(path), path); }
 
 std::vector<Run> expand(const File& file, const System& sys, uint64_t seed) {
   std::vector<Run> out;
@@ -519,12 +501,6 @@ std::string report_ntype(const std::string& ntype) {
   if (ntype == "fused_atomic_inc") return "NOC_FUSED_UNICAST_ATOMIC_INC";
   if (ntype == "unicast_scatter_write") return "NOC_UNICAST_SCATTER_WRITE";
   return "NOC_UNICAST_WRITE";
-}
-
-std::string pattern_alias(const std::string& name) {
-  if (name == "all_to_all_unicast") return "all_to_all";
-  if (name == "one_to_all_unicast") return "one_to_all";
-  return name;
 }
 
 }  // namespace ttemu::control::ttmetal

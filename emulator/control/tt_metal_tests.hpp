@@ -95,8 +95,4 @@ std::vector<Run> expand(const File& file, const System& sys, uint64_t seed);
 std::string report_ftype(const std::string& ftype);
 std::string report_ntype(const std::string& ntype);
 
-// tt-metal's pattern names that are ttemu patterns under another name (`--pattern` aliases):
-// the ttemu name, or the name itself.
-std::string pattern_alias(const std::string& name);
-
 }  // namespace ttemu::control::ttmetal

@@ -61,7 +61,13 @@ bool capture_sink_exists(const std::string& name) {
   return true;
 }
 
-CaptureSink::CaptureSink() : buffers_(kBatch * kRecordBytes) {
+CaptureSink::CaptureSink() : buffers_(kBatch * kRecordBytes), msgs_(kBatch), iov_(kBatch) {
+  for (size_t i = 0; i < kBatch; ++i) {
+    iov_[i] = {buffers_.data() + i * kRecordBytes, kRecordBytes};
+    msgs_[i] = {};
+    msgs_[i].msg_hdr.msg_iov = &iov_[i];
+    msgs_[i].msg_hdr.msg_iovlen = 1;
+  }
   static std::atomic<unsigned> next{0};
   name_ = fmt::format("ttemu-capture-{}-{}", ::getpid(), next++);
   sockaddr_un a;
@@ -81,21 +87,13 @@ CaptureSink::~CaptureSink() {
 }
 
 size_t CaptureSink::receive(const std::function<void(const CaptureRecord&, std::span<const uint8_t>)>& f) {
-  mmsghdr msgs[kBatch];
-  iovec iov[kBatch];
-  for (size_t i = 0; i < kBatch; ++i) {
-    iov[i] = {buffers_.data() + i * kRecordBytes, kRecordBytes};
-    std::memset(&msgs[i], 0, sizeof msgs[i]);
-    msgs[i].msg_hdr.msg_iov = &iov[i];
-    msgs[i].msg_hdr.msg_iovlen = 1;
-  }
-  const int n = ::recvmmsg(fd_, msgs, kBatch, MSG_DONTWAIT, nullptr);
+  const int n = ::recvmmsg(fd_, msgs_.data(), kBatch, MSG_DONTWAIT, nullptr);
   if (n <= 0) return 0;
   for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
     const uint8_t* bytes = buffers_.data() + i * kRecordBytes;
-    const size_t size = msgs[i].msg_len;
+    const size_t size = msgs_[i].msg_len;
     CaptureRecord r;
-    if (size < sizeof r || (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)) {
+    if (size < sizeof r || (msgs_[i].msg_hdr.msg_flags & MSG_TRUNC)) {
       ++stray_;
       continue;
     }
@@ -122,8 +120,8 @@ void CaptureTap::start(const std::string& sink, uint16_t mesh, uint16_t device, 
   header_ = CaptureRecord{};
   header_.mesh = mesh;
   header_.device = device;
-  tapped_.assign(256, false);
-  for (uint8_t p : ports) tapped_[p] = true;
+  tapped_.reset();
+  for (uint8_t p : ports) tapped_.set(p);
   recorded_ = dropped_ = 0;
   sink_lost_ = false;
   drop_until_ = {};
@@ -136,20 +134,21 @@ void CaptureTap::stop() {
 
 size_t CaptureTap::send(uint8_t port, std::span<const Datagram> datagrams) {
   const size_t sent = inner_.send(port, datagrams);
-  if (fd_ >= 0 && tapped_[port]) {
-    for (size_t i = 0; i < sent && fd_ >= 0; ++i) record(port, datagrams[i]);
+  if (fd_ >= 0 && tapped_[port] && sent > 0) {
+    const uint64_t ns = realtime_ns();  // (handed over together: one time for the batch)
+    for (size_t i = 0; i < sent && fd_ >= 0; ++i) record(port, ns, datagrams[i]);
   }
   return sent;
 }
 
-void CaptureTap::record(uint8_t port, const Datagram& d) {
+void CaptureTap::record(uint8_t port, uint64_t ns, const Datagram& d) {
   if (drop_until_ != std::chrono::steady_clock::time_point{} && std::chrono::steady_clock::now() < drop_until_) {
     ++dropped_;
     return;
   }
   drop_until_ = {};
   header_.port = port;
-  header_.ns = realtime_ns();
+  header_.ns = ns;
   iov_.clear();
   iov_.push_back({&header_, sizeof header_});
   if (d.pieces() + 1 <= Datagram::kMaxPieces) {

@@ -14,12 +14,15 @@
 // cannot stop the fabric. A sink that is gone ends the capture on the chip's side.
 #pragma once
 
+#include <bitset>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <sys/socket.h>
 
 #include "emulator/wire/transport.hpp"
 
@@ -59,6 +62,8 @@ class CaptureSink {
   int fd_ = -1;
   std::string name_;
   std::vector<uint8_t> buffers_;
+  std::vector<mmsghdr> msgs_;  // a batch of records, each in its slot of buffers_ (set up once)
+  std::vector<iovec> iov_;
   uint64_t stray_ = 0;
 };
 
@@ -83,12 +88,12 @@ class CaptureTap final : public Transport {
   size_t send(uint8_t port, std::span<const Datagram> datagrams) override;
 
  private:
-  void record(uint8_t port, const Datagram& d);
+  void record(uint8_t port, uint64_t ns, const Datagram& d);
 
   Transport& inner_;
   int fd_ = -1;
   CaptureRecord header_{};
-  std::vector<bool> tapped_;
+  std::bitset<256> tapped_;
   std::vector<iovec> iov_;
   std::vector<uint8_t> flat_;  // a datagram of too many pieces for one sendmsg, copied whole
   uint64_t recorded_ = 0, dropped_ = 0;

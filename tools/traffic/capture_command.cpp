@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/signalfd.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,19 +118,15 @@ int run_capture(const CaptureOptions& o, const std::vector<std::string>& command
     throw Error(fmt::format("-o: {}", e.what()));
   }
   wire::CaptureSink sink;
-  // From here on, a failure removes the file this command made: nothing half-written is left.
-  auto fail = [&](const std::string& why) -> int {
-    writer.reset();
-    std::error_code ec;
-    std::filesystem::remove(o.output, ec);
-    throw Error(why);
-  };
   json links = json::array();
   for (const auto& l : o.links) links.push_back(l);
   try {
     launcher::request(socket, {{"cmd", "capture"}, {"sink", sink.name()}, {"links", links}});
-  } catch (const Error& e) {
-    return fail(e.what());
+  } catch (const Error&) {  // refused: the file this command made goes, nothing half-written is left
+    writer.reset();
+    std::error_code ec;
+    std::filesystem::remove(o.output, ec);
+    throw;
   }
 
   fmt::print(stderr, "ttemu capture: recording {} link end(s) of job {} to {} ({})\n", layout.interfaces.size(), running.text(),
@@ -153,6 +148,10 @@ int run_capture(const CaptureOptions& o, const std::vector<std::string>& command
       bytes += datagram.size();
     });
   };
+  auto drain = [&] {
+    while (take() > 0) {
+    }
+  };
   const auto start = Clock::now();
   const bool progress = ::isatty(STDERR_FILENO) && !o.json;
   auto shown = start;
@@ -168,8 +167,7 @@ int run_capture(const CaptureOptions& o, const std::vector<std::string>& command
     }
     pollfd fds[2] = {{sink.fd(), POLLIN, 0}, {signal_fd, POLLIN, 0}};
     ::poll(fds, 2, wait_ms);
-    while (take() > 0) {
-    }
+    drain();
     signalfd_siginfo si;
     while (::read(signal_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
       if (si.ssi_signo != SIGCHLD) done = true, ended_by = "signal";
@@ -189,16 +187,14 @@ int run_capture(const CaptureOptions& o, const std::vector<std::string>& command
     stopped = launcher::request(socket, {{"cmd", "capture"}, {"sink", sink.name()}, {"stop", true}});
   } catch (const Error& e) {
     // The system went away (or stopped the capture): what came is kept.
-    while (take() > 0) {
-    }
+    drain();
     order.flush();
     fmt::print(stderr, "ttemu capture: the capture did not end cleanly ({}); {} datagrams written to {}\n", e.what(),
                received, o.output);
     return 1;
   }
   // Every record a chip sent before it answered is queued here already.
-  while (take() > 0) {
-  }
+  drain();
   order.flush();
   if (child > 0) {  // ended by Ctrl-C or --duration: the command is waited for, not left behind
     ::kill(child, SIGTERM);

@@ -83,11 +83,13 @@ json run_live_replay(const job::SystemDescription& desc, const std::string& sock
   constexpr uint64_t kAlign = 4096;
   const uint64_t stage_at = (replay.dram_bytes + kAlign - 1) / kAlign * kAlign;
   std::map<ChipId, uint64_t> staged;  // bytes per source
-  for (const auto& in : replay.injections) {
-    if (in.packet.header.command == Command::kWrite) staged[in.packet.header.src()] += (in.packet.header.size + 63) / 64 * 64;
+  std::vector<uint64_t> src_addr(replay.injections.size(), 0);  // each write's payload
+  for (size_t i = 0; i < replay.injections.size(); ++i) {
+    const auto& h = replay.injections[i].packet.header;
+    if (h.command != Command::kWrite) continue;
+    src_addr[i] = TT_FABRIC_DRAM | (stage_at + staged[h.src()]);
+    staged[h.src()] += (h.size + 63) / 64 * 64;
   }
-  std::map<ChipId, const job::ChipDescription*> chip_of;
-  for (const auto& c : desc.chips) chip_of[{c.mesh, c.device}] = &c;
   for (const auto& c : desc.chips) {
     const uint64_t need = stage_at + staged[{c.mesh, c.device}];
     if (replay.l1_bytes > c.l1_bytes || need > c.dram_bytes) {
@@ -103,8 +105,6 @@ json run_live_replay(const job::SystemDescription& desc, const std::string& sock
   const session::Deliveries expected = simulate_replay(sys, replay, desc.data_fvcs, kSimLimitS);
 
   Workers workers;
-  std::map<ChipId, uint64_t> next_stage;
-  for (const auto& [src, bytes] : staged) next_stage[src] = stage_at;
   for (const auto& in : replay.injections) {
     const ChipId src = in.packet.header.src();
     if (workers.by_chip.count(src)) continue;
@@ -114,13 +114,10 @@ json run_live_replay(const job::SystemDescription& desc, const std::string& sock
     workers.by_chip[src] = w;
   }
   // Stage every payload before the first request goes.
-  std::vector<uint64_t> src_addr(replay.injections.size(), 0);
   for (size_t i = 0; i < replay.injections.size(); ++i) {
     const auto& p = replay.injections[i].packet;
     if (p.header.command != Command::kWrite) continue;
     const ChipId src = p.header.src();
-    src_addr[i] = TT_FABRIC_DRAM | next_stage[src];
-    next_stage[src] += (p.header.size + 63) / 64 * 64;
     auto* mem = static_cast<uint8_t*>(tt_fabric_memory(workers.by_chip[src], src_addr[i], p.header.size));
     if (!mem) throw Error(fmt::format("--replay: {}'s DRAM at {:#x} cannot be staged", routing::to_string(src), src_addr[i]));
     const auto payload = p.payload();

@@ -19,17 +19,10 @@ CaptureLayout capture_layout(const control::System& sys, const std::vector<std::
     for (const auto& end : {l.a, l.b}) udp_port[end] = static_cast<uint16_t>(40000 + udp_port.size() % 25536);
   }
   CaptureLayout out;
-  if (links.empty()) {
-    for (const auto& l : sys.links) out.ends.push_back(l.a), out.ends.push_back(l.b);
-  }
-  for (const auto& name : links) {
-    const auto p = routing::parse_port(name);
-    if (!p || !sys.node(p->chip) || !sys.peer(*p)) {
-      throw Error(fmt::format("{}: '{}' is not a wired port of {}", option, name, sys.source));
-    }
-    for (const auto& end : {*p, *sys.peer(*p)}) {
-      if (std::find(out.ends.begin(), out.ends.end(), end) == out.ends.end()) out.ends.push_back(end);
-    }
+  try {
+    out.ends = sys.link_ends(links);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", option, e.what()));
   }
   for (const auto& end : out.ends) {
     const PortId peer = *sys.peer(end);

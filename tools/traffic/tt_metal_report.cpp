@@ -52,8 +52,7 @@ std::string devices_text(const json& v) {
   return s + "]";
 }
 
-}  // namespace
-
+// The most pairs whose routes on the plane leave through one port (one direction of one link).
 uint32_t busiest_streams(const control::System& sys, const control::TableSet& tables, int plane,
                          const std::vector<std::pair<int, int>>& pairs) {
   std::map<routing::PortId, uint32_t> through;
@@ -64,6 +63,8 @@ uint32_t busiest_streams(const control::System& sys, const control::TableSet& ta
   }
   return most;
 }
+
+}  // namespace
 
 json tt_metal_run(const control::System& sys, const control::TableSet& tables, int plane, const control::ttmetal::Run& run,
                   const json& result, const std::string& time_base) {

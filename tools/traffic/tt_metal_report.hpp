@@ -24,9 +24,6 @@
 
 namespace ttemu::tools {
 
-// The most pairs whose routes on the plane leave through one port (one direction of one link).
-uint32_t busiest_streams(const control::System& sys, const control::TableSet& tables, int plane,
-                         const std::vector<std::pair<int, int>>& pairs);
 
 // One run's report: tt-metal's fields and ttemu's (`result` is the pattern's own JSON object);
 // `time_base` says what the seconds are ("emulated" or "simulated").
