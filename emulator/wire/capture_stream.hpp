@@ -36,7 +36,7 @@ struct CaptureRecord {
   uint16_t mesh = 0, device = 0;  // the sending chip
   uint8_t port = 0;               // the port whose wire the datagram went on
   uint8_t reserved[3]{};
-  uint64_t ns = 0;  // when the chip handed it to its transport (CLOCK_REALTIME, ns since 1970)
+  uint64_t ns = 0;  // when the chip handed it to its transport, with the rest of its batch (CLOCK_REALTIME, ns since 1970)
 };
 static_assert(sizeof(CaptureRecord) == 24);
 
