@@ -100,6 +100,33 @@ TEST(ShmRing, ARecordThatCannotBeOneIsDroppedAndCountedAndTheRingGoesOn) {
   EXPECT_EQ(ring.consume(10, [&](std::span<const uint8_t> b) { EXPECT_EQ(b.size(), 100u); }), 1u);
 }
 
+// A ring sized for a whole window of the largest frames (16 MiB) whose consumer keeps up stays
+// in its first pages: every lap would otherwise touch cold memory (and fault it in first).
+TEST(ShmRing, ARingWhoseConsumerKeepsUpReusesItsFirstPages) {
+  constexpr size_t kCap = size_t{16} << 20;
+  Region r(kCap);
+  ShmRing ring = ShmRing::create(r.aligned(), kCap);
+  const auto* data = static_cast<const uint8_t*>(r.aligned()) + 192;
+  size_t furthest = 0, got = 0;
+  for (uint32_t i = 0; i < 2000; ++i) {  // 120 MB through the ring: seven laps if it streamed
+    const auto bytes = datagram_bytes(i, 60000);
+    ASSERT_TRUE(ring.push(gathered(bytes)));
+    if (i % 3 != 2) continue;  // the consumer takes three at a time
+    ring.consume(3, [&](std::span<const uint8_t> b) {
+      furthest = std::max(furthest, static_cast<size_t>(b.data() + b.size() - data));
+      ASSERT_EQ(b.size(), 60000u);
+      uint32_t index = 0;
+      std::memcpy(&index, b.data(), 4);
+      ASSERT_EQ(index, got++);
+    });
+  }
+  EXPECT_EQ(got, 1998u);
+  EXPECT_LT(furthest, size_t{512} << 10) << "the ring streamed on instead of going back to its start";
+  // A consumer that falls behind still has the whole capacity: nothing is refused.
+  for (uint32_t i = 0; i < 200; ++i) ASSERT_TRUE(ring.push(gathered(datagram_bytes(i, 60000)))) << i;
+  EXPECT_EQ(ring.consume(1000, [](std::span<const uint8_t>) {}), 202u);
+}
+
 TEST(ShmRing, AttachRefusesMemoryThatIsNotARing) {
   std::vector<uint64_t> mem(1024, 0);
   EXPECT_THROW(ShmRing::attach(mem.data(), mem.size() * 8), std::runtime_error);

@@ -32,6 +32,7 @@ ShmRing ShmRing::create(void* memory, size_t capacity) {
   auto* h = new (memory) Header;
   h->head.store(0, std::memory_order_relaxed);
   h->tail.store(0, std::memory_order_relaxed);
+  h->origin.store(0, std::memory_order_relaxed);
   h->capacity = capacity;
   h->magic = kMagic;
   return ShmRing(h, static_cast<uint8_t*>(memory) + sizeof(Header));
@@ -52,7 +53,14 @@ bool ShmRing::push(const Datagram& d) {
   if (need > cap) return false;
   const uint64_t tail = h_->tail.load(std::memory_order_relaxed);
   const uint64_t head = h_->head.load(std::memory_order_acquire);
-  const size_t at = tail & (cap - 1);
+  uint64_t origin = h_->origin.load(std::memory_order_relaxed);
+  if (tail == head && origin != tail) {
+    // Empty, the consumer done with every record: start again at offset 0 (published by the
+    // release of tail below).
+    origin = tail;
+    h_->origin.store(origin, std::memory_order_relaxed);
+  }
+  const size_t at = (tail - origin) & (cap - 1);
   const size_t to_end = cap - at;
   const size_t pad = need > to_end ? to_end : 0;  // a record never wraps
   if (tail - head + pad + need > cap) return false;
@@ -62,7 +70,7 @@ bool ShmRing::push(const Datagram& d) {
     std::memcpy(data_ + at, &r, sizeof r);
     pos += pad;
   }
-  uint8_t* out = data_ + (pos & (cap - 1));
+  uint8_t* out = data_ + ((pos - origin) & (cap - 1));
   const RecordHeader r{static_cast<uint32_t>(d.size()), kData};
   std::memcpy(out, &r, sizeof r);
   d.copy_to(out + kRecordHeader);
@@ -74,10 +82,10 @@ bool ShmRing::empty() const {
   return h_->head.load(std::memory_order_relaxed) == h_->tail.load(std::memory_order_acquire);
 }
 
-bool ShmRing::next(uint64_t& pos, uint64_t tail, std::span<const uint8_t>& out) {
+bool ShmRing::next(uint64_t& pos, uint64_t tail, uint64_t origin, std::span<const uint8_t>& out) {
   const uint64_t cap = h_->capacity;
   while (pos != tail) {
-    const size_t at = pos & (cap - 1);
+    const size_t at = (pos - origin) & (cap - 1);
     RecordHeader r;
     std::memcpy(&r, data_ + at, sizeof r);
     const size_t span = kRecordHeader + padded(r.length);

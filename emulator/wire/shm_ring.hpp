@@ -10,7 +10,11 @@
 //
 // Layout: a 192-byte header (head, tail and the geometry on their own cache lines), then
 // `capacity` bytes of records: an 8-byte record header (length, kind), the datagram, padding
-// to 8 bytes. A record never wraps; the producer pads to the end first.
+// to 8 bytes. A record never wraps; the producer pads to the end first. Offsets count from an
+// origin that the producer moves to its tail whenever it finds the ring empty: a ring whose
+// consumer keeps up then reuses its first pages, mapped and warm in cache, instead of
+// streaming through its whole capacity (sized for a window of the largest frames) and
+// touching cold memory on every lap.
 #pragma once
 
 #include <atomic>
@@ -45,7 +49,7 @@ class ShmRing {
  private:
   struct Header;
   ShmRing(Header* h, uint8_t* data) : h_(h), data_(data) {}
-  bool next(uint64_t& pos, uint64_t tail, std::span<const uint8_t>& out);
+  bool next(uint64_t& pos, uint64_t tail, uint64_t origin, std::span<const uint8_t>& out);
 
   Header* h_ = nullptr;
   uint8_t* data_ = nullptr;
@@ -55,6 +59,7 @@ class ShmRing {
 struct ShmRing::Header {
   alignas(64) std::atomic<uint64_t> head;  // written by the consumer
   alignas(64) std::atomic<uint64_t> tail;  // written by the producer
+  std::atomic<uint64_t> origin;  // the position at offset 0; the producer's, published with tail
   alignas(64) uint64_t magic;
   uint64_t capacity;
 };
@@ -62,10 +67,12 @@ struct ShmRing::Header {
 template <class F>
 size_t ShmRing::consume(size_t max, F&& f) {
   const uint64_t tail = h_->tail.load(std::memory_order_acquire);
+  // Stored before that tail; the producer moves it again only once this consume has freed all.
+  const uint64_t origin = h_->origin.load(std::memory_order_relaxed);
   uint64_t pos = h_->head.load(std::memory_order_relaxed);
   size_t n = 0;
   std::span<const uint8_t> bytes;
-  while (n < max && pos != tail && next(pos, tail, bytes)) {
+  while (n < max && pos != tail && next(pos, tail, origin, bytes)) {
     f(bytes);
     ++n;
   }
