@@ -1,5 +1,6 @@
 #include "emulator/chip/command_buffer.hpp"
 
+#include "emulator/chip/doorbell.hpp"
 #include "emulator/common/futex.hpp"
 
 namespace ttemu::chip {
@@ -38,7 +39,7 @@ bool CommandBufferClient::try_submit(const CommandRequest& r) {
   slot.state.store(kSlotReady, std::memory_order_release);
   // The router looks for ready slots after it says it sleeps; ring only if it has said so.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (cb.router_asleep.load(std::memory_order_relaxed) && ring_) ring_();
+  if (ring_ && should_ring(cb.router_asleep)) ring_();
   return true;
 }
 

@@ -9,14 +9,25 @@
 // The handshake that makes this safe (no lost wake-up): the worker marks its slot ready, then
 // reads router_asleep; the router sets router_asleep, then looks for ready slots once more
 // before it blocks. With a full fence on each side, at least one of them sees the other.
+// The first waker takes the flag (should_ring), so a sleeping chip is rung once, not once per
+// worker or neighbour that has something for it: the chip looks at all of its shared work
+// when it wakes, and says it sleeps again before it next blocks.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "emulator/chip/segments.hpp"
 #include "emulator/routing/address.hpp"
 
 namespace ttemu::chip {
+
+// After publishing work and a full fence: true if the chip said it sleeps and no one else has
+// taken that on to wake it since; the caller then rings.
+inline bool should_ring(std::atomic<uint32_t>& router_asleep) {
+  return router_asleep.load(std::memory_order_relaxed) != 0 && router_asleep.exchange(0, std::memory_order_seq_cst) != 0;
+}
 
 // The chip's end: readable when rung.
 class DoorbellListener {
@@ -27,7 +38,7 @@ class DoorbellListener {
   DoorbellListener& operator=(const DoorbellListener&) = delete;
 
   int fd() const { return fd_; }
-  void drain();  // reads every ring so far
+  void drain();  // reads every ring so far (one system call for up to 16)
 
  private:
   int fd_ = -1;

@@ -89,9 +89,7 @@ size_t ShmTransport::send(uint8_t port, std::span<const wire::Datagram> datagram
     // Published, then read the peer's flag (the peer says it sleeps, then looks once more):
     // with a full fence on each side, one of the two sees the other.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (l->peer_control.as<chip::ChipControl>()->commands.router_asleep.load(std::memory_order_relaxed)) {
-      l->peer_doorbell->ring();
-    }
+    if (chip::should_ring(l->peer_control.as<chip::ChipControl>()->commands.router_asleep)) l->peer_doorbell->ring();
   }
   return datagrams.size();
 }
