@@ -80,11 +80,13 @@ inline const bool kTestEventsDirSet = [] {
   return true;
 }();
 
-// The lines of an event log (launcher/event_log.hpp), each a JSON object.
+// The lines of an event log (launcher/event_log.hpp), each a JSON object. A live log's last
+// line may be half written (the launcher's stdio buffer can split a line into two writes):
+// a line with no newline yet is left for the next read.
 inline std::vector<nlohmann::json> read_event_log(const std::string& path) {
   std::vector<nlohmann::json> lines;
   std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
+  for (std::string line; std::getline(in, line) && !in.eof();) {
     if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
   }
   return lines;
