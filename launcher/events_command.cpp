@@ -14,6 +14,7 @@
 
 #include "emulator/common/error.hpp"
 #include "launcher/control_client.hpp"
+#include "emulator/common/complete_lines.hpp"
 #include "launcher/event_log.hpp"
 
 namespace ttemu::launcher {
@@ -133,21 +134,6 @@ std::string event_text(const json& e) {
   // A simulated run's lines have no wall time (ttemu sim --events): their times are simulated.
   return fmt::format("{:<24}  {:>9.3f} s  {:<6} {:<12} {}", e.value("time", "simulated"), e.value("uptime_s", 0.0),
                      e.value("chip", ""), kind, what);
-}
-
-void read_complete_lines(std::istream& in, const std::function<void(const std::string&)>& each) {
-  std::string line;
-  while (true) {
-    const auto at = in.tellg();
-    if (!std::getline(in, line)) break;
-    if (in.eof()) {  // no newline yet: read it again once it is complete
-      in.clear();
-      in.seekg(at);
-      break;
-    }
-    each(line);
-  }
-  in.clear();
 }
 
 namespace {

@@ -2,8 +2,6 @@
 // the log's own JSON lines, once or following it as it grows.
 #pragma once
 
-#include <functional>
-#include <istream>
 #include <string>
 #include <vector>
 
@@ -22,8 +20,5 @@ std::string find_event_log(const std::string& what, const std::string& dir);
 std::vector<nlohmann::json> read_event_lines(const std::string& path);
 // One event in words, as `ttemu events` prints it: time, uptime, chip, kind, what happened.
 std::string event_text(const nlohmann::json& event);
-// Calls `each` with every complete line `in` holds from where it stands; a partial last line
-// (the log is being written) stays for the next call.
-void read_complete_lines(std::istream& in, const std::function<void(const std::string&)>& each);
 
 }  // namespace ttemu::launcher

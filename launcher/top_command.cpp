@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "emulator/common/complete_lines.hpp"
 #include "emulator/common/error.hpp"
 #include "launcher/control_client.hpp"
 #include "launcher/event_log.hpp"

@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "emulator/common/complete_lines.hpp"
 #include "emulator/control/routing_tables.hpp"
 #include "emulator/control/system_yaml.hpp"
 #include "emulator/control/table_check.hpp"
@@ -80,15 +81,14 @@ inline const bool kTestEventsDirSet = [] {
   return true;
 }();
 
-// The lines of an event log (launcher/event_log.hpp), each a JSON object. A live log's last
-// line may be half written (the launcher's stdio buffer can split a line into two writes):
-// a line with no newline yet is left for the next read.
+// The complete lines of an event log (launcher/event_log.hpp), each a JSON object (a live
+// log's half-written last line is left for the next read).
 inline std::vector<nlohmann::json> read_event_log(const std::string& path) {
   std::vector<nlohmann::json> lines;
   std::ifstream in(path);
-  for (std::string line; std::getline(in, line) && !in.eof();) {
+  read_complete_lines(in, [&](const std::string& line) {
     if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
-  }
+  });
   return lines;
 }
 

@@ -42,6 +42,13 @@ using nlohmann::json;
 // Measured runs of each goodput row, after a warm-up run.
 constexpr size_t kBulkRuns = 3;
 
+// A shell script running `one` (a command ending in "; ") as a warm-up, then kBulkRuns times.
+std::string warm_up_and_measure(const std::string& one) {
+  std::string all;
+  for (size_t i = 0; i <= kBulkRuns; ++i) all += one;
+  return all;
+}
+
 // Least-squares slope of ys over x = 1, 2, ... (microseconds per hop of a round trip).
 double slope(const std::vector<double>& ys) {
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
@@ -71,12 +78,8 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
     script += fmt::format("{} traffic --pattern unicast --src M0D0 --dst {} --count 1 --size 64 "
                           "--latency-samples {} --json; ", ttemu, d, samples);
   }
-  // A warm-up run, then kBulkRuns measured ones.
   auto runs = [&](const std::string& traffic_args) {
-    const std::string one = fmt::format("{} traffic {} --latency-samples 1 --json; ", ttemu, traffic_args);
-    std::string all;
-    for (size_t i = 0; i <= kBulkRuns; ++i) all += one;
-    return all;
+    return warm_up_and_measure(fmt::format("{} traffic {} --latency-samples 1 --json; ", ttemu, traffic_args));
   };
   script += runs("--pattern unicast --src M0D0 --dst M0D15 --count 48 --size 65536");
   const std::string opts = fmt::format("--transport {} --spin-us {}", transport, spin_us);
@@ -113,8 +116,7 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
 // first test on a fresh system pays for first touches, and a single one swings by a factor of
 // two here); every test's payloads count as verified.
 double link_goodput(const std::string& ttemu, const std::string& transport, int spin_us, FabricRun& r) {
-  std::string script;
-  for (size_t i = 0; i <= kBulkRuns; ++i) script += ttemu + " link test M0D0P2 --frames 100000 --size 4096 --json; ";
+  const std::string script = warm_up_and_measure(ttemu + " link test M0D0P2 --frames 100000 --size 4096 --json; ");
   auto docs = ttemu::bench::launch_json(ttemu, TTEMU_TOPOLOGIES "/n300.yaml",
                                         fmt::format("--transport {} --spin-us {}", transport, spin_us),
                                         fmt::format("sh -c '{}'", script));
@@ -195,11 +197,10 @@ void print_round(const json& result, int spin_us, int round, int repeat) {
     fmt::print("  {:<48} {:>7.1f} us {:>7.1f} us {:>7.2f}\n", "  vs raw UDP relayed by a process per hop", raw_chain_hop, hop, hop / raw_chain_hop);
     fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "goodput, 64 KiB writes over 6 hops", raw_tput / 1e9, six, six * 1e9 / raw_tput);
     fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "  vs one TT-link (link test)", link, six, r["six_hop_vs_link"].get<double>());
+    const double galaxy = r["galaxy_all_to_all_gb_per_s"].get<double>() * r["galaxy_mean_hops"].get<double>();
     fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n",
                fmt::format("Galaxy all_to_all x {:.2f} mean hops vs one link", r["galaxy_mean_hops"].get<double>()), link,
-               r["galaxy_all_to_all_gb_per_s"].get<double>() * r["galaxy_mean_hops"].get<double>(),
-               r["galaxy_x_hops_vs_link"].get<double>());
-    const double galaxy = r["galaxy_all_to_all_gb_per_s"].get<double>() * r["galaxy_mean_hops"].get<double>();
+               galaxy, r["galaxy_x_hops_vs_link"].get<double>());
     fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "  vs raw UDP relayed by a process per chip",
                raw_mesh, galaxy, r["galaxy_x_hops_vs_raw_mesh"].get<double>());
     fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "  (that raw relay vs one link)", link, raw_mesh,

@@ -13,7 +13,6 @@
 #pragma once
 
 #include <poll.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -81,11 +80,7 @@ inline int next_hop(int self, int dst, int cols) {
   // Everything is in place (the source written, its pages faulted in) before the start.
   char go = 0;
   if (read(go_fd, &go, 1) != 1) _exit(1);
-  const int ep = epoll_create1(EPOLL_CLOEXEC);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
-  auto idle_since = Clock::now();
+  Receiver rx(fd, waiting);
   for (;;) {
     for (size_t i = 0; i < kBatch; ++i) {
       riov[i] = {bufs[i].data(), bufs[i].size()};
@@ -111,9 +106,9 @@ inline int next_hop(int self, int dst, int cols) {
     // Own traffic after what is passing through: up to one datagram per neighbour per turn.
     for (size_t k = 0; k < headers.size() && own_left > 0; ++k, --own_left, ++own_next) {
       int d = static_cast<int>(own_next % static_cast<uint64_t>(n - 1));
-      uint8_t* p = source.data() + static_cast<size_t>(own_next) * chunk;
-      headers[k] = {static_cast<uint32_t>(d + (d >= self ? 1 : 0)), crc ? crc32_gzip_refl(0, p, chunk) : 0};
       d += d >= self ? 1 : 0;
+      uint8_t* p = source.data() + static_cast<size_t>(own_next) * chunk;
+      headers[k] = {static_cast<uint32_t>(d), crc ? crc32_gzip_refl(0, p, chunk) : 0};
       auto& q = out[static_cast<size_t>(next_hop(self, d, cols))];
       q.push_back({headers[k].data(), kHeader});
       q.push_back({p, chunk});
@@ -149,14 +144,7 @@ inline int next_hop(int self, int dst, int cols) {
       const char c = bad ? 1 : 0;
       if (write(done_fd, &c, 1) != 1) _exit(1);
     }
-    if (got > 0 || sent || own_left > 0) {
-      idle_since = Clock::now();
-      continue;
-    }
-    // Idle: spin (yielding) for the chips' spin, then sleep in epoll.
-    epoll_event e;
-    const bool spinning = waiting.spin.count() > 0 && Clock::now() < idle_since + waiting.spin;
-    if (epoll_wait(ep, &e, 1, spinning ? 0 : -1) == 0) sched_yield();
+    if (got <= 0 && !sent && own_left == 0) rx.wait();  // idle: as a chip waits
   }
 }
 

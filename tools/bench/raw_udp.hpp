@@ -69,7 +69,8 @@ class Receiver {
   Receiver(const Receiver&) = delete;
   Receiver& operator=(const Receiver&) = delete;
 
-  ssize_t recv(void* buf, size_t size) {
+  // Returns once the socket is readable: spinning (yielding) for the spin, then in epoll.
+  void wait() {
     const auto spin_end = Clock::now() + w_.spin;
     for (epoll_event ev;;) {
       const bool spinning = w_.spin.count() > 0 && Clock::now() < spin_end;
@@ -77,6 +78,9 @@ class Receiver {
       if (n > 0) break;
       if (n == 0) sched_yield();
     }
+  }
+  ssize_t recv(void* buf, size_t size) {
+    wait();
     return ::recv(fd_, buf, size, MSG_DONTWAIT);
   }
 
