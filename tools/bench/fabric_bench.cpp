@@ -9,9 +9,11 @@
 // Each transport (--transport udp,uring,shm; all three by default) gets the same rows, and two more: the
 // 6-hop goodput and the Galaxy's all_to_all goodput times its mean route length, each against
 // one TT-link's goodput with that transport (each a median of 3 runs after a warm-up run: link
-// tests, all_to_all runs). The Galaxy row also stands beside the same all_to_all relayed in raw
-// UDP by a process per chip that only checks CRCs (raw_mesh.hpp), and that relay beside one
-// link: what an emulator with a process per chip could move here at most.
+// tests, all_to_all runs). The Galaxy row also stands beside the same all_to_all relayed raw by
+// a process per chip (raw_mesh.hpp) over the same kind of wire (UDP for udp and uring, shared-
+// memory rings for shm), at two levels of work: checking CRCs only, and the least work the
+// issue's cost model grants TT-link (a CRC on each side of a crossing, one copy per hop); and
+// each relay beside one link: what an emulator with a process per chip could move here.
 //
 // Warm-up: the first run on a fresh system pays for first touches that hardware never pays
 // (the kernel allocating the chips' L1 pages as writes land, buffer pools filling): measured
@@ -140,15 +142,23 @@ bool measure_round(const std::vector<std::string>& transports, int samples, int 
   for (int h = 1; h <= 6; ++h) chain.push_back(ttemu::bench::median(ttemu::bench::raw_chain_round_trips(h, 64, samples, waiting)));
   const double raw_chain_hop = slope(chain) / 2;
   const double raw_tput = ttemu::bench::raw_throughput(4096, 200000ull * 4096);
-  // The Galaxy's all_to_all (4x8, 64 KiB per pair in 4 KiB chunks) relayed in raw UDP by a
-  // process per chip that only checks each chunk's CRC: the most any one-process-per-chip
-  // emulator over UDP could move here.
-  std::vector<double> mesh;
-  for (size_t i = 0; i < kBulkRuns; ++i) {
-    const auto m = ttemu::bench::raw_mesh_all_to_all(4, 8, 65536, 4096, /*crc=*/true, waiting);
-    if (m.complete) mesh.push_back(m.crossings_per_s);
+  // The Galaxy's all_to_all (4x8, 64 KiB per pair in 4 KiB chunks) relayed raw by a process per
+  // chip, over UDP and over shared-memory rings, doing TT-link's work in part (raw_mesh.hpp).
+  json meshes = json::object();
+  bool meshes_ok = true;
+  for (const char* wire : {"udp", "shm"}) {
+    for (const auto& [name, work] : {std::pair{"crc_check", ttemu::bench::RelayWork::kCheckCrc},
+                                     std::pair{"tt_link_least", ttemu::bench::RelayWork::kTtLinkLeast}}) {
+      std::vector<double> runs;
+      for (size_t i = 0; i < kBulkRuns; ++i) {
+        const auto m = std::string(wire) == "udp" ? ttemu::bench::raw_mesh_all_to_all(4, 8, 65536, 4096, work, waiting)
+                                                  : ttemu::bench::raw_shm_mesh_all_to_all(4, 8, 65536, 4096, work);
+        if (m.complete) runs.push_back(m.crossings_per_s);
+      }
+      meshes[wire][name] = ttemu::bench::median(runs) / 1e9;
+      meshes_ok = meshes_ok && !runs.empty();
+    }
   }
-  const double raw_mesh = ttemu::bench::median(mesh);
 
   json by_transport = json::object();
   double errors = 0;
@@ -158,29 +168,35 @@ bool measure_round(const std::vector<std::string>& transports, int samples, int 
     const double link = link_goodput(ttemu, t, spin_us, r);
     ok = ok && r.ok && link > 0;
     errors += r.errors;
+    const std::string wire = t == "shm" ? "shm" : "udp";  // the relay over the same kind of wire
+    const double galaxy = r.galaxy_goodput * r.galaxy_mean_hops;
+    const double raw_mesh = meshes[wire]["crc_check"].get<double>() * 1e9;
+    const double least = meshes[wire]["tt_link_least"].get<double>() * 1e9;
     by_transport[t] = {
         {"round_trip_p50_us_by_hops", r.p50}, {"per_hop_us", r.per_hop_us},
         {"per_hop_vs_raw", r.per_hop_us / raw_one_way}, {"per_hop_vs_raw_chain", r.per_hop_us / raw_chain_hop},
         {"six_hop_goodput_gb_per_s", r.goodput / 1e9}, {"goodput_vs_raw", r.goodput / raw_tput},
         {"link_goodput_gb_per_s", link / 1e9}, {"six_hop_vs_link", link > 0 ? r.goodput / link : 0.0},
         {"galaxy_all_to_all_gb_per_s", r.galaxy_goodput / 1e9}, {"galaxy_mean_hops", r.galaxy_mean_hops},
-        {"galaxy_x_hops_vs_link", link > 0 ? r.galaxy_goodput * r.galaxy_mean_hops / link : 0.0},
-        {"galaxy_x_hops_vs_raw_mesh", raw_mesh > 0 ? r.galaxy_goodput * r.galaxy_mean_hops / raw_mesh : 0.0},
+        {"galaxy_x_hops_vs_link", link > 0 ? galaxy / link : 0.0}, {"raw_mesh_wire", wire},
+        {"galaxy_x_hops_vs_raw_mesh", raw_mesh > 0 ? galaxy / raw_mesh : 0.0},
         {"raw_mesh_vs_link", link > 0 ? raw_mesh / link : 0.0},
+        {"galaxy_x_hops_vs_least_work_mesh", least > 0 ? galaxy / least : 0.0},
+        {"least_work_mesh_vs_link", link > 0 ? least / link : 0.0},
         {"verified", r.verified}, {"errors", r.errors}};
   }
   result = {{"raw_udp_one_way_us", raw_one_way}, {"raw_chain_per_hop_us", raw_chain_hop},
             {"raw_chain_round_trip_p50_us_by_hops", chain}, {"raw_udp_gb_per_s", raw_tput / 1e9},
-            {"raw_mesh_all_to_all_x_hops_gb_per_s", raw_mesh / 1e9},
+            {"raw_mesh_all_to_all_x_hops_gb_per_s", meshes},
             {"spin_us", spin_us}, {"transports", by_transport}, {"errors", errors}};
-  return ok && errors == 0 && raw_mesh > 0;
+  return ok && errors == 0 && meshes_ok;
 }
 
 void print_round(const json& result, int spin_us, int round, int repeat) {
   const double raw_one_way = result["raw_udp_one_way_us"].get<double>();
   const double raw_chain_hop = result["raw_chain_per_hop_us"].get<double>();
   const double raw_tput = result["raw_udp_gb_per_s"].get<double>() * 1e9;
-  const double raw_mesh = result["raw_mesh_all_to_all_x_hops_gb_per_s"].get<double>();
+  const json& meshes = result["raw_mesh_all_to_all_x_hops_gb_per_s"];
   const json& by_transport = result["transports"];
   if (repeat > 1) fmt::print("Round {} of {}\n", round + 1, repeat);
   fmt::print("Fabric routers vs raw UDP on this machine (4x4 mesh and Galaxy, one process per chip; all wait\n"
@@ -201,10 +217,17 @@ void print_round(const json& result, int spin_us, int round, int repeat) {
     fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n",
                fmt::format("Galaxy all_to_all x {:.2f} mean hops vs one link", r["galaxy_mean_hops"].get<double>()), link,
                galaxy, r["galaxy_x_hops_vs_link"].get<double>());
-    fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "  vs raw UDP relayed by a process per chip",
+    const std::string wire = r["raw_mesh_wire"].get<std::string>();
+    const std::string relayed = wire == "shm" ? "over shm rings" : "in raw UDP";
+    const double raw_mesh = meshes[wire]["crc_check"].get<double>(), least = meshes[wire]["tt_link_least"].get<double>();
+    fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "  vs relayed " + relayed + ", CRCs checked",
                raw_mesh, galaxy, r["galaxy_x_hops_vs_raw_mesh"].get<double>());
-    fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "  (that raw relay vs one link)", link, raw_mesh,
+    fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "  vs relayed doing TT-link's least work", least,
+               galaxy, r["galaxy_x_hops_vs_least_work_mesh"].get<double>());
+    fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "  (the CRC-checking relay vs one link)", link, raw_mesh,
                r["raw_mesh_vs_link"].get<double>());
+    fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "  (the least-work relay vs one link)", link, least,
+               r["least_work_mesh_vs_link"].get<double>());
     fmt::print("  (verified {} bytes, errors {})\n", r["verified"].get<double>(), r["errors"].get<double>());
   }
 }
@@ -214,7 +237,7 @@ json summarise(const json& rounds) {
   json out = json::object();
   for (const auto& [t, first] : rounds[0]["transports"].items()) {
     for (const char* row : {"per_hop_vs_raw_chain", "six_hop_vs_link", "galaxy_x_hops_vs_link", "galaxy_x_hops_vs_raw_mesh",
-                            "raw_mesh_vs_link"}) {
+                            "raw_mesh_vs_link", "galaxy_x_hops_vs_least_work_mesh", "least_work_mesh_vs_link"}) {
       std::vector<double> v;
       for (const auto& r : rounds) v.push_back(r["transports"][t][row].get<double>());
       out[t][row] = {{"median", ttemu::bench::median(v)},

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -90,6 +91,15 @@ class Receiver {
   int ep_;
 };
 
+// fork(), with the child killed when the benchmark dies (a benchmark killed by SIGKILL would
+// otherwise leave its relays waiting in epoll).
+inline pid_t fork_baseline() {
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)) _exit(1);
+  return pid;
+}
+
 inline sockaddr_in loopback(uint16_t port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -105,7 +115,7 @@ inline sockaddr_in loopback(uint16_t port) {
 inline double raw_throughput(Socket rx, Socket tx, sockaddr_in to, size_t size, size_t bytes) {
   int result[2];
   if (pipe(result) != 0) return 0;
-  pid_t pid = fork();
+  pid_t pid = fork_baseline();
   if (pid == 0) {
     std::vector<std::vector<uint8_t>> bufs(64, std::vector<uint8_t>(65536));
     std::vector<mmsghdr> msgs(64);
@@ -171,7 +181,7 @@ inline double raw_throughput(size_t size, size_t bytes) {
 // Raw UDP round trips of `size` bytes between two processes.
 inline std::vector<double> raw_round_trips(size_t size, int count, Waiting waiting = {}) {
   Socket a = udp_socket(), b = udp_socket();
-  pid_t pid = fork();
+  pid_t pid = fork_baseline();
   if (pid == 0) {
     std::vector<uint8_t> buf(65536);
     sockaddr_in back = loopback(a.port);
@@ -207,7 +217,7 @@ inline std::vector<double> raw_chain_round_trips(int hops, size_t size, int coun
   for (int i = 0; i <= hops; ++i) s.push_back(udp_socket());
   std::vector<pid_t> relays;
   for (int i = 1; i <= hops; ++i) {
-    pid_t pid = fork();
+    pid_t pid = fork_baseline();
     if (pid == 0) {
       std::vector<uint8_t> buf(65536);
       sockaddr_in up = loopback(i < hops ? s[static_cast<size_t>(i) + 1].port : 0);
