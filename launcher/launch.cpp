@@ -99,7 +99,7 @@ class Launcher : public ControlTarget {
     socket_path_ = server_->path();
     signals_.async_wait([this](auto ec, int sig) {
       if (!ec) {
-        fmt::print(stderr, "\nttemu: {} received, stopping {} chip(s)\n", strsignal(sig), sys_.chips.size());
+        fmt::print(stderr, "\nttemu: {} received, stopping {} chip(s)\n", strsignal(sig), chips_ ? chips_->running() : 0);
         shutdown(0);
       }
     });

@@ -253,6 +253,8 @@ TEST(System, AChipThatDiesIsReportedAndTheRestKeepRunning) {
   RunResult r = sys.ttemu({"link", "test", "M0D0P2", "--frames", "2000", "--size", "512", "--json"});
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(sys.stop(), 0);
+  // The launcher stops the 7 chips that live, not the dead one too.
+  EXPECT_TRUE(sys.wait_for("received, stopping 7 chip(s)", 5s)) << sys.output();
   expect_nothing_left(held);
 }
 
