@@ -63,16 +63,17 @@ std::vector<json> read_event_lines(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error(fmt::format("cannot read {}", path));
   std::vector<json> out;
-  std::string line;
-  for (size_t n = 1; std::getline(in, line); ++n) {
-    if (line.empty()) continue;
+  size_t n = 0;
+  read_complete_lines(in, [&](const std::string& line) {  // a live log's half-written line waits
+    ++n;
+    if (line.empty()) return;
     json e = json::parse(line, nullptr, false);
     if (e.is_discarded() || !e.is_object()) {
       fmt::print(stderr, "ttemu: {}:{}: not a JSON object, skipped\n", path, n);
-      continue;
+      return;
     }
     out.push_back(std::move(e));
-  }
+  });
   return out;
 }
 

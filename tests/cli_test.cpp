@@ -785,5 +785,22 @@ TEST(Cli, DiagnoseCountsAJudgementMadeAfterFollowingTheFarEnd) {
   EXPECT_EQ(d["links"][0]["followed"], 1);
 }
 
+// A log still being written may end in half a line (the launcher's buffer can split a line
+// into two writes): diagnose reads the complete lines and says nothing of the half one, but
+// still names a complete line that is not JSON.
+TEST(Cli, DiagnoseReadsALiveLogUpToItsLastCompleteLine) {
+  const std::string down = nlohmann::json{{"uptime_s", 1.0}, {"chip", "M0D0"}, {"kind", "fallback"}, {"port", "M0D0P4"},
+                                          {"peer", "M0D1P12"}, {"via", "M0D0P6"}, {"reason", "timeouts"}}.dump() + "\n";
+  TempFile live(down + "{\"uptime_s\": 1.5, \"chip\": \"M0D1\", \"ki");
+  RunResult r = cli("diagnose " + live.path() + " --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.stderr_text.find("not a JSON object"), std::string::npos) << r.stderr_text;
+  EXPECT_EQ(nlohmann::json::parse(r.stdout_text)["links"].size(), 1u) << r.stdout_text;
+  TempFile broken(down + "not json\n" + down);
+  RunResult b = cli("diagnose " + broken.path() + " --json");
+  ASSERT_EQ(b.status, 0) << b.out;
+  EXPECT_NE(b.stderr_text.find(":2: not a JSON object, skipped"), std::string::npos) << b.stderr_text;
+}
+
 }  // namespace
 }  // namespace ttemu::test
