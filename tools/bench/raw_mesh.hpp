@@ -75,7 +75,6 @@ inline int next_hop(int self, int dst, int cols) {
 struct Node {
   int self, cols, n;
   size_t chunk, unit;
-  RelayWork work;
   bool crc, copy;  // check CRCs; TT-link's least work
   uint64_t expect, arrived = 0, own_left, own_next = 0;
   bool bad = false;
@@ -84,7 +83,7 @@ struct Node {
   std::vector<uint8_t> source, sink;  // sink: where a destination commits (with copy)
 
   Node(int self_, int rows, int cols_, size_t per_pair, size_t chunk_, RelayWork w)
-      : self(self_), cols(cols_), n(rows * cols_), chunk(chunk_), unit(kHeader + chunk_), work(w),
+      : self(self_), cols(cols_), n(rows * cols_), chunk(chunk_), unit(kHeader + chunk_),
         crc(w != RelayWork::kNone), copy(w == RelayWork::kTtLinkLeast) {
     const size_t chunks_per_pair = (per_pair + chunk - 1) / chunk;
     expect = own_left = static_cast<uint64_t>(n - 1) * chunks_per_pair;
