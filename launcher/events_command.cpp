@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "emulator/common/complete_lines.hpp"
 #include "emulator/common/error.hpp"
 #include "launcher/control_client.hpp"
-#include "emulator/common/complete_lines.hpp"
 #include "launcher/event_log.hpp"
 
 namespace ttemu::launcher {

@@ -43,6 +43,7 @@
 
 #include <isa-l/crc.h>
 
+#include "emulator/chip/doorbell.hpp"
 #include "emulator/common/futex.hpp"
 #include "emulator/wire/datagram.hpp"
 #include "emulator/wire/shm_ring.hpp"
@@ -64,6 +65,8 @@ namespace raw_mesh_detail {
 constexpr size_t kHeader = 8;  // destination node, then the payload's CRC32 (uint32 each)
 constexpr size_t kPack = 15;   // chunks per datagram
 constexpr size_t kOwnPerTurn = 4 * kPack;
+
+inline int distance(int a, int b, int cols) { return std::abs(a / cols - b / cols) + std::abs(a % cols - b % cols); }
 
 inline int next_hop(int self, int dst, int cols) {
   const int r = self / cols, c = self % cols, dr = dst / cols, dc = dst % cols;
@@ -145,7 +148,7 @@ inline RawMeshResult run(int rows, int cols, size_t per_pair, std::chrono::secon
   double hops = 0;
   for (int a = 0; a < n; ++a)
     for (int b = 0; b < n; ++b)
-      if (a != b) hops += std::abs(a / cols - b / cols) + std::abs(a % cols - b % cols);
+      if (a != b) hops += distance(a, b, cols);
   r.mean_hops = hops / (n * (n - 1));
   const auto wait_for = [&](int count, Clock::time_point since, auto&& take) {
     for (pollfd p{done[0], POLLIN, 0}; count > 0;) {
@@ -161,7 +164,8 @@ inline RawMeshResult run(int rows, int cols, size_t per_pair, std::chrono::secon
     }
     return true;
   };
-  bool ready = wait_for(n, Clock::now(), [&](char c) { ready = ready && c == 2; });
+  bool all_ready = true;
+  const bool ready = wait_for(n, Clock::now(), [&](char c) { all_ready = all_ready && c == 2; }) && all_ready;
   const std::string starts(static_cast<size_t>(n), 'g');
   const auto t0 = Clock::now();
   if (ready && write(go[1], starts.data(), starts.size()) == static_cast<ssize_t>(starts.size())) {
@@ -320,19 +324,17 @@ struct ShmMesh {
     size_t count = 0;
     for (int a = 0; a < n; ++a)
       for (int b = 0; b < n; ++b)
-        if (std::abs(a / cols - b / cols) + std::abs(a % cols - b % cols) == 1) slot[static_cast<size_t>(a * n + b)] = static_cast<int>(count++);
-    const size_t each = wire::ShmRing::bytes_for(kRing);
-    bytes = 4096 + count * each;
+        if (distance(a, b, cols) == 1) slot[static_cast<size_t>(a * n + b)] = static_cast<int>(count++);
+    bytes = ring_offset(count);
     memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (memory == MAP_FAILED) {
       memory = nullptr;
       return;
     }
     bells = new (memory) Bell[static_cast<size_t>(n)];
-    auto* at = static_cast<uint8_t*>(memory) + 4096;
-    for (size_t i = 0; i < count; ++i, at += each) {
-      std::memset(at, 0, kWarm);
-      rings.push_back(wire::ShmRing::create(at, kRing));
+    for (size_t i = 0; i < count; ++i) {
+      std::memset(ring_memory(i), 0, kWarm);
+      rings.push_back(wire::ShmRing::create(ring_memory(i), kRing));
     }
   }
   ~ShmMesh() {
@@ -343,11 +345,12 @@ struct ShmMesh {
   wire::ShmRing& ring(int a, int b) { return rings[static_cast<size_t>(slot[static_cast<size_t>(a * n + b)])]; }
   // Maps the first pages of the ring from a to b into the calling process (a fork does not
   // copy a shared mapping's page tables: each node would otherwise fault them in while timed).
-  void warm(int a, int b) {
-    auto* at = static_cast<uint8_t*>(memory) + 4096 +
-               static_cast<size_t>(slot[static_cast<size_t>(a * n + b)]) * wire::ShmRing::bytes_for(kRing);
-    madvise(at, kWarm, MADV_POPULATE_WRITE);
+  void warm(int a, int b) { madvise(ring_memory(static_cast<size_t>(slot[static_cast<size_t>(a * n + b)])), kWarm, MADV_POPULATE_WRITE); }
+  // The bells take the first pages; the rings follow.
+  size_t ring_offset(size_t i) const {
+    return (static_cast<size_t>(n) * sizeof(Bell) + 4095) / 4096 * 4096 + i * wire::ShmRing::bytes_for(kRing);
   }
+  uint8_t* ring_memory(size_t i) const { return static_cast<uint8_t*>(memory) + ring_offset(i); }
   bool linked(int a, int b) const { return slot[static_cast<size_t>(a * n + b)] >= 0; }
 };
 
@@ -359,7 +362,6 @@ struct ShmMesh {
     if (mesh.linked(self, b)) nbrs.push_back(b), mesh.warm(self, b), mesh.warm(b, self);
   std::vector<wire::Datagram> dg(static_cast<size_t>(n));
   std::vector<size_t> packed(static_cast<size_t>(n), 0);
-  std::vector<std::array<uint32_t, 2>> headers(kOwnPerTurn);
   bool reported = false;
   const auto flush = [&](int nb) {
     auto& d = dg[static_cast<size_t>(nb)];
@@ -367,7 +369,7 @@ struct ShmMesh {
     if (!mesh.ring(self, nb).push(d)) me.bad = true;  // the ring is sized for a whole run
     auto& bell = mesh.bells[nb];
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (bell.asleep.load(std::memory_order_relaxed) != 0 && bell.asleep.exchange(0) != 0) {
+    if (chip::should_ring(bell.asleep)) {  // as chips are rung: once per sleep
       bell.word.fetch_add(1);
       futex_wake(bell.word);
     }
@@ -398,7 +400,7 @@ struct ShmMesh {
                  for (int nb : nbrs) flush(nb);  // before the ring frees what they borrow
                }) > 0 || worked;
     }
-    for (size_t k = 0; k < headers.size() && me.own_left > 0; ++k, --me.own_left, ++me.own_next, worked = true) {
+    for (size_t k = 0; k < kOwnPerTurn && me.own_left > 0; ++k, --me.own_left, ++me.own_next, worked = true) {
       const int d = me.own_dst();
       const uint8_t* p = me.own_bytes();
       add(next_hop(self, d, me.cols), static_cast<uint32_t>(d), me.departing_crc(p, nullptr), p);
