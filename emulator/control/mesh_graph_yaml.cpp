@@ -200,8 +200,11 @@ bool looks_like_yaml_descriptor(std::string_view text) {
   }
   if (!root.IsMap()) return false;
   const YAML::Node& top = root;  // const: looking a key up must not add it
+  // A key that is not there gives an invalid node, whose kind cannot be asked (yaml-cpp
+  // throws): IsDefined() first.
   const YAML::Node chip = top["ChipSpec"], board = top["Board"], mesh = top["Mesh"];
-  return (chip.IsMap() && chip["ethernet_ports"].IsDefined()) || board.IsSequence() || mesh.IsSequence();
+  return (chip.IsDefined() && chip.IsMap() && chip["ethernet_ports"].IsDefined()) ||
+         (board.IsDefined() && board.IsSequence()) || (mesh.IsDefined() && mesh.IsSequence());
 }
 
 std::string import_yaml(std::string_view text, const std::string& source) {
