@@ -28,12 +28,12 @@ struct LaunchOptions {
   std::string tables;                 // routing tables (JSON) instead of computed ones, optional
   std::optional<uint64_t> seed;
   std::vector<std::string> command;   // client to run against the live system
-  uint16_t window = 256;              // TT-link frames in flight (docs/fabric.md#performance)
+  uint16_t window = 256;              // TT-link frames in flight (docs/fabric.md#defaults-from-measurements)
   std::optional<uint64_t> dram_mib;   // override the architecture's DRAM size
   std::string bind = "127.0.0.1";
   double ready_timeout = 120;         // seconds for every link to come up
   int data_fvcs = 2;                  // plus the control FVC
-  int rb_packets = 128;               // routing buffer depth per input per lane (docs/fabric.md#performance)
+  int rb_packets = 128;               // routing buffer depth per input per lane (docs/fabric.md#defaults-from-measurements)
   int timeout_ms = 3000;              // a buffer head stuck this long is dropped (5.5)
   int ack_delay_us = 1000;            // TT-link pure acknowledgements wait this long for data
   int credit_delay_us = 1000;         // freed buffer slots are returned after this long

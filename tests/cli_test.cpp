@@ -64,7 +64,7 @@ TEST(Cli, RejectsABadFileWithOneLineNamingFileAndLine) {
   write_file(dir / "garbage.yaml", "\x01\x02{{{: ]]\n");
   expect_one_line_error(cli("topo validate " + (dir / "garbage.yaml").string()), "garbage.yaml:");
   // YAML that is a mapping but no system at all (a tt-metal fabric test file is the likely
-  // mix-up): named as the file it is, with what it lacks, not a parser's internals.
+  // mix-up): named as the file it is, with the key it does not know, not a parser's internals.
   write_file(dir / "other.yaml", "Tests:\n  - name: x\n");
   expect_one_line_error(cli("topo validate " + (dir / "other.yaml").string()),
                         (dir / "other.yaml").string() + ":1: system specification: unknown key 'Tests'");
