@@ -13,11 +13,11 @@
 //   nothing to do sleeps on a futex and is woken by the first neighbour that fills a ring.
 //
 // How much of TT-link's work a node does (RelayWork):
-// - kNone: nothing (UDP: relays chunks by iovec from the datagram they came in, so the kernel's
-//   copies are the only ones; shm: the ring's copy in is the only one).
 // - kCheckCrc: the one piece that no design can skip: a source computes each chunk's CRC and
 //   every node that receives it checks it, once per crossing (a relay forwards the CRC it
-//   checked, as a frame's CRC can be carried over a hop whose header changes by combining CRCs).
+//   checked, as a frame's CRC can be carried over a hop whose header changes by combining CRCs);
+//   nothing else (UDP: chunks go on by iovec from the datagram they came in, so the kernel's
+//   copies are the only ones; shm: the ring's copy in is the only one).
 // - kTtLinkLeast: the least the issue's cost model grants TT-link ("a CRC on each side, the
 //   payload copied in and out", "at most one copy per forwarding hop"): every crossing checks
 //   the CRC on arrival and computes it again on departure; a source copies each chunk out of
@@ -51,7 +51,7 @@
 
 namespace ttemu::bench {
 
-enum class RelayWork { kNone, kCheckCrc, kTtLinkLeast };
+enum class RelayWork { kCheckCrc, kTtLinkLeast };
 
 struct RawMeshResult {
   double crossings_per_s = 0;  // payload bytes x hops per second
@@ -78,7 +78,7 @@ inline int next_hop(int self, int dst, int cols) {
 struct Node {
   int self, cols, n;
   size_t chunk, unit;
-  bool crc, copy;  // check CRCs; TT-link's least work
+  bool copy;  // TT-link's least work
   uint64_t expect, arrived = 0, own_left, own_next = 0;
   bool bad = false;
   // Own chunks: destination by destination, interleaved (one chunk per destination per turn),
@@ -87,7 +87,7 @@ struct Node {
 
   Node(int self_, int rows, int cols_, size_t per_pair, size_t chunk_, RelayWork w)
       : self(self_), cols(cols_), n(rows * cols_), chunk(chunk_), unit(kHeader + chunk_),
-        crc(w != RelayWork::kNone), copy(w == RelayWork::kTtLinkLeast) {
+        copy(w == RelayWork::kTtLinkLeast) {
     const size_t chunks_per_pair = (per_pair + chunk - 1) / chunk;
     expect = own_left = static_cast<uint64_t>(n - 1) * chunks_per_pair;
     source.assign(static_cast<size_t>(n - 1) * chunks_per_pair * chunk, 0xA5);  // written: faulted in
@@ -105,18 +105,18 @@ struct Node {
     uint32_t sum = 0;
     std::memcpy(&dst, u, 4);
     std::memcpy(&sum, u + 4, 4);
-    if (crc && crc32_gzip_refl(0, u + kHeader, chunk) != sum) bad = true;
+    if (crc32_gzip_refl(0, u + kHeader, chunk) != sum) bad = true;
     if (static_cast<int>(dst) != self) return false;
     if (copy) std::memcpy(sink.data() + (arrived % (sink.size() / chunk)) * chunk, u + kHeader, chunk);
     ++arrived;
     return true;
   }
-  // The CRC a chunk leaves with: computed again (least work), carried, or none.
+  // The CRC a chunk leaves with: computed (at its source, and again at every relay with least
+  // work), else carried from the header it arrived with.
   uint32_t departing_crc(const uint8_t* payload, const uint8_t* header) const {
-    if (copy) return crc32_gzip_refl(0, payload, chunk);
+    if (copy || !header) return crc32_gzip_refl(0, payload, chunk);
     uint32_t sum = 0;
-    if (header) std::memcpy(&sum, header + 4, 4);
-    else if (crc) sum = crc32_gzip_refl(0, payload, chunk);
+    std::memcpy(&sum, header + 4, 4);
     return sum;
   }
   bool done() const { return arrived >= expect || bad; }
