@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "tests/eventually.hpp"
 
@@ -128,6 +129,40 @@ TEST(EventLoop, SaysItSleepsOnlyWhileBlockedAndIsWokenThroughADescriptor) {
   producer.join();
   EXPECT_EQ(runs, 1);
   EXPECT_EQ(asleep.load(), 0u) << "awake again after the wake-up";
+}
+
+// A chip that did not run for a while (many chips share few cores) finds its retransmission
+// deadline passed and the acknowledgement that makes it moot already in its socket. What has
+// arrived is handled first: the acknowledgement moves the deadline, and the old one never fires
+// (it fired first, and a clean Galaxy run counted hundreds of timeouts, five times as many over
+// io_uring, each resending frames the peer had).
+TEST(EventLoop, WhatHasArrivedIsHandledBeforeADeadlineThatPassedMeanwhile) {
+  EventLoop loop;
+  Pipe ack;
+  std::atomic<uint32_t> asleep{0};
+  bool busy = true, acknowledged = false;
+  std::vector<bool> fired_after_ack;
+  loop.watch(ack.fd[0], EPOLLIN, [&](uint32_t) {
+    char c;
+    ASSERT_EQ(::read(ack.fd[0], &c, 1), 1);
+    acknowledged = true;
+    loop.set_deadline(EventLoop::now() + 5ms);  // progress: the timeout starts again
+  });
+  loop.on_deadline([&](EventLoop::Time) {
+    fired_after_ack.push_back(acknowledged);
+    loop.stop();
+  });
+  // One turn of work during which the deadline passes and the acknowledgement arrives.
+  loop.on_shared_work(&asleep, [&] { return busy; }, [&] {
+    busy = false;
+    loop.set_deadline(EventLoop::now());
+    ASSERT_EQ(::write(ack.fd[1], "x", 1), 1);
+  });
+  Watchdog watchdog(loop, 10s);
+  loop.run();
+  watchdog.off();
+  ASSERT_EQ(fired_after_ack.size(), 1u);
+  EXPECT_TRUE(fired_after_ack[0]) << "the deadline fired before the acknowledgement waiting for the loop was read";
 }
 
 // A waiter like the io_uring transport, minus the ring: it sleeps in poll(2) on the loop's

@@ -276,6 +276,35 @@ TEST(TtLink, AnAcknowledgementLaterThanTheTimeoutCostsOneFrameNotTheWindow) {
   EXPECT_EQ(p.cb_.duplicates, p.ca_.retransmits) << "nothing was lost: every resend is a duplicate";
 }
 
+// A receiver that ran twice before its acknowledgements got through (a busy host): the
+// acknowledgement of its first run comes after the sender's timeout, and covers only part of
+// what was sent. The rest is on its way, not lost: the sender resends one frame to ask, not
+// everything after the acknowledgement (it went back over all of it, and a clean Galaxy
+// all_to_all resent about ten frames per timeout, every one a duplicate).
+TEST(TtLink, AnAcknowledgementOfPartOfWhatATimeoutFoundIsNotALoss) {
+  Pair p(5);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(2000, 1024));  // the link learns a 40 us round trip: a 2 ms timeout
+  const uint64_t timeouts = p.ca_.timeouts, retransmits = p.ca_.retransmits;
+  p.ba_.latency = 30ms;  // the receiver's acknowledgements now come 30 ms late
+  auto burst = [&](uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i, ++p.sent_) ASSERT_TRUE(p.a_.send(0x1000u + (p.sent_ % 64), pattern(p.sent_, 1024)));
+    p.pump();
+  };
+  auto run_until = [&](Time t) {
+    while (p.now_ < t && p.advance(t)) p.pump();
+  };
+  burst(20);  // the receiver takes these and acknowledges them
+  run_until(p.now_ + 1ms);
+  burst(20);  // then these, in a second run
+  ASSERT_TRUE(p.stream(p.sent_, 1024));  // the sender times out in between; all arrive
+  EXPECT_EQ(p.corrupt_, 0u);
+  const uint64_t fired = p.ca_.timeouts - timeouts, resent = p.ca_.retransmits - retransmits;
+  ASSERT_GT(fired, 0u) << "the acknowledgements must come after the timeout";
+  EXPECT_LE(resent, fired + 1) << "one frame per timeout, and one to ask after the partial acknowledgement";
+  EXPECT_EQ(p.cb_.duplicates, p.ca_.retransmits) << "nothing was lost: every resend is a duplicate";
+}
+
 // A timeout that finds frames really lost goes back over them, so a whole lost window (tail
 // loss, no later frame to reveal the gap) still arrives.
 TEST(TtLink, AWindowLostWholeIsResentAfterTheTimeout) {

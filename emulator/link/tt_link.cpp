@@ -185,7 +185,8 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
     ack_pending_ = true;
   } else if (seq < expected_) {
     add(c_.duplicates);
-    ack_pending_ = true;
+    // A frame sent again asks where we are (a timeout, or a NACK's echo): answer at once.
+    ack_pending_ = ack_now_ = true;
   } else {
     // A gap: ask for the missing frame with every acknowledgement until it is filled (one per
     // batch of datagrams; the sender tells echoes from news), and hold this frame meanwhile,
@@ -295,7 +296,7 @@ void TtLink::new_peer_session(Time now) {
   }
   holding_ = 0;
   expected_ = 0;
-  ack_pending_ = nack_pending_ = false;
+  ack_pending_ = nack_pending_ = ack_now_ = false;
   unacked_rx_ = 0;
   ack_deadline_.reset();
   delayed_.clear();  // packed for the old session
@@ -325,15 +326,25 @@ void TtLink::on_ack(uint64_t ack, bool nack, Time now) {
         srtt_ = (7 * srtt_ + sample) / 8;
       }
     }
+    const uint64_t old_base = base_;
     while (base_ != ack) {
       retired_.push_back(std::move(unacked_.front().framed));
       unacked_.pop_front();
       ++base_;
     }
     if (cursor_ < base_) cursor_ = base_;
-    if (probe_end_) {
-      if (base_ < *probe_end_) cursor_ = base_;  // still missing after the timeout: go back
+    if (probe_end_ && base_ >= *probe_end_) {
+      probe_end_.reset();  // the timeout was a late acknowledgement
+    } else if (probe_end_ && ack == old_base + 1) {
+      // The answer to the resent frame, and nothing the receiver had after it: what follows was
+      // lost (the tail of a burst, with no later frame to reveal the gap). Go back over it.
+      cursor_ = base_;
       probe_end_.reset();
+    } else if (probe_end_) {
+      // Part of what was sent, and more than the resent frame: an acknowledgement sent before
+      // that frame arrived, most likely, with the rest on its way. Ask again with the oldest
+      // frame alone; its answer tells.
+      resend_base_ = true;
     }
     consecutive_timeouts_ = wire_timeouts_ = 0;
     rto_ = fresh_rto();  // progress ends any timeout backoff
@@ -577,7 +588,7 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
     if (ack_pending_ && !sent) {
       // Let a pure acknowledgement wait briefly for data to ride on: one wake-up less for
       // the peer per exchange. Never for a gap, a quarter window, or past the delay.
-      const bool urgent = nack_pending_ || cfg_.ack_delay.count() == 0 || unacked_rx_ >= cfg_.window / 4u;
+      const bool urgent = nack_pending_ || ack_now_ || cfg_.ack_delay.count() == 0 || unacked_rx_ >= cfg_.window / 4u;
       if (!urgent && !ack_deadline_) ack_deadline_ = now + cfg_.ack_delay;
       hold = !urgent && now < *ack_deadline_;
       if (!hold) {
@@ -591,7 +602,7 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
     }
     if (nack_pending_) add(c_.nacks_tx);
     if (!hold) {
-      ack_pending_ = false;
+      ack_pending_ = ack_now_ = false;
       unacked_rx_ = 0;
       ack_deadline_.reset();
     }

@@ -210,8 +210,9 @@ class TtLink {
   std::optional<uint64_t> last_nacked_base_;  // the gap the last NACK resent
   bool resend_base_ = false;  // a NACK or a timeout asks for the oldest unacknowledged frame again
   // A timeout resent only the oldest frame; frames before this had been sent when it fired.
-  // The next acknowledgement tells a late ack (it covers them: nothing more to resend) from
-  // a loss (it does not: go back from there).
+  // The acknowledgements that follow tell a late ack (one covers them: nothing more to
+  // resend) from a loss (one covers the resent frame and nothing after it: go back from
+  // there); one in between resends the new oldest frame to ask again.
   std::optional<uint64_t> probe_end_;
   Time last_resent_{};  // when a frame was last sent again
   Duration min_rtt_{0};  // the shortest round trip sampled (0: none yet)
@@ -228,6 +229,7 @@ class TtLink {
   size_t holding_ = 0;
   uint64_t expected_ = 0;
   bool ack_pending_ = false, nack_pending_ = false;
+  bool ack_now_ = false;  // a duplicate came: the sender is asking, the acknowledgement waits for nothing
   uint32_t unacked_rx_ = 0;  // data frames accepted since our last acknowledgement
   std::optional<Time> ack_deadline_;
 

@@ -87,21 +87,38 @@ void EventLoop::run() {
   static constexpr timespec kLook{};
   Time t = time_ = now();
   while (!stopping_) {
-    // t may be behind by the time the last handlers took; a deadline is then late by as much.
-    if (deadline_ && *deadline_ <= t) {
-      deadline_.reset();
-      if (on_deadline_) on_deadline_(t);
-      t = time_ = now();
-      continue;
-    }
-    // Shared work runs first; deadlines (above) and descriptors (below) still get their turn
-    // under a steady stream of commands.
+    // Shared work runs first, then a deadline that has passed, so that what arrived while the
+    // chip was not running (a waiter's completions: acknowledgements, say) is seen before a
+    // timeout that it makes moot; descriptors (below) still get their turn under a steady
+    // stream of commands.
     bool worked = false;
     if (shared_ready_ && shared_ready_()) {
       shared_run_();
       worked = true;
       t = time_ = now();
       last_event_ = t;
+    }
+    // t may be behind by the time the last handlers took; a deadline is then late by as much.
+    if (deadline_ && *deadline_ <= t) {
+      // A deadline that passed while the chip did not run (many chips share few cores) is
+      // mostly a retransmission timeout whose acknowledgement is already waiting: one look at
+      // the sources first (it may move the deadline), then the deadline if it still stands.
+      if (!looked_) {
+        looked_ = true;
+        if (waiter_) {
+          waiter_->wait(&kLook);
+          time_ = now();
+        } else {
+          dispatch(&kLook);
+        }
+        t = time_;
+        continue;
+      }
+      looked_ = false;
+      deadline_.reset();
+      if (on_deadline_) on_deadline_(t);
+      t = time_ = now();
+      continue;
     }
     if (waiter_ && waiter_->take_epoll_ready()) {  // the ring saw the epoll set ready: look
       dispatch(&kLook);
@@ -138,6 +155,7 @@ void EventLoop::run() {
     if (blocking) asleep_->store(0, std::memory_order_relaxed);
     if (waiter_) time_ = now();
     t = time_;
+    looked_ = false;  // a deadline that passes from here on gets its own look
     if (!got && spinning && !worked) sched_yield();  // let the chip we just sent to run
   }
 }

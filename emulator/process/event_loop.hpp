@@ -4,7 +4,8 @@
 // Promises:
 // - handlers run on the thread that called run(), one at a time;
 // - the deadline (set_deadline) is honoured to the nanosecond by the wait's own timeout
-//   (epoll_pwait2's, or the waiter's), so moving it costs no system call;
+//   (epoll_pwait2's, or the waiter's), so moving it costs no system call; before it fires,
+//   what has already arrived is handled (one look), since that may move it;
 // - while traffic flows the loop keeps polling, for at most `spin` after the last event, and
 //   yields the processor between polls (many chips share few cores); after that, or with a
 //   spin of zero, it sleeps in the kernel until something happens. Idle is free;
@@ -87,6 +88,7 @@ class EventLoop {
   Waiter* waiter_ = nullptr;
   static constexpr int kMaxUnlooked = 16;
   int unlooked_ = 0;  // turns with work in a row that did not look at descriptors
+  bool looked_ = false;  // the sources were looked at for the deadline that has passed
   std::unordered_map<int, Handler> handlers_;
   std::optional<Time> deadline_;
   std::function<void(Time)> on_deadline_;
