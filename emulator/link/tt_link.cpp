@@ -333,18 +333,20 @@ void TtLink::on_ack(uint64_t ack, bool nack, Time now) {
       ++base_;
     }
     if (cursor_ < base_) cursor_ = base_;
-    if (probe_end_ && base_ >= *probe_end_) {
-      probe_end_.reset();  // the timeout was a late acknowledgement
-    } else if (probe_end_ && ack == old_base + 1) {
-      // The answer to the resent frame, and nothing the receiver had after it: what follows was
-      // lost (the tail of a burst, with no later frame to reveal the gap). Go back over it.
-      cursor_ = base_;
-      probe_end_.reset();
-    } else if (probe_end_) {
-      // Part of what was sent, and more than the resent frame: an acknowledgement sent before
-      // that frame arrived, most likely, with the rest on its way. Ask again with the oldest
-      // frame alone; its answer tells.
-      resend_base_ = true;
+    if (probe_end_) {
+      if (base_ >= *probe_end_) {
+        probe_end_.reset();  // the timeout was a late acknowledgement
+      } else if (ack == old_base + 1) {
+        // The answer to the resent frame, and nothing the receiver had after it: what follows
+        // was lost (the tail of a burst, with no later frame to reveal the gap). Go back over it.
+        cursor_ = base_;
+        probe_end_.reset();
+      } else {
+        // Part of what was sent, and more than the resent frame: an acknowledgement sent before
+        // that frame arrived, most likely, with the rest on its way. Ask again with the oldest
+        // frame alone; its answer tells.
+        resend_base_ = true;
+      }
     }
     consecutive_timeouts_ = wire_timeouts_ = 0;
     rto_ = fresh_rto();  // progress ends any timeout backoff

@@ -83,6 +83,13 @@ int EventLoop::dispatch(const timespec* timeout) {
   return n;
 }
 
+bool EventLoop::wait_for_sources(const timespec* timeout) {
+  if (!waiter_) return dispatch(timeout) > 0;  // (dispatch reads the time)
+  const bool got = waiter_->wait(timeout);
+  time_ = now();
+  return got;
+}
+
 void EventLoop::run() {
   static constexpr timespec kLook{};
   Time t = time_ = now();
@@ -105,12 +112,7 @@ void EventLoop::run() {
       // the sources first (it may move the deadline), then the deadline if it still stands.
       if (!looked_) {
         looked_ = true;
-        if (waiter_) {
-          waiter_->wait(&kLook);
-          time_ = now();
-        } else {
-          dispatch(&kLook);
-        }
+        wait_for_sources(&kLook);
         t = time_;
         continue;
       }
@@ -151,9 +153,8 @@ void EventLoop::run() {
     }
     // A waiter's completions are shared work, and an epoll set it found ready is looked at
     // next turn; without one, the loop's own epoll dispatches (and reads the time).
-    const bool got = waiter_ ? waiter_->wait(timeout) : dispatch(timeout) > 0;
+    const bool got = wait_for_sources(timeout);
     if (blocking) asleep_->store(0, std::memory_order_relaxed);
-    if (waiter_) time_ = now();
     t = time_;
     looked_ = false;  // a deadline that passes from here on gets its own look
     if (!got && spinning && !worked) sched_yield();  // let the chip we just sent to run

@@ -83,6 +83,9 @@ class EventLoop {
 
  private:
   int dispatch(const timespec* timeout);  // one epoll wait and its handlers; -1 on EINTR
+  // Waits in the waiter (its completions are then shared work; the time is read after) or in
+  // the epoll set (dispatching); true if something is ready or was handled.
+  bool wait_for_sources(const timespec* timeout);
 
   int epoll_ = -1;
   Waiter* waiter_ = nullptr;
