@@ -200,6 +200,7 @@ class Launcher : public ControlTarget {
     m.job_hash = job_.hash();
     m.seed = seed_;
     m.window = static_cast<uint16_t>(o_.window);
+    m.window_kib = o_.window_kib;
     m.bind = address_of(v);
     m.planes = sys_.planes;
     m.data_fvcs = o_.data_fvcs;

@@ -29,6 +29,7 @@ struct LaunchOptions {
   std::optional<uint64_t> seed;
   std::vector<std::string> command;   // client to run against the live system
   uint16_t window = 256;              // TT-link frames in flight (docs/fabric.md#defaults-from-measurements)
+  int window_kib = 1024;              // ... and KiB of payload in flight (0: no bound; the same section)
   std::optional<uint64_t> dram_mib;   // override the architecture's DRAM size
   std::string bind = "127.0.0.1";
   double ready_timeout = 120;         // seconds for every link to come up

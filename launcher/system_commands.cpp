@@ -176,6 +176,7 @@ void add_launch_options(CLI::App* cmd, LaunchOptions& lo) {
       ->check(whole_number<uint64_t>(0, link::kMaxSeed));
   cmd->add_option("--tables", lo.tables, "Routing tables (JSON from 'ttemu topo tables --json') instead of computed ones");
   cmd->add_option("--window", lo.window, "TT-link window, frames in flight")->check(whole_number(1, 32768));
+  cmd->add_option("--window-kib", lo.window_kib, "TT-link window, KiB of payload in flight (0: no bound)")->check(whole_number(0, 1 << 20));
   cmd->add_option("--dram-mib", lo.dram_mib, "DRAM per chip in MiB (default: the architecture's)")
       ->check(whole_number<uint64_t>(1, kMaxDramMib));
   cmd->add_option("--ready-timeout", lo.ready_timeout, "Seconds allowed for every link to come up")

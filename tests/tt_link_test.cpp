@@ -689,5 +689,25 @@ TEST(TtLink, PureAcknowledgementsWaitForDataButNotPastTheDelayOrAQuarterWindow) 
   EXPECT_EQ(p.corrupt_, 0u);
 }
 
+TEST(TtLink, PayloadBytesInFlightStayWithinTheWindowsByteBound) {
+  LinkConfig cfg;
+  cfg.window = 64;
+  cfg.window_bytes = 32 * 1024;  // eight frames of 4 KiB, far fewer than 64
+  Pair p(23, {}, {}, cfg);
+  ASSERT_TRUE(p.wait_up());
+  size_t most = 0;  // the most payload in flight after a turn of sending
+  p.on_pump_ = [&] { most = std::max(most, p.a_.unacked_bytes()); };
+  ASSERT_TRUE(p.stream(2000, 4096));
+  EXPECT_EQ(p.corrupt_, 0u);
+  EXPECT_GE(most, cfg.window_bytes) << "the bound was reached";
+  EXPECT_LE(most, cfg.window_bytes) << "and not passed: the sender stops once 32 KiB are in flight";
+  // A bound below one frame still lets one frame go at a time (it does not stall the link).
+  cfg.window_bytes = 100;
+  Pair q(24, {}, {}, cfg);
+  ASSERT_TRUE(q.wait_up());
+  ASSERT_TRUE(q.stream(50, 4096));
+  EXPECT_EQ(q.corrupt_, 0u);
+}
+
 }  // namespace
 }  // namespace ttemu::link

@@ -90,6 +90,7 @@ void TtLink::hello_now(Time now) {
 
 size_t TtLink::send_room() const {
   if (state_ != LinkState::kUp) return 0;
+  if (cfg_.window_bytes > 0 && unacked_bytes_ >= cfg_.window_bytes) return 0;
   return cfg_.window - (next_ - base_);
 }
 
@@ -119,6 +120,7 @@ bool TtLink::send_framed(uint32_t dest_addr, std::vector<uint8_t>&& framed) {
 bool TtLink::accept(uint32_t dest_addr, std::vector<uint8_t>&& framed) {
   add(c_.frames_tx);
   add(c_.bytes_tx, framed.size() - kFrameRoom);
+  unacked_bytes_ += framed.size() - kFrameRoom;
   unacked_.push_back(Outgoing{next_, dest_addr, std::move(framed), Time{}, 0});
   ++next_;
   return true;
@@ -280,6 +282,7 @@ void TtLink::new_peer_session(Time now) {
     unacked_.pop_front();
   }
   base_ = next_ = cursor_ = 0;
+  unacked_bytes_ = 0;
   rto_deadline_.reset();
   verify_deadline_.reset();
   ask_ = false;
@@ -328,6 +331,7 @@ void TtLink::on_ack(uint64_t ack, bool nack, Time now) {
     }
     const uint64_t old_base = base_;
     while (base_ != ack) {
+      unacked_bytes_ -= unacked_.front().framed.size() - kFrameRoom;
       retired_.push_back(std::move(unacked_.front().framed));
       unacked_.pop_front();
       ++base_;

@@ -48,6 +48,10 @@ struct LinkIdentity {
 
 struct LinkConfig {
   uint16_t window = 64;  // data frames in flight (64 x 4 KiB covers a loopback round trip)
+  // ... and payload bytes in flight: no frame is sent while this many are (0: no bound). What
+  // is in flight stays in the sender's buffers, and in a shm ring, until acknowledged: more
+  // than a core's cache holds is fetched from memory again (docs/fabric.md#defaults-from-measurements).
+  size_t window_bytes = size_t{1} << 20;
   Duration initial_rto = 20ms;
   Duration min_rto = 2ms;
   Duration max_rto = 500ms;
@@ -122,6 +126,7 @@ class TtLink {
   bool nack_pending() const { return nack_pending_; }
   // True when every frame sent has been acknowledged.
   bool drained() const { return base_ == next_; }
+  size_t unacked_bytes() const { return unacked_bytes_; }  // payload bytes sent and not acknowledged
   // Retransmission and verification timeouts since the last progress, proof of the wire or
   // change of wire (the EFC's cue, before max_retries).
   int wire_timeouts() const { return wire_timeouts_; }
@@ -193,6 +198,7 @@ class TtLink {
   // rest into their CRC (SeqExtension).
   // Sender: frames base_..next_-1 are unacknowledged; cursor_ is the next to (re)transmit.
   Fifo<Outgoing> unacked_;  // keeps its storage: no allocation per frame
+  size_t unacked_bytes_ = 0;  // their payloads' bytes
   BufferPool own_pool_{256};
   BufferPool* pool_ = &own_pool_;
   // Acknowledged payloads that datagrams not yet handed back may still borrow.

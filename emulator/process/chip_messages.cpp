@@ -26,7 +26,7 @@ void from_json(const json& j, LinkSetup& l) {
   l.keepalive_ms = j.value("keepalive_ms", 0);
 }
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Config, arch, job_hash, seed, window, bind, links, planes, data_fvcs, rb_packets, mesh_rows, mesh_cols,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Config, arch, job_hash, seed, window, window_kib, bind, links, planes, data_fvcs, rb_packets, mesh_rows, mesh_cols,
                                    timeout_ms, ack_delay_us, credit_delay_us, spin_us, transport, efc, efc_timeouts,
                                    efc_interval_ms, efc_error_rate, status_interval_ms, crc_alarm,
                                    retransmit_alarm, memory)

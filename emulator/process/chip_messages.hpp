@@ -40,6 +40,7 @@ struct Config {
   std::string arch;
   uint64_t job_hash = 0, seed = 1;
   uint16_t window = 0;
+  int window_kib = 0;  // TT-link payload in flight at most (0: no bound)
   std::string bind;
   std::vector<LinkSetup> links;  // the wired ports; each plane's table is in the routers' L1
   int planes = 1, data_fvcs = 0, rb_packets = 0, timeout_ms = 0;

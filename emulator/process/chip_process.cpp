@@ -236,6 +236,7 @@ class Chip final : public node::NodeObserver {
     nc.self = o_.chip;
     nc.job = m.job_hash;
     nc.link.window = m.window;
+    nc.link.window_bytes = static_cast<size_t>(m.window_kib) * 1024;
     nc.link.ack_delay = std::chrono::microseconds(m.ack_delay_us);
     nc.efc.enabled = m.efc;
     nc.efc.timeouts = m.efc_timeouts;

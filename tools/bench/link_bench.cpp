@@ -4,7 +4,8 @@
 // frame error rate), and small-message round trips both ways. Prints raw, emulated, ratio.
 //
 // Each transport (--transport udp,uring,shm; all three by default) is measured against the same raw
-// figures; shm also against Wormhole's line rate.
+// figures; shm also against Wormhole's line rate, and against a raw shared-memory ring between
+// two processes doing TT-link's least work (raw_shm.hpp): what this machine allows today.
 //
 //   ttemu_bench_link [--frames N] [--payload B] [--fer P] [--repeat R] [--transport LIST]
 //                    [--spin-us N] [--json]
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emulator/wire/transport.hpp"
+#include "tools/bench/raw_shm.hpp"
 #include "tools/bench/raw_udp.hpp"
 
 namespace {
@@ -84,8 +86,13 @@ int main(int argc, char** argv) {
   for (const auto& t : transports) {
     const std::string opts = fmt::format("--transport {} --spin-us {}", t, spin_us);
     json clean, lossy;
+    // shm: each clean run right after a raw shm ring's, and the ratio taken pair by pair (how
+    // fast the two CPUs share data changes from one second to the next here).
+    std::vector<double> raw_shm_rates, vs_raw_shm;
     double clean_rate = med([&] {
+      if (t == "shm") raw_shm_rates.push_back(raw_shm_stream(payload, packed / frame, bytes));
       clean = run_ttemu(ttemu, topology, opts, client);
+      if (t == "shm" && raw_shm_rates.back() > 0) vs_raw_shm.push_back(clean["gb_per_s"].get<double>() * 1e9 / raw_shm_rates.back());
       verified += clean["verified"].get<uint64_t>();
       errors += clean["errors"].get<uint64_t>();
       return clean["gb_per_s"].get<double>() * 1e9;
@@ -101,6 +108,8 @@ int main(int argc, char** argv) {
     by_transport[t] = {
         {"ttlink_gb_per_s", clean_rate / 1e9}, {"ttlink_vs_raw", clean_rate / raw_small},
         {"ttlink_vs_raw_packed", clean_rate / raw_packed}, {"ttlink_vs_line_rate", clean_rate / kWormholeLineRate},
+        {"raw_shm_least_work_gb_per_s", t == "shm" ? median(raw_shm_rates) / 1e9 : 0.0},
+        {"ttlink_vs_raw_shm", t == "shm" ? median(vs_raw_shm) : 0.0},
         {"ttlink_lossy_gb_per_s", lossy_rate / 1e9}, {"lossy_vs_clean", lossy_rate / clean_rate},
         {"lossy_crc_errors", lossy["crc_errors"]}, {"lossy_retransmits", lossy["retransmits"]},
         {"ttlink_rtt_p50_us", tt_p50}, {"rtt_ratio", tt_p50 / raw_p50}};
@@ -126,8 +135,13 @@ int main(int argc, char** argv) {
       fmt::print("  {:<48} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", fmt::format("throughput, raw datagrams of {} B", packed),
                  raw_packed / 1e9, tt / 1e9, tt / raw_packed);
       if (t == "shm") {
+        const double raw_shm = r["raw_shm_least_work_gb_per_s"].get<double>() * 1e9;
         fmt::print("  {:<48} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "Wormhole line rate", kWormholeLineRate / 1e9,
                    tt / 1e9, tt / kWormholeLineRate);
+        fmt::print("  {:<48} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "  vs a raw shm ring doing TT-link's least work*",
+                   raw_shm / 1e9, tt / 1e9, r["ttlink_vs_raw_shm"].get<double>());
+        fmt::print("  {:<48} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "  (the raw shm ring vs line rate)",
+                   kWormholeLineRate / 1e9, raw_shm / 1e9, raw_shm / kWormholeLineRate);
       }
       fmt::print("  {:<48} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", fmt::format("goodput at frame error rate {} vs clean", fer),
                  tt / 1e9, r["ttlink_lossy_gb_per_s"].get<double>(), r["lossy_vs_clean"].get<double>());
@@ -135,6 +149,9 @@ int main(int argc, char** argv) {
                  r["ttlink_rtt_p50_us"].get<double>(), r["rtt_ratio"].get<double>());
       fmt::print("  (lossy run: {} CRC errors, {} retransmissions)\n", r["lossy_crc_errors"].get<uint64_t>(),
                  r["lossy_retransmits"].get<uint64_t>());
+    }
+    if (by_transport.contains("shm")) {
+      fmt::print("  * each clean run paired with a raw ring's just before it; the ratio is the pairs' median\n");
     }
     fmt::print("  every payload verified: {}\n", errors == 0 ? "yes" : "NO");
   }
