@@ -275,6 +275,15 @@ json stream(System& sys, const std::string& port, int frames, int size) {
   return json::parse(r.out.substr(r.out.find('{')));
 }
 
+// The window's bound in bytes closes it before its frames run out (16 frames of 8 KiB in
+// 128 KiB, of a 256-frame window): the stream waits for room, and loses nothing.
+TEST(System, AStreamThatFillsTheWindowsByteBoundArrivesExact) {
+  System sys({topo("n300.yaml"), "--window-kib", "128"});
+  json r = stream(sys, "M0D0P2", 5000, 8192);
+  EXPECT_EQ(r["verified"], 5000);
+  EXPECT_EQ(r["errors"], 0);
+}
+
 TEST(System, StreamsArriveExactAtTenPercentFrameErrors) {
   TempFile plan("links:\n  - link: all\n    corrupt: 0.10\n");
   System sys({topo("n300.yaml"), "--faults", plan.path(), "--seed", "7"});

@@ -113,7 +113,8 @@ class TtLink {
 
   LinkState state() const { return state_; }
   bool up() const { return state_ == LinkState::kUp; }
-  // Frames send() accepts now (window room); 0 while the link is not up.
+  // Frames the window has room for now; 0 while the link is not up or while the window's bound
+  // in bytes is reached. Ask again after each frame: the byte bound may close the room first.
   size_t send_room() const;
   // Queues one payload for dest_addr, copied into the retransmission window; false (and a
   // window stall counted) when there is no room.
