@@ -127,24 +127,23 @@ int main(int argc, char** argv) {
     fmt::print("TT-link vs raw UDP on this machine, {} payloads of {} B (median of {} runs, chips spin {} us)\n",
                frames, payload, repeat, spin_us);
     fmt::print("  {:<48} {:>10} {:>10} {:>7}\n", "", "raw", "ttemu", "ratio");
+    // A rate row: what it is, the yardstick, ttemu's figure (bytes per second), their ratio.
+    const auto gb_row = [](const std::string& what, double raw, double ours, double ratio) {
+      fmt::print("  {:<48} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", what, raw / 1e9, ours / 1e9, ratio);
+    };
     for (const auto& [t, r] : by_transport.items()) {
       const double tt = r["ttlink_gb_per_s"].get<double>() * 1e9;
       fmt::print("  --transport {}\n", t);
-      fmt::print("  {:<48} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", fmt::format("throughput, raw datagrams of {} B", payload),
-                 raw_small / 1e9, tt / 1e9, tt / raw_small);
-      fmt::print("  {:<48} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", fmt::format("throughput, raw datagrams of {} B", packed),
-                 raw_packed / 1e9, tt / 1e9, tt / raw_packed);
+      gb_row(fmt::format("throughput, raw datagrams of {} B", payload), raw_small, tt, tt / raw_small);
+      gb_row(fmt::format("throughput, raw datagrams of {} B", packed), raw_packed, tt, tt / raw_packed);
       if (t == "shm") {
         const double raw_shm = r["raw_shm_least_work_gb_per_s"].get<double>() * 1e9;
-        fmt::print("  {:<48} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "Wormhole line rate", kWormholeLineRate / 1e9,
-                   tt / 1e9, tt / kWormholeLineRate);
-        fmt::print("  {:<48} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "  vs a raw shm ring doing TT-link's least work*",
-                   raw_shm / 1e9, tt / 1e9, r["ttlink_vs_raw_shm"].get<double>());
-        fmt::print("  {:<48} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", "  (the raw shm ring vs line rate)",
-                   kWormholeLineRate / 1e9, raw_shm / 1e9, raw_shm / kWormholeLineRate);
+        gb_row("Wormhole line rate", kWormholeLineRate, tt, tt / kWormholeLineRate);
+        gb_row("  vs a raw shm ring doing TT-link's least work*", raw_shm, tt, r["ttlink_vs_raw_shm"].get<double>());
+        gb_row("  (the raw shm ring vs line rate)", kWormholeLineRate, raw_shm, raw_shm / kWormholeLineRate);
       }
-      fmt::print("  {:<48} {:>7.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", fmt::format("goodput at frame error rate {} vs clean", fer),
-                 tt / 1e9, r["ttlink_lossy_gb_per_s"].get<double>(), r["lossy_vs_clean"].get<double>());
+      gb_row(fmt::format("goodput at frame error rate {} vs clean", fer), tt, r["ttlink_lossy_gb_per_s"].get<double>() * 1e9,
+             r["lossy_vs_clean"].get<double>());
       fmt::print("  {:<48} {:>8.1f} us {:>7.1f} us {:>7.2f}\n", "round trip, 64 B, median", raw_p50,
                  r["ttlink_rtt_p50_us"].get<double>(), r["rtt_ratio"].get<double>());
       fmt::print("  (lossy run: {} CRC errors, {} retransmissions)\n", r["lossy_crc_errors"].get<uint64_t>(),

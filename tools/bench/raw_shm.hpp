@@ -34,7 +34,7 @@ namespace ttemu::bench {
 // Payload bytes per second through the ring (0 if the run failed: a CRC that did not match,
 // or a process that could not start).
 inline double raw_shm_stream(size_t payload, size_t per_datagram, size_t bytes) {
-  constexpr size_t kRing = size_t{4} << 20;   // a 256-frame window of 8 KiB frames, as the transport sizes it
+  constexpr size_t kRing = size_t{4} << 20;   // twice a link's 1 MiB in flight, and room to spare
   constexpr size_t kMemory = size_t{4} << 20; // each side's own memory, cycled through
   constexpr size_t kHeader = 8;               // the frame's number and its CRC32
   struct Shared {
