@@ -709,5 +709,22 @@ TEST(TtLink, PayloadBytesInFlightStayWithinTheWindowsByteBound) {
   EXPECT_EQ(q.corrupt_, 0u);
 }
 
+TEST(TtLink, PureAcknowledgementsDoNotWaitOnceAQuarterOfTheByteBoundArrived) {
+  // The byte bound is the tighter one here (8 frames of 4 KiB, of 256): the receiver must
+  // acknowledge every quarter of it at once, not wait out the delay with the sender stalled.
+  LinkConfig cfg;
+  cfg.window = 256;
+  cfg.window_bytes = 32 * 1024;
+  cfg.ack_delay = std::chrono::milliseconds(1);
+  Pair p(25, {}, {}, cfg);
+  ASSERT_TRUE(p.wait_up());
+  const Time start = p.now_;
+  ASSERT_TRUE(p.stream(2000, 4096));
+  EXPECT_EQ(p.corrupt_, 0u);
+  // 250 windows: at a 40 us round trip about 10 ms; waiting 1 ms per window, 250 ms.
+  EXPECT_LT(p.now_ - start, std::chrono::milliseconds(50)) << "acknowledged every quarter of the byte bound";
+  EXPECT_EQ(p.ca_.retransmits, 0u);
+}
+
 }  // namespace
 }  // namespace ttemu::link

@@ -215,6 +215,7 @@ void TtLink::accept_in_order(uint32_t dest_addr, std::span<const uint8_t> payloa
   if (deliver_) deliver_(dest_addr, payload);
   ++expected_;
   ++unacked_rx_;
+  unacked_rx_bytes_ += payload.size();
   add(c_.frames_rx);
   add(c_.bytes_rx, payload.size());
 }
@@ -301,6 +302,7 @@ void TtLink::new_peer_session(Time now) {
   expected_ = 0;
   ack_pending_ = nack_pending_ = ack_now_ = false;
   unacked_rx_ = 0;
+  unacked_rx_bytes_ = 0;
   ack_deadline_.reset();
   delayed_.clear();  // packed for the old session
   session_ = 0;  // the caller takes the new nonce
@@ -593,8 +595,13 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
     bool hold = false;
     if (ack_pending_ && !sent) {
       // Let a pure acknowledgement wait briefly for data to ride on: one wake-up less for
-      // the peer per exchange. Never for a gap, a quarter window, or past the delay.
-      const bool urgent = nack_pending_ || ack_now_ || cfg_.ack_delay.count() == 0 || unacked_rx_ >= cfg_.window / 4u;
+      // the peer per exchange. Never for a gap, a quarter window, or past the delay. The
+      // quarter counts bytes too: where the byte bound is the tighter one (8 KiB frames fill
+      // 1 MiB at 128 of 256), a quarter of the frames would let the sender refill only half
+      // its window at a time.
+      const bool quarter = unacked_rx_ >= cfg_.window / 4u ||
+                           (cfg_.window_bytes > 0 && unacked_rx_bytes_ >= cfg_.window_bytes / 4);
+      const bool urgent = nack_pending_ || ack_now_ || cfg_.ack_delay.count() == 0 || quarter;
       if (!urgent && !ack_deadline_) ack_deadline_ = now + cfg_.ack_delay;
       hold = !urgent && now < *ack_deadline_;
       if (!hold) {
@@ -610,6 +617,7 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
     if (!hold) {
       ack_pending_ = ack_now_ = false;
       unacked_rx_ = 0;
+      unacked_rx_bytes_ = 0;
       ack_deadline_.reset();
     }
     nack_pending_ = false;

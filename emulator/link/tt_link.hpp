@@ -60,7 +60,7 @@ struct LinkConfig {
   Duration max_hello_interval = 500ms;
   size_t max_datagram = kMaxDatagram;
   // A pure acknowledgement waits this long for data to ride on (0: never waits), unless a
-  // quarter window is unacknowledged; gaps are reported at once.
+  // quarter window (in frames, or in window_bytes) is unacknowledged; gaps are reported at once.
   Duration ack_delay{0};
   // An up link with nothing in flight that has heard nothing from its peer for this long
   // proves its wire (verify()), so that a cut is found even while no traffic flows: for
@@ -238,6 +238,7 @@ class TtLink {
   bool ack_pending_ = false, nack_pending_ = false;
   bool ack_now_ = false;  // a duplicate came: the sender is asking, the acknowledgement waits for nothing
   uint32_t unacked_rx_ = 0;  // data frames accepted since our last acknowledgement
+  size_t unacked_rx_bytes_ = 0;  // and their payload bytes
   std::optional<Time> ack_deadline_;
 
   // Handshake and probing.
