@@ -683,6 +683,7 @@ TEST(TtLink, PureAcknowledgementsWaitForDataButNotPastTheDelayOrAQuarterWindow) 
   EXPECT_GE(p.now_ - start, std::chrono::milliseconds(1)) << "a lone frame's ack waited for the delay";
   EXPECT_LT(p.now_ - start, std::chrono::milliseconds(2));
   EXPECT_EQ(p.ca_.retransmits, 0u) << "the delay stays below the retransmission timeout";
+  EXPECT_EQ(p.ca_.window_stalls, 0u) << "a lone frame does not fill the window";
   const Time bulk = p.now_;
   ASSERT_TRUE(p.stream(20001, 1024));
   EXPECT_LT(p.now_ - bulk, std::chrono::milliseconds(200)) << "a stream is acked every quarter window";
@@ -701,6 +702,7 @@ TEST(TtLink, PayloadBytesInFlightStayWithinTheWindowsByteBound) {
   EXPECT_EQ(p.corrupt_, 0u);
   EXPECT_GE(most, cfg.window_bytes) << "the bound was reached";
   EXPECT_LE(most, cfg.window_bytes) << "and not passed: the sender stops once 32 KiB are in flight";
+  EXPECT_GT(p.ca_.window_stalls, 0u) << "the bound's closings are counted (callers ask send_room first)";
   // A bound below one frame still lets one frame go at a time (it does not stall the link).
   cfg.window_bytes = 100;
   Pair q(24, {}, {}, cfg);

@@ -25,7 +25,7 @@ namespace ttemu::link {
   X(out_of_order, "data frames received after a gap (held until it is filled)")       \
   X(nacks_tx, "gaps reported to the sender")                                           \
   X(timeouts, "retransmission timer expiries")                                         \
-  X(window_stalls, "sends refused because the window was full")                        \
+  X(window_stalls, "frames that filled the window (in frames or bytes): the next waits")   \
   X(up_transitions, "times the link came up")                                          \
   X(down_transitions, "times the link was declared down")                              \
   X(injected_corrupt, "frames corrupted by fault injection")                           \

@@ -96,10 +96,7 @@ size_t TtLink::send_room() const {
 
 bool TtLink::send(uint32_t dest_addr, std::span<const uint8_t> payload) {
   if (payload.size() > kMaxPayload) throw std::invalid_argument("TT-link payload larger than kMaxPayload");
-  if (send_room() == 0) {
-    add(c_.window_stalls);
-    return false;
-  }
+  if (send_room() == 0) return false;
   std::vector<uint8_t> copy = pool_->take();
   copy.resize(kFrameRoom);
   copy.insert(copy.end(), payload.begin(), payload.end());
@@ -110,10 +107,7 @@ bool TtLink::send_framed(uint32_t dest_addr, std::vector<uint8_t>&& framed) {
   if (framed.size() < kFrameRoom || framed.size() - kFrameRoom > kMaxPayload) {
     throw std::invalid_argument("TT-link payload buffer without frame room, or larger than kMaxPayload");
   }
-  if (send_room() == 0) {
-    add(c_.window_stalls);
-    return false;
-  }
+  if (send_room() == 0) return false;
   return accept(dest_addr, std::move(framed));
 }
 
@@ -123,6 +117,9 @@ bool TtLink::accept(uint32_t dest_addr, std::vector<uint8_t>&& framed) {
   unacked_bytes_ += framed.size() - kFrameRoom;
   unacked_.push_back(Outgoing{next_, dest_addr, std::move(framed), Time{}, 0});
   ++next_;
+  // The window closed on this frame: what the sender has next waits for acknowledgements.
+  // (Counted here, not when a send is refused: callers ask send_room() first.)
+  if (send_room() == 0) add(c_.window_stalls);
   return true;
 }
 

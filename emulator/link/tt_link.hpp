@@ -116,8 +116,8 @@ class TtLink {
   // Frames the window has room for now; 0 while the link is not up or while the window's bound
   // in bytes is reached. Ask again after each frame: the byte bound may close the room first.
   size_t send_room() const;
-  // Queues one payload for dest_addr, copied into the retransmission window; false (and a
-  // window stall counted) when there is no room.
+  // Queues one payload for dest_addr, copied into the retransmission window; false when there
+  // is no room. A frame that fills the window (in frames or bytes) counts a window stall.
   bool send(uint32_t dest_addr, std::span<const uint8_t> payload);
   // The same, taking the buffer itself into the window (no copy): kFrameRoom bytes of room,
   // then the payload. Left untouched on false.
