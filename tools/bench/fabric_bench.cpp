@@ -2,7 +2,8 @@
 // and its acknowledgement) from M0D0 of a 4x4 mesh to devices 1 to 6 hops away give the
 // per-hop latency (the slope, halved: the write and the ack each cross every hop), next to
 // the raw UDP one-way latency (half a ping-pong between two processes) and a raw UDP relay
-// through a chain of one process per hop (the same shape); and goodput of large writes over
+// through a chain of one process per hop (the same shape; measured in turn with the routes,
+// kLatencyPairs pairs in each launch, and compared pair by pair); and goodput of large writes over
 // the longest route (median of 3, after a warm-up run) next to raw UDP throughput. Raw processes wait as the chips
 // do: in epoll, after the same bounded spin (--spin-us, passed to the chips too).
 //
@@ -27,6 +28,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,9 @@ using nlohmann::json;
 
 // Measured runs of each goodput row, after a warm-up run.
 constexpr size_t kBulkRuns = 3;
+// Latency pairs per transport: the raw chain, then the fabric's routes, in turn, in one launch.
+constexpr size_t kLatencyPairs = 3;
+constexpr size_t kHops = 6;
 
 // A shell script running `one` (a command ending in "; ") as a warm-up, then kBulkRuns times.
 std::string warm_up_and_measure(const std::string& one) {
@@ -64,8 +69,9 @@ double slope(const std::vector<double>& ys) {
 
 // One transport: latencies by hops and 6-hop goodput on the 4x4 mesh, all_to_all on the Galaxy.
 struct FabricRun {
-  std::vector<double> p50;  // write + ack round trip by hops
-  double per_hop_us = 0, goodput = 0, galaxy_goodput = 0, galaxy_mean_hops = 0;
+  std::vector<double> p50, raw_chain_p50;  // write + ack round trip by hops (median over the pairs); the raw chain's
+  double per_hop_us = 0, raw_chain_hop_us = 0, per_hop_vs_raw_chain = 0;  // medians over the pairs
+  double goodput = 0, galaxy_goodput = 0, galaxy_mean_hops = 0;
   double verified = 0, errors = 0;
   bool ok = false;
 };
@@ -75,10 +81,19 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
   const std::string topo = TTEMU_TOPOLOGIES "/mesh_4x4.yaml";
   // Destinations 1..6 hops from M0D0 (X first: along row 0, then down column 3).
   const std::vector<std::string> dsts = {"M0D1", "M0D2", "M0D3", "M0D7", "M0D11", "M0D15"};
+  static_assert(kHops == 6);
+  // Pairs, in turn: the raw chain (this program, run by the launched system's client while the
+  // chips idle), then the same shape through the chips. How fast this machine wakes a process
+  // on the other CPU drifts within seconds (the chain's hop read 17 to 31 us across one run's
+  // rounds, a few seconds apart), so each pair's ratio is taken, and the median of the pairs.
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::string script;
-  for (const auto& d : dsts) {
-    script += fmt::format("{} traffic --pattern unicast --src M0D0 --dst {} --count 1 --size 64 "
-                          "--latency-samples {} --json; ", ttemu, d, samples);
+  for (size_t k = 0; k < kLatencyPairs; ++k) {
+    script += fmt::format("{} --raw-chain {} {}; ", self, samples, spin_us);
+    for (const auto& d : dsts) {
+      script += fmt::format("{} traffic --pattern unicast --src M0D0 --dst {} --count 1 --size 64 "
+                            "--latency-samples {} --json; ", ttemu, d, samples);
+    }
   }
   auto runs = [&](const std::string& traffic_args) {
     return warm_up_and_measure(fmt::format("{} traffic {} --latency-samples 1 --json; ", ttemu, traffic_args));
@@ -88,13 +103,34 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
   auto docs = ttemu::bench::launch_json(ttemu, topo, opts, fmt::format("sh -c '{}'", script));
   auto galaxy = ttemu::bench::launch_json(ttemu, TTEMU_TOPOLOGIES "/galaxy.yaml", opts,
                                           fmt::format("sh -c '{}'", runs("--pattern all_to_all --count 4 --size 16384")));
-  if (docs.size() != dsts.size() + 1 + kBulkRuns || galaxy.size() != 1 + kBulkRuns) {
+  const size_t latency_lines = kLatencyPairs * (1 + kHops);
+  if (docs.size() != latency_lines + 1 + kBulkRuns || galaxy.size() != 1 + kBulkRuns) {
     fmt::print(stderr, "ttemu_bench_fabric: --transport {}: expected {} + {} results, got {} + {}\n", transport,
-               dsts.size() + 1 + kBulkRuns, 1 + kBulkRuns, docs.size(), galaxy.size());
+               latency_lines + 1 + kBulkRuns, 1 + kBulkRuns, docs.size(), galaxy.size());
     return r;
   }
-  for (size_t i = 0; i < dsts.size(); ++i) r.p50.push_back(docs[i]["latency_us"]["p50"].get<double>());
-  r.per_hop_us = slope(r.p50) / 2;  // half the slope: one hop one way
+  // Half a slope is one hop one way (the write and its ack each cross every hop).
+  std::vector<double> hops, raw_hops, ratios;
+  std::vector<std::vector<double>> by_hops(kHops), raw_by_hops(kHops);
+  for (size_t k = 0; k < kLatencyPairs; ++k) {
+    const json& raw = docs[k * (1 + kHops)]["raw_chain_p50_us_by_hops"];
+    std::vector<double> ours;
+    for (size_t h = 0; h < kHops; ++h) {
+      ours.push_back(docs[k * (1 + kHops) + 1 + h]["latency_us"]["p50"].get<double>());
+      by_hops[h].push_back(ours.back());
+      raw_by_hops[h].push_back(raw.at(h).get<double>());
+    }
+    hops.push_back(slope(ours) / 2);
+    raw_hops.push_back(slope(raw.get<std::vector<double>>()) / 2);
+    ratios.push_back(hops.back() / raw_hops.back());
+  }
+  for (size_t h = 0; h < kHops; ++h) {
+    r.p50.push_back(ttemu::bench::median(by_hops[h]));
+    r.raw_chain_p50.push_back(ttemu::bench::median(raw_by_hops[h]));
+  }
+  r.per_hop_us = ttemu::bench::median(hops);
+  r.raw_chain_hop_us = ttemu::bench::median(raw_hops);
+  r.per_hop_vs_raw_chain = ttemu::bench::median(ratios);
   // The goodputs of the measured runs; every run's bytes count as verified, the warm-up's too.
   auto measured = [&](const std::vector<json>& results, size_t warm_up_at) {
     std::vector<double> rates;
@@ -105,7 +141,7 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
     }
     return rates;
   };
-  const std::vector<double> bulk_rates = measured(docs, dsts.size()), galaxy_rates = measured(galaxy, 0);
+  const std::vector<double> bulk_rates = measured(docs, latency_lines), galaxy_rates = measured(galaxy, 0);
   r.goodput = ttemu::bench::median(bulk_rates);
   r.galaxy_goodput = ttemu::bench::median(galaxy_rates);
   r.galaxy_mean_hops = galaxy[0]["mean_hops"].get<double>();
@@ -137,10 +173,6 @@ bool measure_round(const std::vector<std::string>& transports, int samples, int 
   const ttemu::bench::Waiting waiting{std::chrono::microseconds(spin_us)};
   const std::string ttemu = TTEMU_BINARY;
   const double raw_one_way = ttemu::bench::median(ttemu::bench::raw_round_trips(64, 2000, waiting)) / 2;
-  // The same chain shape in raw UDP: one process per hop, 1 to 6 hops.
-  std::vector<double> chain;
-  for (int h = 1; h <= 6; ++h) chain.push_back(ttemu::bench::median(ttemu::bench::raw_chain_round_trips(h, 64, samples, waiting)));
-  const double raw_chain_hop = slope(chain) / 2;
   const double raw_tput = ttemu::bench::raw_throughput(4096, 200000ull * 4096);
   // The Galaxy's all_to_all (4x8, 64 KiB per pair in 4 KiB chunks) relayed raw by a process per
   // chip, over UDP and over shared-memory rings, doing TT-link's work in part (raw_mesh.hpp).
@@ -174,7 +206,8 @@ bool measure_round(const std::vector<std::string>& transports, int samples, int 
     const double least = meshes[wire]["tt_link_least"].get<double>() * 1e9;
     by_transport[t] = {
         {"round_trip_p50_us_by_hops", r.p50}, {"per_hop_us", r.per_hop_us},
-        {"per_hop_vs_raw", r.per_hop_us / raw_one_way}, {"per_hop_vs_raw_chain", r.per_hop_us / raw_chain_hop},
+        {"per_hop_vs_raw", r.per_hop_us / raw_one_way}, {"raw_chain_per_hop_us", r.raw_chain_hop_us},
+        {"raw_chain_round_trip_p50_us_by_hops", r.raw_chain_p50}, {"per_hop_vs_raw_chain", r.per_hop_vs_raw_chain},
         {"six_hop_goodput_gb_per_s", r.goodput / 1e9}, {"goodput_vs_raw", r.goodput / raw_tput},
         {"link_goodput_gb_per_s", link / 1e9}, {"six_hop_vs_link", link > 0 ? r.goodput / link : 0.0},
         {"galaxy_all_to_all_gb_per_s", r.galaxy_goodput / 1e9}, {"galaxy_mean_hops", r.galaxy_mean_hops},
@@ -185,8 +218,7 @@ bool measure_round(const std::vector<std::string>& transports, int samples, int 
         {"least_work_mesh_vs_link", link > 0 ? least / link : 0.0},
         {"verified", r.verified}, {"errors", r.errors}};
   }
-  result = {{"raw_udp_one_way_us", raw_one_way}, {"raw_chain_per_hop_us", raw_chain_hop},
-            {"raw_chain_round_trip_p50_us_by_hops", chain}, {"raw_udp_gb_per_s", raw_tput / 1e9},
+  result = {{"raw_udp_one_way_us", raw_one_way}, {"raw_udp_gb_per_s", raw_tput / 1e9},
             {"raw_mesh_all_to_all_x_hops_gb_per_s", meshes},
             {"spin_us", spin_us}, {"transports", by_transport}, {"errors", errors}};
   return ok && errors == 0 && meshes_ok;
@@ -194,7 +226,6 @@ bool measure_round(const std::vector<std::string>& transports, int samples, int 
 
 void print_round(const json& result, int spin_us, int round, int repeat) {
   const double raw_one_way = result["raw_udp_one_way_us"].get<double>();
-  const double raw_chain_hop = result["raw_chain_per_hop_us"].get<double>();
   const double raw_tput = result["raw_udp_gb_per_s"].get<double>() * 1e9;
   const json& meshes = result["raw_mesh_all_to_all_x_hops_gb_per_s"];
   const json& by_transport = result["transports"];
@@ -205,12 +236,14 @@ void print_round(const json& result, int spin_us, int round, int repeat) {
   for (const auto& [t, r] : by_transport.items()) {
     const double hop = r["per_hop_us"].get<double>(), six = r["six_hop_goodput_gb_per_s"].get<double>();
     const double link = r["link_goodput_gb_per_s"].get<double>();
+    const double raw_chain_hop = r["raw_chain_per_hop_us"].get<double>();
     fmt::print("  --transport {}: write + ack round trip, median, by hops:", t);
     const auto& p50 = r["round_trip_p50_us_by_hops"];
     for (size_t i = 0; i < p50.size(); ++i) fmt::print(" {}:{:.0f}us", i + 1, p50[i].get<double>());
     fmt::print("\n");
     fmt::print("  {:<48} {:>7.1f} us {:>7.1f} us {:>7.2f}\n", "per-hop one-way latency (64 B)", raw_one_way, hop, hop / raw_one_way);
-    fmt::print("  {:<48} {:>7.1f} us {:>7.1f} us {:>7.2f}\n", "  vs raw UDP relayed by a process per hop", raw_chain_hop, hop, hop / raw_chain_hop);
+    fmt::print("  {:<48} {:>7.1f} us {:>7.1f} us {:>7.2f}\n", "  vs raw UDP relayed by a process per hop*", raw_chain_hop, hop,
+               r["per_hop_vs_raw_chain"].get<double>());
     // A goodput row: what it is, the yardstick, ttemu's figure (GB/s), their ratio.
     const auto gb_row = [](const std::string& what, double raw, double ours, double ratio) {
       fmt::print("  {:<48} {:>5.3f} GB/s {:>5.3f} GB/s {:>7.2f}\n", what, raw, ours, ratio);
@@ -229,6 +262,8 @@ void print_round(const json& result, int spin_us, int round, int repeat) {
     gb_row("  (the least-work relay vs one link)", link, least, r["least_work_mesh_vs_link"].get<double>());
     fmt::print("  (verified {} bytes, errors {})\n", r["verified"].get<double>(), r["errors"].get<double>());
   }
+  fmt::print("  * the raw chain and the routes measured in turn, {} pairs in each launch; medians, and the pairs' median ratio\n",
+             kLatencyPairs);
 }
 
 // Per transport, the ratios of the table over all rounds: median, min and max.
@@ -253,6 +288,16 @@ int main(int argc, char** argv) {
   int samples = 300, spin_us = 0, repeat = 1;
   bool as_json = false;
   std::vector<std::string> transports = ttemu::wire::kTransports;
+  if (argc == 4 && std::string(argv[1]) == "--raw-chain") {
+    // The raw half of a latency pair, run by a launched system's client (run_transport).
+    const ttemu::bench::Waiting waiting{std::chrono::microseconds(std::stoi(argv[3]))};
+    std::vector<double> chain;
+    for (int h = 1; h <= static_cast<int>(kHops); ++h) {
+      chain.push_back(ttemu::bench::median(ttemu::bench::raw_chain_round_trips(h, 64, std::stoi(argv[2]), waiting)));
+    }
+    fmt::print("{}\n", json{{"raw_chain_p50_us_by_hops", chain}}.dump());
+    return 0;
+  }
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--samples" && i + 1 < argc) samples = std::stoi(argv[++i]);
