@@ -25,7 +25,10 @@
 // and range over the rounds.
 //
 //   ttemu_bench_fabric [--samples N] [--spin-us N] [--repeat R] [--transport LIST] [--json]
+//   ttemu_bench_fabric --raw-chain SAMPLES SPIN_US   (the raw half of a latency pair, run by
+//                                                     a launched system's client; one JSON line)
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -80,8 +83,7 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
   FabricRun r;
   const std::string topo = TTEMU_TOPOLOGIES "/mesh_4x4.yaml";
   // Destinations 1..6 hops from M0D0 (X first: along row 0, then down column 3).
-  const std::vector<std::string> dsts = {"M0D1", "M0D2", "M0D3", "M0D7", "M0D11", "M0D15"};
-  static_assert(kHops == 6);
+  const std::array<const char*, kHops> dsts = {"M0D1", "M0D2", "M0D3", "M0D7", "M0D11", "M0D15"};
   // Pairs, in turn: the raw chain (this program, run by the launched system's client while the
   // chips idle), then the same shape through the chips. How fast this machine wakes a process
   // on the other CPU drifts within seconds (the chain's hop read 17 to 31 us across one run's
