@@ -112,9 +112,10 @@ bool TtLink::send_framed(uint32_t dest_addr, std::vector<uint8_t>&& framed) {
 }
 
 bool TtLink::accept(uint32_t dest_addr, std::vector<uint8_t>&& framed) {
+  const size_t payload = framed.size() - kFrameRoom;
   add(c_.frames_tx);
-  add(c_.bytes_tx, framed.size() - kFrameRoom);
-  unacked_bytes_ += framed.size() - kFrameRoom;
+  add(c_.bytes_tx, payload);
+  unacked_bytes_ += payload;
   unacked_.push_back(Outgoing{next_, dest_addr, std::move(framed), Time{}, 0});
   ++next_;
   // The window closed on this frame: what the sender has next waits for acknowledgements.
