@@ -535,6 +535,19 @@ void TtLink::recycle(std::vector<wire::Datagram>& sent) {
   retired_.clear();
 }
 
+bool TtLink::ack_urgent() const {
+  // The quarter counts bytes too: where the byte bound is the tighter one (8 KiB frames fill
+  // 1 MiB at 128 of 256), a quarter of the frames would let the sender refill only half its
+  // window at a time.
+  const bool quarter = unacked_rx_ >= cfg_.window / 4u ||
+                       (cfg_.window_bytes > 0 && unacked_rx_bytes_ >= cfg_.window_bytes / 4);
+  return nack_pending_ || ack_now_ || cfg_.ack_delay.count() == 0 || quarter;
+}
+
+bool TtLink::ack_due(Time now) const {
+  return state_ == LinkState::kUp && ack_pending_ && (ack_urgent() || (ack_deadline_ && now >= *ack_deadline_));
+}
+
 void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
   out_ = &out;
   while (!delayed_.empty() && delayed_.front().first <= now) {
@@ -593,13 +606,8 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
     bool hold = false;
     if (ack_pending_ && !sent) {
       // Let a pure acknowledgement wait briefly for data to ride on: one wake-up less for
-      // the peer per exchange. Never for a gap, a quarter window, or past the delay. The
-      // quarter counts bytes too: where the byte bound is the tighter one (8 KiB frames fill
-      // 1 MiB at 128 of 256), a quarter of the frames would let the sender refill only half
-      // its window at a time.
-      const bool quarter = unacked_rx_ >= cfg_.window / 4u ||
-                           (cfg_.window_bytes > 0 && unacked_rx_bytes_ >= cfg_.window_bytes / 4);
-      const bool urgent = nack_pending_ || ack_now_ || cfg_.ack_delay.count() == 0 || quarter;
+      // the peer per exchange. Never when urgent, or past the delay.
+      const bool urgent = ack_urgent();
       if (!urgent && !ack_deadline_) ack_deadline_ = now + cfg_.ack_delay;
       hold = !urgent && now < *ack_deadline_;
       if (!hold) {

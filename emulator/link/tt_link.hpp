@@ -138,6 +138,9 @@ class TtLink {
   // as it would after its retries, even if nothing was in flight to notice with.
   void peer_lost(Time now);
   std::optional<Time> next_deadline() const;
+  // True when an acknowledgement is due now (a gap, a quarter window, a duplicate, or the
+  // ack delay past): poll_transmit sends one, alone if no data frame carries it.
+  bool ack_due(Time now) const;
   // Appends the datagrams to put on the wire now (frames packed up to max_datagram). Their
   // data frames borrow their payloads from the window (no copy): the caller hands them back
   // with recycle() once the wire has taken them, and until then acknowledged payloads are kept.
@@ -165,6 +168,9 @@ class TtLink {
   // Say hello now, and then at the first backoff interval.
   void hello_now(Time now);
   void on_ack(uint64_t ack, bool nack, Time now);
+  // A pending acknowledgement may not wait for data: a gap, a quarter window (in frames or
+  // bytes) unacknowledged, a duplicate, or no ack delay.
+  bool ack_urgent() const;
   void accept_in_order(uint32_t dest_addr, std::span<const uint8_t> payload);
   void come_up(Time now);
   void go_down(Time now);

@@ -467,6 +467,9 @@ void ChipNode::on_peer_restart(Port& p, std::span<const LinkPayloadView> abandon
 
 void ChipNode::service(Port& p, Time now) {
   steer(p, now);
+  // Credits owed to the far end ride on a datagram that goes there anyway (data, or an
+  // acknowledgement that then rides on them): none needs a datagram and a wake-up of its own.
+  if (!fabric_.backlog(p.number).empty() || p.link->ack_due(now)) fabric_.ride_credits(p.number);
   // Packets move into the link's window without a copy (their buffers go with them).
   fabric_.pass_backlog(p.number, [&](uint32_t addr, std::vector<uint8_t>& bytes) {
     return p.link->send_room() > 0 && p.link->send_framed(addr, std::move(bytes));

@@ -215,8 +215,18 @@ bool FabricNode::poll(routing::Time now, Output& out) {
 }
 
 void FabricNode::flush_credits(routing::Time now) {
+  credits_owed_.flush(now, [this](size_t slot, uint32_t n) { owe_credit_slot(slot, n); });
+}
+
+void FabricNode::ride_credits(uint8_t port) {
+  if (credits_owed_.empty()) return;
   const auto lanes = static_cast<size_t>(router_.lanes());
-  credits_owed_.flush(now, [&](size_t slot, uint32_t n) { owe_credit(slot / lanes, static_cast<uint32_t>(slot % lanes), n); });
+  credits_owed_.take(rank(port) * lanes, lanes, [this](size_t slot, uint32_t n) { owe_credit_slot(slot, n); });
+}
+
+void FabricNode::owe_credit_slot(size_t slot, uint32_t n) {
+  const auto lanes = static_cast<size_t>(router_.lanes());
+  owe_credit(slot / lanes, static_cast<uint32_t>(slot % lanes), n);
 }
 
 void FabricNode::owe_credit(size_t rank, uint32_t lane, uint32_t n) {

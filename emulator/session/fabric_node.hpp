@@ -93,12 +93,16 @@ class FabricNode {
       q.pop_front();
     }
   }
+  // A datagram goes to `port` now: the credits owed to the router at its far end go into its
+  // backlog to ride on it, due or not (transport/credit_returns.hpp).
+  void ride_credits(uint8_t port);
   std::optional<routing::Time> next_deadline() const;
   bool idle() const;
 
  private:
   size_t rank(uint8_t port) const;  // the router's index of a wired port; throws for others
   void owe_credit(size_t rank, uint32_t lane, uint32_t n);  // queues a credit payload
+  void owe_credit_slot(size_t slot, uint32_t n);           // the same, by credits_owed_'s slot
   struct LanePacket {
     uint8_t lane = 0;
     routing::PacketHeader header;

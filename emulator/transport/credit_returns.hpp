@@ -1,7 +1,9 @@
 // Credits a router owes the routers upstream of it (spec 2.3: credit-based flow control per
 // lane): every packet it takes out of a routing buffer frees a slot the far end may fill again.
 // They go back in batches, once half a buffer is owed on a lane or after `delay` (0: at once),
-// so a stream costs a fraction of a credit frame per packet and fewer wake-ups upstream.
+// so a stream costs a fraction of a credit frame per packet and fewer wake-ups upstream; and
+// sooner, riding on a datagram that goes to their port anyway (take()), so that they cost
+// neither a datagram nor a wake-up of their own.
 // Nothing is due before the earliest deadline unless half a buffer is owed: the per-packet
 // path does not look at every lane.
 #pragma once
@@ -23,6 +25,9 @@ class CreditReturns {
   // Hands every batch due now to send(slot, n).
   template <class Send>
   void flush(Time now, Send&& send);
+  // Hands what is owed on slots [first, first + count) to send(slot, n), due or not.
+  template <class Send>
+  void take(size_t first, size_t count, Send&& send);
   std::optional<Time> next_deadline() const {
     return owing_ > 0 ? std::optional<Time>(next_due_) : std::nullopt;
   }
@@ -72,6 +77,20 @@ void CreditReturns::flush(Time now, Send&& send) {
     o.n = 0;
     --owing_;
   }
+}
+
+template <class Send>
+void CreditReturns::take(size_t first, size_t count, Send&& send) {
+  for (size_t i = first; owing_ > 0 && i < first + count; ++i) {
+    Owed& o = owed_[i];
+    if (o.n == 0) continue;
+    send(i, o.n);
+    o.n = 0;
+    --owing_;
+  }
+  // With some still owed, next_due_ may now be early: flush() finds nothing due then and
+  // moves it on.
+  if (owing_ == 0) next_due_ = Time::max(), half_owed_ = false;
 }
 
 }  // namespace ttemu::transport
