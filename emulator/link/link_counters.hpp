@@ -30,7 +30,7 @@ namespace ttemu::link {
   X(down_transitions, "times the link was declared down")                              \
   X(injected_corrupt, "frames corrupted by fault injection")                           \
   X(injected_drop, "frames dropped by fault injection")                                \
-  X(wire_drops, "datagrams the wire did not take (a full shared-memory ring, a link out of service)") \
+  X(wire_drops, "datagrams the wire did not take (a full shared-memory ring or socket buffer, a link out of service)") \
   X(fallbacks, "times the port's traffic moved onto a parallel link's wire (the EFC)")       \
   X(fallback_rx, "datagrams for this port that arrived over a parallel link's wire")         \
   X(peer_restarts, "times the far end came back as a new process (a new link session)")     \

@@ -367,6 +367,10 @@ class Chip final : public node::NodeObserver {
         [&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); },
         [&](uint8_t port) { node_->on_writable(port, t); },
         [&](uint8_t port) { count_foreign(port); },
+        [&](uint8_t port) {
+          auto& c = ctl_->ports[port].counters;
+          c.add(c.wire_drops);
+        },
     });
     publish_uring_mode();
     return n;

@@ -2,11 +2,17 @@
 // io_uring. Receives are multishot recvmsg requests, one per socket, filling buffers the ring
 // provides (a registered buffer ring), so a busy socket costs no system call per datagram or
 // per batch; where the kernel refuses either, each socket keeps one single-shot recvmsg in
-// flight instead (mode() says which, and `ttemu status` shows it). Sends are sendmsg requests
-// gathered from the datagrams' pieces, linked so that a full socket buffer stops the rest in
-// order, and submitted and waited for in one call per batch; they complete before send()
-// returns (a UDP send does not wait), so the datagrams' borrowed pieces need live no longer
-// than the call.
+// flight instead (mode() says which, and `ttemu status` shows it).
+//
+// Sends: small datagrams (up to 2 KiB: a latency-bound write, acknowledgements, credits) are
+// copied into staging slots and go out with the chip's next call into the ring, usually the
+// wait that follows, so a forward costs one system call, not two; a send that succeeds posts
+// nothing (IOSQE_CQE_SKIP_SUCCESS), one that fails is counted as a wire drop and the TT-link
+// resends it. Larger ones are sendmsg requests gathered from the datagrams' pieces, linked so
+// that a full socket buffer stops the rest in order, and submitted and waited for in one call
+// per batch; they complete before send() returns (a UDP send does not wait), so the
+// datagrams' borrowed pieces need live no longer than the call. Both go in order: entries
+// are issued as queued.
 //
 // Waking: the chip's event loop sleeps in this ring (it is the loop's Waiter): one
 // io_uring_enter submits what is prepared and waits for the first completion or the loop's
@@ -59,6 +65,7 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
     std::function<void(uint8_t port, std::span<const uint8_t> bytes)> deliver;  // read in place
     std::function<void(uint8_t port)> writable;  // room again after a short send
     std::function<void(uint8_t port)> stray;     // a datagram from anyone but the peer
+    std::function<void(uint8_t port)> dropped;   // a deferred send the wire did not take
   };
   // Handles the completions there are (a bounded number of rounds: handlers that send may
   // bring more); returns how many datagrams it delivered.
@@ -82,6 +89,9 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
   io_uring_sqe* sqe();
   void arm_receive(Socket& s);
   void arm_writable(Socket& s);
+  // Stages small datagrams to go out with the next call into the ring; false if they do not
+  // qualify (too big, the socket is waiting for room, or the kernel cannot skip completions).
+  bool defer(Socket& s, std::span<const wire::Datagram> datagrams);
   void handle(const Completion& c, const Handlers& h, size_t& delivered);
   void arrive(Socket& s, const wire::Address& from, std::span<const uint8_t> bytes, const Handlers& h,
               size_t& delivered);
@@ -104,6 +114,14 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
   // Send state, alive during one send() call.
   wire::SendBatch batch_;
   std::vector<int32_t> send_res_;
+  // Deferred sends: slots staged since the kernel last took every entry (empty: no deferral).
+  struct Staged {
+    msghdr msg;
+    iovec iov;
+  };
+  std::vector<Staged> stage_;
+  std::unique_ptr<uint8_t[]> stage_bytes_;
+  size_t staged_ = 0;
   // Completions of other requests reaped while send() waited for its own, and the ones poll()
   // is handling (both keep their storage).
   std::vector<Completion> pending_, handling_;
