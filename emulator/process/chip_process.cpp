@@ -366,20 +366,18 @@ class Chip final : public node::NodeObserver {
     const size_t n = uring_->poll({
         [&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); },
         [&](uint8_t port) { node_->on_writable(port, t); },
-        [&](uint8_t port) { count_foreign(port); },
-        [&](uint8_t port) {
-          auto& c = ctl_->ports[port].counters;
-          c.add(c.wire_drops);
-        },
+        [&](uint8_t port) { count(port, &link::LinkCounters::foreign); },
+        [&](uint8_t port) { count(port, &link::LinkCounters::wire_drops); },  // a staged send refused
     });
     publish_uring_mode();
     return n;
   }
 
-  // A datagram from anyone but the port's peer: dropped and counted.
-  void count_foreign(uint8_t port) {
+  // One more on a port's counter (foreign: a datagram from anyone but the port's peer,
+  // dropped).
+  void count(uint8_t port, std::atomic<uint64_t> link::LinkCounters::*which) {
     auto& c = ctl_->ports[port].counters;
-    c.add(c.foreign);
+    c.add(c.*which);
   }
 
   void connect(const msg::Peers& m) {
@@ -421,7 +419,7 @@ class Chip final : public node::NodeObserver {
       auto batch = e.socket->receive();
       for (const auto& d : batch) {
         if (!e.socket->accepts(*d.from)) {
-          count_foreign(e.port);
+          count(e.port, &link::LinkCounters::foreign);
           continue;
         }
         node_->on_datagram(e.port, d.bytes, t);
