@@ -14,7 +14,8 @@
 namespace ttemu::launcher {
 
 // A whole number in [lo, hi], written as digits with an optional '-': no sign for unsigned
-// options, no fraction, no exponent, nothing after it, nothing that overflows T.
+// options, no fraction, no exponent, nothing after it, nothing that overflows T, no leading
+// zero (CLI11 converts with base 0: "010" would be 8; check() cannot rewrite the text).
 template <class T>
 CLI::Validator whole_number(T lo, T hi) {
   static_assert(std::is_integral_v<T>);
@@ -24,7 +25,9 @@ CLI::Validator whole_number(T lo, T hi) {
         T v{};
         const char* last = text.data() + text.size();
         auto [end, ec] = std::from_chars(text.data(), last, v);
-        if (text.empty() || ec != std::errc() || end != last || v < lo || v > hi) {
+        const size_t digits = text.starts_with('-') ? 1 : 0;
+        const bool leading_zero = text.size() > digits + 1 && text[digits] == '0';
+        if (text.empty() || ec != std::errc() || end != last || leading_zero || v < lo || v > hi) {
           return fmt::format("{}, not '{}'", expected, text);
         }
         return std::string();
@@ -32,20 +35,22 @@ CLI::Validator whole_number(T lo, T hi) {
       fmt::format("in [{} - {}]", lo, hi));
 }
 
-// A finite number in [lo, hi] (not nan, not inf).
-inline CLI::Validator number_in(double lo, double hi) {
-  const std::string expected = fmt::format("must be a number {}-{}", lo, hi);
+// A finite number in [lo, hi], or [lo, hi) with hi_excluded (not nan, not inf).
+inline CLI::Validator number_in(double lo, double hi, bool hi_excluded = false) {
+  const std::string expected =
+      fmt::format("must be a number {}-{}{}", lo, hi, hi_excluded ? fmt::format(", {} excluded", hi) : "");
   return CLI::Validator(
-      [lo, hi, expected](std::string& text) {
+      [lo, hi, hi_excluded, expected](std::string& text) {
         double v = 0;
         const char* last = text.data() + text.size();
         auto [end, ec] = std::from_chars(text.data(), last, v);
-        if (text.empty() || ec != std::errc() || end != last || !std::isfinite(v) || v < lo || v > hi) {
+        if (text.empty() || ec != std::errc() || end != last || !std::isfinite(v) || v < lo ||
+            (hi_excluded ? v >= hi : v > hi)) {
           return fmt::format("{}, not '{}'", expected, text);
         }
         return std::string();
       },
-      fmt::format("in [{} - {}]", lo, hi));
+      fmt::format("in [{} - {}{}", lo, hi, hi_excluded ? ")" : "]"));
 }
 
 }  // namespace ttemu::launcher

@@ -206,6 +206,8 @@ TEST(Cli, EveryNumberOnTheCommandLineIsRangeChecked) {
       {"traffic --latency-samples -1", "--latency-samples: must be a whole number 1-100000, not '-1'"},
       {"traffic --size -1", "--size: must be a whole number 1-1048576, not '-1'"},
       {"traffic --count -1", "--count: must be a whole number 1-100000, not '-1'"},
+      // CLI11 converts with base 0: "010" would have been 8 writes, silently.
+      {"traffic --count 010", "--count: must be a whole number 1-100000, not '010'"},
   };
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);

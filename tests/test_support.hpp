@@ -231,12 +231,13 @@ inline RunResult ttemu(std::vector<std::string> args) {
 }
 #endif
 
-// A failed command that says why in one line on stderr, starting "ttemu: error: " and
-// containing `fragment`, with nothing on stdout.
-inline void expect_one_line_error(const RunResult& r, const std::string& fragment) {
+// A failed command that says why in one line on stderr, starting `prefix` ("ttemu: error: "
+// for ttemu itself) and containing `fragment`, with nothing on stdout.
+inline void expect_one_line_error(const RunResult& r, const std::string& fragment,
+                                  const std::string& prefix = "ttemu: error: ") {
   EXPECT_NE(r.status, 0);
   EXPECT_EQ(r.stdout_text, "");
-  EXPECT_EQ(r.stderr_text.rfind("ttemu: error: ", 0), 0u) << r.stderr_text;
+  EXPECT_EQ(r.stderr_text.rfind(prefix, 0), 0u) << r.stderr_text;
   EXPECT_EQ(std::count(r.stderr_text.begin(), r.stderr_text.end(), '\n'), 1) << r.stderr_text;
   EXPECT_NE(r.stderr_text.find(fragment), std::string::npos) << r.stderr_text;
 }

@@ -28,6 +28,8 @@
 #include "emulator/chip/chip_control.hpp"
 #include "emulator/chip/segments.hpp"
 #include "emulator/job/job.hpp"
+#include "launcher/control_requests.hpp"
+#include "tools/bench/options.hpp"
 #include "tools/bench/raw_udp.hpp"
 
 namespace {
@@ -161,18 +163,18 @@ int outside(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--frames" && i + 1 < argc) o.frames = std::stoull(argv[++i]);
-    else if (a == "--cut-at" && i + 1 < argc) o.cut_at = std::stod(argv[++i]);
-    else if (a == "--window" && i + 1 < argc) o.window = std::stod(argv[++i]);
-    else if (a == "--transport" && i + 1 < argc) o.transport = argv[++i];
-    else if (a == "--json") o.json = true;
-    else if (a == "--inside") o.inside = true;
-    else {
-      fmt::print(stderr, "usage: ttemu_bench_efc [--frames N] [--cut-at S] [--window S] [--transport udp|uring|shm] [--json]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"The Ethernet Fallback Channel under a cut: the pause, and goodput on the fallback channel", "ttemu_bench_efc"};
+  // Bounds: what `ttemu link test --frames` accepts; seconds up to a day. A window below 1 ms
+  // holds fewer than four of the 250 us samples.
+  app.add_option("--frames", o.frames, "4 KiB payloads in the stream")
+      ->check(ttemu::bench::whole_number<uint64_t>(1, ttemu::launcher::kMaxStreamFrames))->capture_default_str();
+  app.add_option("--cut-at", o.cut_at, "Seconds after the link started that its wire is cut")
+      ->check(ttemu::bench::number_in(0, 86400))->capture_default_str();
+  app.add_option("--window", o.window, "Seconds of goodput measured before the cut and after the pause")
+      ->check(ttemu::bench::number_in(0.001, 86400))->capture_default_str();
+  ttemu::bench::add_transport(app, o.transport, "How the chips' links move datagrams");
+  app.add_flag("--json", o.json, "Print one JSON object");
+  app.add_flag("--inside", o.inside, "The stream and its timeline, inside the launched system")->group(ttemu::bench::kInternal);
+  if (const auto status = ttemu::bench::parse_command_line(app, argc, argv)) return *status;
   return o.inside ? inside(o) : outside(o);
 }

@@ -39,6 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emulator/wire/transport.hpp"
+#include "tools/bench/options.hpp"
 #include "tools/bench/raw_mesh.hpp"
 #include "tools/bench/raw_udp.hpp"
 
@@ -290,27 +291,32 @@ int main(int argc, char** argv) {
   int samples = 300, spin_us = 0, repeat = 1;
   bool as_json = false;
   std::vector<std::string> transports = ttemu::wire::kTransports;
-  if (argc == 4 && std::string(argv[1]) == "--raw-chain") {
-    // The raw half of a latency pair, run by a launched system's client (run_transport).
-    const ttemu::bench::Waiting waiting{std::chrono::microseconds(std::stoi(argv[3]))};
+  std::vector<int> raw_chain;  // SAMPLES SPIN_US
+  CLI::App app{"Fabric routers against raw UDP: per-hop latency and goodput, per transport", "ttemu_bench_fabric"};
+  // Up to what ttemu traffic --latency-samples accepts.
+  auto* samples_opt = app.add_option("--samples", samples, "Latency samples per route")
+                          ->check(ttemu::bench::whole_number(1, 100000))->capture_default_str();
+  auto* spin_opt = ttemu::bench::add_spin_us(app, spin_us, "Chips and raw processes spin this long before they sleep");
+  auto* repeat_opt = ttemu::bench::add_repeat(app, repeat, "Measure everything this many times; add each ratio's median and range");
+  auto* transport_opt = ttemu::bench::add_transports(app, transports, "Transports to measure, comma-separated");
+  auto* json_opt = app.add_flag("--json", as_json, "Print one JSON object");
+  // The raw half of a latency pair, run by a launched system's client (run_transport). Not
+  // hidden: CLI11 leaves a hidden option's name out of its errors.
+  app.add_option("--raw-chain", raw_chain, "SAMPLES SPIN_US: the raw UDP chain alone, one JSON line")
+      ->expected(2)
+      ->check(ttemu::bench::whole_number(1, 100000).application_index(0))
+      ->check(ttemu::bench::whole_number(0, ttemu::bench::kMaxSpinUs).application_index(1))
+      ->excludes(samples_opt)->excludes(spin_opt)->excludes(repeat_opt)->excludes(transport_opt)->excludes(json_opt)
+      ->group(ttemu::bench::kInternal);
+  if (const auto status = ttemu::bench::parse_command_line(app, argc, argv)) return *status;
+  if (!raw_chain.empty()) {
+    const ttemu::bench::Waiting waiting{std::chrono::microseconds(raw_chain[1])};
     std::vector<double> chain;
     for (int h = 1; h <= static_cast<int>(kHops); ++h) {
-      chain.push_back(ttemu::bench::median(ttemu::bench::raw_chain_round_trips(h, 64, std::stoi(argv[2]), waiting)));
+      chain.push_back(ttemu::bench::median(ttemu::bench::raw_chain_round_trips(h, 64, raw_chain[0], waiting)));
     }
     fmt::print("{}\n", json{{"raw_chain_p50_us_by_hops", chain}}.dump());
     return 0;
-  }
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--samples" && i + 1 < argc) samples = std::stoi(argv[++i]);
-    else if (a == "--spin-us" && i + 1 < argc) spin_us = std::stoi(argv[++i]);
-    else if (a == "--transport" && i + 1 < argc) transports = ttemu::bench::split_list(argv[++i]);
-    else if (a == "--repeat" && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--json") as_json = true;
-    else {
-      fmt::print(stderr, "usage: ttemu_bench_fabric [--samples N] [--spin-us N] [--repeat R] [--transport udp,uring,shm] [--json]\n");
-      return 2;
-    }
   }
   json rounds = json::array();
   bool ok = true;

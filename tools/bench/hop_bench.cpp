@@ -21,6 +21,7 @@
 #include "emulator/control/system_yaml.hpp"
 #include "emulator/chip/address_space.hpp"
 #include "emulator/node/chip_node.hpp"
+#include "tools/bench/options.hpp"
 
 namespace {
 
@@ -70,29 +71,13 @@ int main(int argc, char** argv) {
   long rounds = 200000;
   uint32_t size = 64;
   bool as_json = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto number = [&](const char* text) {
-      try {
-        return std::stol(text);
-      } catch (const std::exception&) {
-        return -1L;  // refused below
-      }
-    };
-    if (a == "--rounds" && i + 1 < argc) rounds = number(argv[++i]);
-    else if (a == "--size" && i + 1 < argc) size = static_cast<uint32_t>(std::max(0L, number(argv[++i])));
-    else if (a == "--json") as_json = true;
-    else {
-      fmt::print(stderr, "usage: ttemu_bench_hop [--rounds N] [--size B] [--json]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"The fabric's own work per hop, in one process: small writes and their acknowledgements", "ttemu_bench_hop"};
+  app.add_option("--rounds", rounds, "Write and acknowledgement round trips")
+      ->check(bench::whole_number(1L, 1000000000L))->capture_default_str();
   // One packet per write: the bench hands the node whole packets, as a link would.
-  if (size == 0 || size > routing::kMaxPacketPayload || rounds <= 0) {
-    fmt::print(stderr, "ttemu_bench_hop: --size must be 1 to {} B (one packet) and --rounds positive\n",
-               routing::kMaxPacketPayload);
-    return 2;
-  }
+  app.add_option("--size", size, "Bytes per write")->check(bench::whole_number(1u, routing::kMaxPacketPayload))->capture_default_str();
+  app.add_flag("--json", as_json, "Print one JSON object");
+  if (const auto status = bench::parse_command_line(app, argc, argv)) return *status;
   const control::System sys = control::load_system(TTEMU_TOPOLOGIES "/n300.yaml");
   const control::TableSet tables = control::compute_tables(sys);
   const auto& l = sys.links.front();  // plane 0 between the two chips

@@ -37,6 +37,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tools/bench/options.hpp"
 #include "tools/bench/raw_udp.hpp"
 
 namespace {
@@ -161,6 +162,19 @@ std::string mesh_yaml(int rows, int cols) {
       rows, cols);
 }
 
+// A system's specification file, unless it is an RxC mesh: a path ending .yaml, or a name in topologies/.
+std::string system_file(const std::string& system) {
+  return system.ends_with(".yaml") ? system : fmt::format("{}/{}.yaml", TTEMU_TOPOLOGIES, system);
+}
+
+// --systems: each an RxC mesh (1 to 999 a side, as std::stoi reads it) or an existing file, so
+// that a typo fails here rather than as a launch that never comes up.
+std::string check_system(const std::string& system) {
+  if (std::regex_match(system, std::regex(R"([1-9]\d{0,2}x[1-9]\d{0,2})"))) return {};
+  if (fs::is_regular_file(system_file(system))) return {};
+  return fmt::format("'{}' is neither an RxC mesh nor a system file ({} not found)", system, system_file(system));
+}
+
 struct Options {
   std::vector<std::string> systems{"tgg", "galaxy", "16x16", "32x32"};
   double idle_s = 2;
@@ -170,7 +184,7 @@ struct Options {
 
 json measure(const std::string& ttemu, const std::string& system, const Options& o) {
   std::optional<ttemu::bench::ScratchFile> scratch;
-  std::string file = system.ends_with(".yaml") ? system : fmt::format("{}/{}.yaml", TTEMU_TOPOLOGIES, system);
+  std::string file = system_file(system);
   std::smatch dims;
   if (std::regex_match(system, dims, std::regex(R"((\d+)x(\d+))"))) {
     scratch.emplace(mesh_yaml(std::stoi(dims[1]), std::stoi(dims[2])));
@@ -240,21 +254,16 @@ json measure(const std::string& ttemu, const std::string& system, const Options&
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--systems") o.systems = ttemu::bench::split_list(value());
-    else if (a == "--idle") o.idle_s = std::stod(value());
-    else if (a == "--traffic") o.traffic = value();
-    else if (a == "--json") o.json = true;
-    else {
-      fmt::print(stderr, "usage: ttemu_bench_launch [--systems tgg,galaxy,16x16,32x32] [--idle S] [--traffic PATTERN] [--json]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"How big a system this machine launches, and how fast, against raw process starts", "ttemu_bench_launch"};
+  app.add_option("--systems", o.systems, "Systems to launch, comma-separated: topology names, .yaml paths or RxC meshes")
+      ->delimiter(',')->check(CLI::Validator([](std::string& s) { return check_system(s); }, "RxC|NAME|FILE.yaml"))
+      ->capture_default_str();
+  // Up to a day: the idle wait is a poll() timeout in milliseconds, an int.
+  app.add_option("--idle", o.idle_s, "Seconds of no traffic over which the idle CPU is measured")
+      ->check(ttemu::bench::number_in(0, 86400))->capture_default_str();
+  app.add_option("--traffic", o.traffic, "Also run ttemu traffic --pattern PATTERN --count 1 on each system");
+  app.add_flag("--json", o.json, "Print one JSON array");
+  if (const auto status = ttemu::bench::parse_command_line(app, argc, argv)) return *status;
   const std::string ttemu = TTEMU_BINARY;
   json all = json::array();
   if (!o.json) {

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emulator/common/free_port.hpp"
+#include "tools/bench/options.hpp"
 
 namespace {
 
@@ -74,18 +75,15 @@ int main(int argc, char** argv) {
   std::string transport = "udp";
   int spin_us = 100;
   bool as_json = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--repeat" && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--iterations" && i + 1 < argc) iterations = std::max(10, std::atoi(argv[++i]));
-    else if (a == "--transport" && i + 1 < argc) transport = argv[++i];
-    else if (a == "--spin-us" && i + 1 < argc) spin_us = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--json") as_json = true;
-    else {
-      fmt::print(stderr, "usage: ttemu_bench_libfabric [--repeat R] [--iterations N] [--transport udp|uring|shm] [--spin-us N] [--json]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"fi_pingpong over the tt provider against libfabric's udp, tcp and shm providers", "ttemu_bench_libfabric"};
+  ttemu::bench::add_repeat(app, repeat, "Runs per figure (the median is shown)");
+  // At least 10, as the 1 MiB runs take a tenth of them.
+  app.add_option("--iterations", iterations, "fi_pingpong iterations at 64 B")
+      ->check(ttemu::bench::whole_number(10, 100000000))->capture_default_str();
+  ttemu::bench::add_transport(app, transport, "How the tt chips' links move datagrams");
+  ttemu::bench::add_spin_us(app, spin_us, "The polling chips' spin after traffic", 1);
+  app.add_flag("--json", as_json, "Print one JSON object");
+  if (const auto status = ttemu::bench::parse_command_line(app, argc, argv)) return *status;
   const int big_iters = std::max(10, iterations / 10);
   // The runs: name, provider, server chip, client chip, chips' spin (tt only).
   const std::string spun = fmt::format(", spin {}", spin_us);

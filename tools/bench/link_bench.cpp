@@ -20,7 +20,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "emulator/link/frame.hpp"
 #include "emulator/wire/transport.hpp"
+#include "launcher/control_requests.hpp"
+#include "tools/bench/options.hpp"
 #include "tools/bench/raw_shm.hpp"
 #include "tools/bench/raw_udp.hpp"
 
@@ -49,21 +52,20 @@ int main(int argc, char** argv) {
   int repeat = 3, spin_us = 0;
   std::vector<std::string> transports = ttemu::wire::kTransports;
   std::string ttemu = TTEMU_BINARY, topology = TTEMU_TOPOLOGIES "/n300.yaml";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--frames" && i + 1 < argc) frames = std::stoul(argv[++i]);
-    else if (a == "--payload" && i + 1 < argc) payload = std::stoul(argv[++i]);
-    else if (a == "--fer" && i + 1 < argc) fer = std::stod(argv[++i]);
-    else if (a == "--json") as_json = true;
-    else if (a == "--repeat" && i + 1 < argc) repeat = std::max(1, std::stoi(argv[++i]));
-    else if (a == "--spin-us" && i + 1 < argc) spin_us = std::stoi(argv[++i]);
-    else if (a == "--transport" && i + 1 < argc) transports = ttemu::bench::split_list(argv[++i]);
-    else {
-      fmt::print(stderr, "usage: ttemu_bench_link [--frames N] [--payload B] [--fer P] [--repeat R] "
-                         "[--transport udp,uring,shm] [--spin-us N] [--json]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"TT-link against raw UDP: throughput, goodput at a frame error rate, round trips", "ttemu_bench_link"};
+  // Bounds: what `ttemu link test` accepts.
+  app.add_option("--frames", frames, "Payloads per link test")
+      ->check(ttemu::bench::whole_number<size_t>(1, ttemu::launcher::kMaxStreamFrames))->capture_default_str();
+  app.add_option("--payload", payload, "Bytes per payload")
+      ->check(ttemu::bench::whole_number<size_t>(ttemu::launcher::kMinTestPayload, ttemu::link::kMaxPayload))
+      ->capture_default_str();
+  // At a frame error rate of 1 nothing would ever arrive.
+  app.add_option("--fer", fer, "Frame error rate of the lossy runs")->check(ttemu::bench::number_in(0, 1, true))->capture_default_str();
+  ttemu::bench::add_repeat(app, repeat, "Runs per figure (the median is shown)");
+  ttemu::bench::add_transports(app, transports, "Transports to measure, comma-separated");
+  ttemu::bench::add_spin_us(app, spin_us, "Chips and raw processes spin this long before they sleep");
+  app.add_flag("--json", as_json, "Print one JSON object");
+  if (const auto status = ttemu::bench::parse_command_line(app, argc, argv)) return *status;
   const size_t bytes = frames * payload;
   const size_t frame = payload + 20;
   const size_t packed = std::max<size_t>(frame, (65000 / frame) * frame);

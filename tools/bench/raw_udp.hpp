@@ -311,18 +311,6 @@ class ScratchFile {
   std::string path_;
 };
 
-// "udp,shm" -> {"udp", "shm"} (benchmark options that take a list).
-inline std::vector<std::string> split_list(const std::string& list) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at <= list.size()) {
-    const size_t comma = std::min(list.find(',', at), list.size());
-    if (comma > at) out.push_back(list.substr(at, comma - at));
-    at = comma + 1;
-  }
-  return out;
-}
-
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());

@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tools/bench/options.hpp"
 #include "tools/bench/raw_udp.hpp"
 
 namespace {
@@ -95,59 +96,19 @@ SimFigure sim_run(const std::string& ttemu, size_t size, int count, const std::s
   return f;
 }
 
-std::vector<size_t> parse_sizes(const std::string& text) {
-  std::vector<size_t> out;
-  size_t at = 0;
-  while (at <= text.size()) {
-    size_t comma = text.find(',', at);
-    if (comma == std::string::npos) comma = text.size();
-    char* end = nullptr;
-    const std::string item = text.substr(at, comma - at);
-    const unsigned long v = std::strtoul(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v == 0 || v > (1u << 16)) {
-      std::fprintf(stderr, "ttemu_bench_sim: --sizes: '%s' is not a size of 1 to 65536 bytes\n", item.c_str());
-      std::exit(2);
-    }
-    out.push_back(v);
-    at = comma + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<size_t> sizes{64, 4096};
   int count = 16, repeat = 3;
   bool as_json = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "ttemu_bench_sim: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    auto whole = [&](int lo, int hi) {
-      const std::string v = value();
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < lo || n > hi) {
-        std::fprintf(stderr, "ttemu_bench_sim: %s '%s': expected %d to %d\n", a.c_str(), v.c_str(), lo, hi);
-        std::exit(2);
-      }
-      return static_cast<int>(n);
-    };
-    if (a == "--sizes") sizes = parse_sizes(value());
-    else if (a == "--count") count = whole(1, 10000);
-    else if (a == "--repeat") repeat = whole(1, 100);
-    else if (a == "--json") as_json = true;
-    else {
-      std::fprintf(stderr, "usage: ttemu_bench_sim [--sizes 64,4096] [--count N] [--repeat R] [--json]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"The simulator's speed: packet-hops per CPU second against the least a hop must do", "ttemu_bench_sim"};
+  app.add_option("--sizes", sizes, "Payload sizes, comma-separated")
+      ->delimiter(',')->check(ttemu::bench::whole_number<size_t>(1, 65536))->capture_default_str();
+  app.add_option("--count", count, "Writes per pair")->check(ttemu::bench::whole_number(1, 10000))->capture_default_str();
+  app.add_option("--repeat", repeat, "Runs per figure (the median is shown)")->check(ttemu::bench::whole_number(1, 100))->capture_default_str();
+  app.add_flag("--json", as_json, "Print one JSON object");
+  if (const auto status = ttemu::bench::parse_command_line(app, argc, argv)) return *status;
   // A fault plan: one frame in a thousand corrupted on every direction of every link.
   char plan[] = "/tmp/ttemu-bench-sim-XXXXXX.yaml";
   const int fd = mkstemps(plan, 5);

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "libfabric_tt/tt_fabric.h"
+#include "tools/bench/options.hpp"
 #include "tools/bench/raw_udp.hpp"
 
 namespace {
@@ -135,18 +136,14 @@ int main(int argc, char** argv) {
   int repeat = 3;
   bool as_json = false, in_system = false;
   std::vector<std::string> transports{"udp"};
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--mib" && i + 1 < argc) mib = std::max(1ul, std::stoul(argv[++i]));
-    else if (a == "--repeat" && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--transport" && i + 1 < argc) transports = ttemu::bench::split_list(argv[++i]);
-    else if (a == "--json") as_json = true;
-    else if (a == "--worker") in_system = true;
-    else {
-      fmt::print(stderr, "usage: ttemu_bench_socket [--mib N] [--repeat R] [--transport udp,uring,shm] [--json]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"Socket streaming against RDMA writes over the same routes", "ttemu_bench_socket"};
+  // Up to 64 GiB a run: mib << 20 must not overflow, and nothing here needs more.
+  app.add_option("--mib", mib, "MiB per run")->check(ttemu::bench::whole_number<uint64_t>(1, 65536))->capture_default_str();
+  ttemu::bench::add_repeat(app, repeat, "Measured rounds (the median is shown), after a warm-up one");
+  ttemu::bench::add_transports(app, transports, "Transports to measure, comma-separated");
+  app.add_flag("--json", as_json, "Print one JSON object");
+  app.add_flag("--worker", in_system, "Measure, inside the launched system")->group(ttemu::bench::kInternal);
+  if (const auto status = ttemu::bench::parse_command_line(app, argc, argv)) return *status;
   if (in_system) {
     try {
       return worker(mib << 20, repeat);
