@@ -29,6 +29,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <utility>
 #include <regex>
 #include <set>
 #include <string>
@@ -167,10 +168,17 @@ std::string system_file(const std::string& system) {
   return system.ends_with(".yaml") ? system : fmt::format("{}/{}.yaml", TTEMU_TOPOLOGIES, system);
 }
 
-// --systems: each an RxC mesh (1 to 999 a side, as std::stoi reads it) or an existing file, so
-// that a typo fails here rather than as a launch that never comes up.
+// An RxC mesh of 1 to 999 chips a side (as std::stoi reads them), or nothing.
+std::optional<std::pair<int, int>> mesh_dims(const std::string& system) {
+  std::smatch dims;
+  if (!std::regex_match(system, dims, std::regex(R"(([1-9]\d{0,2})x([1-9]\d{0,2}))"))) return std::nullopt;
+  return std::pair{std::stoi(dims[1]), std::stoi(dims[2])};
+}
+
+// --systems: each an RxC mesh or an existing file, so that a typo fails here rather than as a
+// launch that never comes up.
 std::string check_system(const std::string& system) {
-  if (std::regex_match(system, std::regex(R"([1-9]\d{0,2}x[1-9]\d{0,2})"))) return {};
+  if (mesh_dims(system)) return {};
   if (fs::is_regular_file(system_file(system))) return {};
   return fmt::format("'{}' is neither an RxC mesh nor a system file ({} not found)", system, system_file(system));
 }
@@ -185,9 +193,8 @@ struct Options {
 json measure(const std::string& ttemu, const std::string& system, const Options& o) {
   std::optional<ttemu::bench::ScratchFile> scratch;
   std::string file = system_file(system);
-  std::smatch dims;
-  if (std::regex_match(system, dims, std::regex(R"((\d+)x(\d+))"))) {
-    scratch.emplace(mesh_yaml(std::stoi(dims[1]), std::stoi(dims[2])));
+  if (const auto dims = mesh_dims(system)) {
+    scratch.emplace(mesh_yaml(dims->first, dims->second));
     file = scratch->path();
   }
   json r = {{"system", system.ends_with(".yaml") ? fs::path(system).stem().string() : system}};
