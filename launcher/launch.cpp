@@ -31,6 +31,7 @@
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/process/chip_messages.hpp"
 #include "emulator/process/shm_transport.hpp"
+#include "emulator/process/uring_transport.hpp"
 #include "emulator/session/deliveries.hpp"
 #include "emulator/wire/capture_stream.hpp"
 #include "launcher/chip_memory.hpp"
@@ -68,7 +69,10 @@ class Launcher : public ControlTarget {
   // Everything up to starting the chips. In a multi-host launch, returns the port the host
   // agents connect to.
   uint16_t prepare() {
-    o_.transport = resolve_transport(o_.transport);
+    const ChosenTransport transport = resolve_transport(o_.transport);
+    o_.transport = transport.name;
+    uring_by_default_ = transport.by_default;
+    if (!transport.note.empty()) fmt::print(stderr, "ttemu: {}\n", transport.note);
     sys_ = control::load_system(o_.file);
     tables_ = control::compute_tables(sys_);
     if (!o_.tables.empty()) {
@@ -212,6 +216,7 @@ class Launcher : public ControlTarget {
     m.credit_delay_us = o_.credit_delay_us;
     m.spin_us = o_.spin_us;
     m.transport = o_.transport;
+    m.udp_if_no_uring = uring_by_default_;
     m.memory = o_.memory;
     m.efc = o_.efc;
     m.efc_timeouts = o_.efc_timeouts;
@@ -909,6 +914,7 @@ class Launcher : public ControlTarget {
   }
 
   LaunchOptions o_;
+  bool uring_by_default_ = false;  // o_.transport is the default, not a choice: chips may fall back
   std::optional<MultiHost> multi_;
   asio::io_context io_;
   asio::signal_set signals_, children_;
@@ -973,14 +979,22 @@ std::string default_system_file() {
   return "topologies/galaxy.yaml";
 }
 
-std::string resolve_transport(const std::string& option) {
-  std::string t = option;
+ChosenTransport resolve_transport(const std::string& option) {
+  ChosenTransport t{option, false, ""};
   const char* env = std::getenv("TTEMU_TRANSPORT");
-  if (t.empty() && env && *env) t = env;
-  if (t.empty()) t = "udp";
-  if (std::find(kTransports.begin(), kTransports.end(), t) == kTransports.end()) {
+  if (t.name.empty() && env && *env) t.name = env;
+  if (t.name.empty()) t = {"uring", true, ""};
+  if (std::find(kTransports.begin(), kTransports.end(), t.name) == kTransports.end()) {
     throw Error(fmt::format("{}'{}' is not a transport (udp, uring or shm)", option.empty() ? "TTEMU_TRANSPORT: " : "",
-                            printable(t)));
+                            printable(t.name)));
+  }
+  if (t.name == "uring") {
+    if (const auto why = process::UringTransport::refused()) {
+      if (!t.by_default) {
+        throw Error(fmt::format("{}: io_uring is refused here ({})", option.empty() ? "TTEMU_TRANSPORT=uring" : "--transport uring", *why));
+      }
+      t.note = fmt::format("io_uring is refused here ({}): the chips' links use udp", *why);
+    }
   }
   return t;
 }

@@ -39,7 +39,7 @@ struct LaunchOptions {
   int ack_delay_us = 1000;            // TT-link pure acknowledgements wait this long for data
   int credit_delay_us = 1000;         // freed buffer slots are returned after this long
   int spin_us = 0;                    // chips poll this long after traffic before sleeping
-  std::string transport;              // udp | uring | shm; empty: $TTEMU_TRANSPORT, else udp
+  std::string transport;              // udp | uring | shm; empty: $TTEMU_TRANSPORT, else uring
   std::string memory = "open";        // open | protected: every RDMA packet needs a memory key
   std::string events_dir;             // the event log's directory; empty: default_events_dir()
   // The Ethernet Fallback Channel (docs/efc.md); defaults as the chips' (process::msg::Config).
@@ -55,9 +55,17 @@ struct LaunchOptions {
 
 using wire::kTransports;
 
-// The transport a launch uses: the option, else $TTEMU_TRANSPORT, else udp; throws Error
-// naming a value that is none of kTransports.
-std::string resolve_transport(const std::string& option);
+// The transport a launch uses: the option, else $TTEMU_TRANSPORT, else uring (the faster here,
+// docs/fabric.md#transports); throws Error naming a value that is none of kTransports, or a
+// uring chosen where io_uring is refused. The default is uring even where io_uring is
+// refused: each chip falls back to udp where its host refuses it (a host of a multi-host
+// launch may differ from the launcher's), and says so in `ttemu status`.
+struct ChosenTransport {
+  std::string name;
+  bool by_default = false;  // neither the option nor $TTEMU_TRANSPORT named it
+  std::string note;         // why this host's chips will not use the default's io_uring (empty: they will)
+};
+ChosenTransport resolve_transport(const std::string& option);
 
 // Returns the exit status: the client's when a command runs, else 0 after a clean stop.
 int run_launch(const LaunchOptions& options);

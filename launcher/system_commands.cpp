@@ -187,7 +187,7 @@ void add_launch_options(CLI::App* cmd, LaunchOptions& lo) {
   cmd->add_option("--credit-delay-us", lo.credit_delay_us, "Routers: return freed buffer slots after this long, or at half a buffer")->check(whole_number(0, 10000));
   cmd->add_option("--transport", lo.transport,
                      "How links move datagrams: udp (sockets), uring (the sockets through io_uring) or shm "
-                     "(rings in shared memory, chips of one host); default: $TTEMU_TRANSPORT, else udp")
+                     "(rings in shared memory, chips of one host); default: $TTEMU_TRANSPORT, else uring (udp where io_uring is refused)")
       ->check(CLI::IsMember(kTransports));
   cmd->add_option("--memory", lo.memory,
                      "open: writes, reads and atomics go anywhere; protected: each needs the key of a memory window "

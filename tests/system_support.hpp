@@ -75,25 +75,30 @@ inline std::string control_socket_in(const std::string& output) {
   return end == std::string::npos ? "" : output.substr(at + 15, end - at - 15);
 }
 
-// The transport the systems of this run use: $TTEMU_TRANSPORT, as the launcher reads it (CTest
-// runs the system tests once per transport).
-inline std::string transport_under_test() {
+// The transport the systems of this run use: $TTEMU_TRANSPORT, as the launcher reads it, else
+// the default, uring (CTest runs the system tests once per transport; this machine has
+// io_uring).
+inline bool default_transport_run() {
   const char* t = std::getenv("TTEMU_TRANSPORT");
-  return t && *t ? t : "udp";
+  return !(t && *t);
 }
+inline std::string transport_under_test() { return default_transport_run() ? "uring" : std::getenv("TTEMU_TRANSPORT"); }
 
 // For a test that does not depend on the transport, or names its own: it runs once, in the
 // default run, and CTest's per-transport runs skip it.
-#define TTEMU_ONCE_FOR_ALL_TRANSPORTS()                   \
-  if (::ttemu::test::transport_under_test() != "udp")     \
-  GTEST_SKIP() << "does not depend on the transport: runs once, in the default (udp) run"
+#define TTEMU_ONCE_FOR_ALL_TRANSPORTS()            \
+  if (!::ttemu::test::default_transport_run())     \
+  GTEST_SKIP() << "does not depend on the transport: runs once, in the default (uring) run"
 
 // A launched system: started in the constructor, ready (every link up, the control socket
 // named) when it returns.
 class System {
  public:
-  explicit System(const std::vector<std::string>& launch_args, std::chrono::seconds ready_within = std::chrono::seconds(90)) {
-    std::vector<std::string> args{TTEMU_BINARY, "launch"};
+  // `wrapper` runs the launcher (tests/no_uring.cpp, say): its command and arguments come first.
+  explicit System(const std::vector<std::string>& launch_args, std::chrono::seconds ready_within = std::chrono::seconds(90),
+                  const std::vector<std::string>& wrapper = {}) {
+    std::vector<std::string> args = wrapper;
+    args.insert(args.end(), {TTEMU_BINARY, "launch"});
     args.insert(args.end(), launch_args.begin(), launch_args.end());
     pid_ = spawn(args, out_fd_);
     if (!wait_for("ready in", ready_within)) {

@@ -87,33 +87,40 @@ void expect_nothing_left(const Held& h) {
   EXPECT_TRUE(left.empty()) << "left in " << fs::path(h.socket).parent_path() << ": " << (left.empty() ? "" : left[0]);
 }
 
-// --transport uring uses multishot receives into a provided buffer ring where the kernel has
-// them, falls back to single-shot receives where it does not (forced here), and says which.
-void expect_uring_mode(bool single_shot, const std::string& mode) {
-  if (single_shot) setenv("TTEMU_URING_SINGLE_SHOT", "1", 1);
-  System sys({topo("n300.yaml"), "--transport", "uring"});
-  unsetenv("TTEMU_URING_SINGLE_SHOT");
+// A running N300's chips all say `mode` (`ttemu status`, text and JSON), idle in system call
+// `idle_call`, and their link carries a link test.
+void expect_transport_mode(System& sys, const std::string& mode, long idle_call, const std::string& idle_name) {
   const json s = sys.status();
-  for (const auto& c : s["chips"]) EXPECT_NE(c["transport_mode"].get<std::string>().find(mode), std::string::npos) << c;
-  // The chip's loop sleeps in its ring (io_uring_enter), not in epoll.
+  ASSERT_EQ(s["chips"].size(), 2u);
+  for (const auto& c : s["chips"]) EXPECT_EQ(c["transport_mode"].get<std::string>().rfind(mode, 0), 0u) << c;
   for (int pid : chip_pids(s)) {
     std::string call;
     EXPECT_TRUE(eventually(
         [&] {
           std::ifstream f("/proc/" + std::to_string(pid) + "/syscall");
           f >> call;
-          return call == std::to_string(SYS_io_uring_enter);
+          return call == std::to_string(idle_call);
         },
         10s))
-        << "chip " << pid << " idles in system call '" << call << "', not io_uring_enter (" << SYS_io_uring_enter << ")";
+        << "chip " << pid << " idles in system call '" << call << "', not " << idle_name << " (" << idle_call << ")";
   }
   RunResult text = sys.ttemu({"status"});
-  EXPECT_NE(text.out.find("transport: uring: " + mode), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("transport: " + mode), std::string::npos) << text.out;
   RunResult t = sys.ttemu({"link", "test", "M0D0P2", "--frames", "20000", "--json"});
   ASSERT_EQ(t.status, 0) << t.out;
   const json r = json::parse(t.stdout_text);
   EXPECT_EQ(r["verified"], 20000);
   EXPECT_EQ(r["errors"], 0);
+}
+
+// The default transport is uring: multishot receives into a provided buffer ring where the
+// kernel has them, single-shot receives where it does not (forced here), and it says which.
+// The chip's loop sleeps in its ring (io_uring_enter), not in epoll.
+void expect_uring_mode(bool single_shot, const std::string& mode) {
+  if (single_shot) setenv("TTEMU_URING_SINGLE_SHOT", "1", 1);
+  System sys({topo("n300.yaml")});
+  unsetenv("TTEMU_URING_SINGLE_SHOT");
+  expect_transport_mode(sys, "uring: " + mode, SYS_io_uring_enter, "io_uring_enter");
 }
 
 // Whether the event log holds a line `which` accepts.
@@ -129,6 +136,25 @@ TEST(System, UringReceivesAreMultishotWhereTheKernelHasThem) {
 TEST(System, UringFallsBackToSingleShotReceivesAndSaysSo) {
   TTEMU_ONCE_FOR_ALL_TRANSPORTS();
   expect_uring_mode(true, "single-shot");
+}
+
+// Where io_uring is refused (a container's seccomp profile does it; here ttemu_no_uring), the
+// default transport falls back to udp: the launcher says so in one line, every chip says so in
+// `ttemu status` and sleeps in epoll, and the link carries traffic.
+TEST(System, WhereIoUringIsRefusedTheDefaultFallsBackToUdpAndSaysSo) {
+  TTEMU_ONCE_FOR_ALL_TRANSPORTS();
+  System sys({topo("n300.yaml")}, 90s, {TTEMU_NO_URING});
+  EXPECT_NE(sys.output().find("ttemu: io_uring is refused here (io_uring_setup: Operation not permitted): the chips' links use udp\n"),
+            std::string::npos)
+      << sys.output();
+  expect_transport_mode(sys, "udp: io_uring is refused here", SYS_epoll_pwait2, "epoll_pwait2");
+}
+
+// Chosen, not defaulted, a refused io_uring is an error that names it, and nothing starts.
+TEST(System, UringChosenWhereIoUringIsRefusedIsAnError) {
+  TTEMU_ONCE_FOR_ALL_TRANSPORTS();
+  const RunResult r = run({TTEMU_NO_URING, TTEMU_BINARY, "launch", "--transport", "uring", topo("n300.yaml")}, 60s);
+  expect_one_line_error(r, "--transport uring: io_uring is refused here (io_uring_setup: Operation not permitted)");
 }
 
 TEST(System, TwoChipsComeUpAndShutDownLeavingNothing) {

@@ -33,6 +33,7 @@ enum TransportMode : uint32_t {
   kTransportShm = 1,
   kTransportUringMultishot = 2,
   kTransportUringSingleShot = 3,
+  kTransportUdpNoUring = 4,  // io_uring was the default, and this kernel (or a seccomp filter) refused it
 };
 inline const char* to_string(TransportMode m) {
   switch (m) {
@@ -40,6 +41,7 @@ inline const char* to_string(TransportMode m) {
     case kTransportShm: return "shm: datagram rings in shared memory";
     case kTransportUringMultishot: return "uring: multishot receives into a provided buffer ring";
     case kTransportUringSingleShot: return "uring: single-shot receives (no multishot or buffer ring here)";
+    case kTransportUdpNoUring: return "udp: io_uring is refused here, so the default fell back to sockets";
   }
   return "?";
 }

@@ -47,6 +47,7 @@ struct Config {
   int mesh_rows = 0, mesh_cols = 0;  // the chip's mesh, for multicast copies
   int ack_delay_us = 0, credit_delay_us = 0, spin_us = 0;
   std::string transport = "udp";  // udp | uring | shm
+  bool udp_if_no_uring = false;    // uring by default, not by choice: a chip refused io_uring uses udp
   std::string memory = "open";    // open | protected (session::MemoryMode): keys the center demands
   // The Ethernet Fallback Channel (link::EfcConfig).
   bool efc = link::EfcConfig{}.enabled;

@@ -68,6 +68,14 @@ UringTransport::UringTransport(bool allow_multishot) : by_port_(256, nullptr) {
   }
 }
 
+std::optional<std::string> UringTransport::refused() {
+  io_uring ring{};
+  const int e = io_uring_queue_init(2, &ring, 0);
+  if (e < 0) return fmt::format("io_uring_setup: {}", std::strerror(-e));
+  io_uring_queue_exit(&ring);
+  return std::nullopt;
+}
+
 UringTransport::~UringTransport() {
   io_uring_queue_exit(&ring_);  // cancels what is in flight
   if (buf_ring_) ::munmap(buf_ring_, buf_ring_bytes_);

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,6 +53,10 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
 
   // kSingleShot once any socket had to fall back (the kernel refused a multishot receive).
   Mode mode() const;
+
+  // Why no ring can be set up here (a kernel without io_uring, io_uring_disabled, a seccomp
+  // filter such as a container's), or nothing when one can: the default transport's test.
+  static std::optional<std::string> refused();
 
   // Binds a socket for `port`; returns its UDP port.
   uint16_t add(uint8_t port, const std::string& bind);
