@@ -262,12 +262,16 @@ class Chip final : public node::NodeObserver {
     if (m.transport == "shm") {
       shm_ = std::make_unique<ShmTransport>(o_.job, o_.chip, *ctl_);
       ctl_->transport_mode.store(kTransportShm);
-    } else if (m.transport == "uring" && m.udp_if_no_uring && UringTransport::refused()) {
-      ctl_->transport_mode.store(kTransportUdpNoUring);  // the default, where io_uring is refused
     } else if (m.transport == "uring") {
       const char* single = std::getenv("TTEMU_URING_SINGLE_SHOT");  // tests of the fallback
-      uring_ = std::make_unique<UringTransport>(!(single && *single == '1'));
-      loop_.wait_in(uring_.get());  // the loop sleeps in the ring (uring_transport.hpp)
+      try {
+        uring_ = std::make_unique<UringTransport>(!(single && *single == '1'));
+        loop_.wait_in(uring_.get());  // the loop sleeps in the ring (uring_transport.hpp)
+      } catch (const Error&) {
+        // The default, where io_uring is refused, falls back to udp; anything else stands.
+        if (!m.udp_if_no_uring || !UringTransport::refused()) throw;
+        ctl_->transport_mode.store(kTransportUdpNoUring);
+      }
     } else if (m.transport != "udp") {
       throw Error(fmt::format("unknown transport '{}'", m.transport));
     }
