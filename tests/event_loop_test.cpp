@@ -6,8 +6,11 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -173,16 +176,32 @@ class PollWaiter final : public EventLoop::Waiter {
   bool wait(const timespec* timeout) override {
     ++waits;
     pollfd p{fd_, POLLIN, 0};
-    const int ms = timeout ? static_cast<int>(timeout->tv_sec * 1000 + timeout->tv_nsec / 1'000'000) : -1;
+    int ms = timeout ? static_cast<int>(timeout->tv_sec * 1000 + timeout->tv_nsec / 1'000'000) : -1;
+    if (timer_) {  // rounded up: a timer never ends the wait early
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*timer_ - EventLoop::now()).count();
+      const int to_timer = static_cast<int>(std::max<int64_t>(left, 0));
+      ms = ms < 0 ? to_timer : std::min(ms, to_timer);
+    }
     if (::poll(&p, 1, ms) == 1) ready_ = true;
+    if (timer_ && *timer_ <= EventLoop::now()) {
+      timer_.reset();
+      fired_ = true;
+    }
     return false;  // no completions of its own
   }
   bool take_epoll_ready() override { return std::exchange(ready_, false); }
+  void arm_timer(std::chrono::nanoseconds at) override {
+    timer_ = at;
+    fired_ = false;
+  }
+  bool take_timer_fired() override { return std::exchange(fired_, false); }
   int waits = 0;
 
  private:
   int fd_ = -1;
   bool ready_ = false;
+  std::optional<std::chrono::nanoseconds> timer_;
+  bool fired_ = false;
 };
 
 TEST(EventLoop, WithAWaiterItSleepsThereAndStillServesDescriptorsDeadlinesAndEndlessWork) {
@@ -228,6 +247,67 @@ TEST(EventLoop, WithAWaiterItSleepsThereAndStillServesDescriptorsDeadlinesAndEnd
   EXPECT_TRUE(deadline);
   EXPECT_GT(waiter.waits, 0) << "it never waited in the waiter";
   loop.wait_in(nullptr);
+}
+
+// The timer stays armed across waits and is armed again only for an earlier deadline: a
+// deadline moved later must not fire when the timer armed for the old one does, and one moved
+// earlier than the armed timer must fire at its own time, not the timer's.
+void deadline_moved_later_then_earlier(EventLoop::Waiter* waiter) {
+  EventLoop loop;
+  loop.wait_in(waiter);
+  Pipe p;
+  std::atomic<uint32_t> asleep{0};
+  loop.on_shared_work(&asleep, [] { return false; }, [] {});
+  std::atomic<int> phase{0};  // 0: first deadline armed; 1: moved later; 2: far one armed; 3: moved earlier
+  EventLoop::Time later_at{}, earlier_at{};
+  std::vector<EventLoop::Time> fired;
+  loop.watch(p.fd[0], EPOLLIN, [&](uint32_t) {
+    char c;
+    ASSERT_EQ(::read(p.fd[0], &c, 1), 1);
+    if (c == 'L') {
+      later_at = loop.time() + 150ms;
+      loop.set_deadline(later_at);
+      phase = 1;
+    } else {
+      earlier_at = loop.time() + 20ms;
+      loop.set_deadline(earlier_at);
+      phase = 3;
+    }
+  });
+  loop.on_deadline([&](EventLoop::Time t) {
+    fired.push_back(t);
+    if (phase == 1) {
+      loop.set_deadline(t + 60s);  // armed when the loop next sleeps; moved earlier below
+      phase = 2;
+    } else {
+      loop.stop();
+    }
+  });
+  loop.set_deadline(EventLoop::now() + 30ms);
+  std::thread writer([&] {
+    if (!eventually([&] { return asleep.load() != 0; }, 10s)) ADD_FAILURE() << "the loop never slept";
+    ASSERT_EQ(::write(p.fd[1], "L", 1), 1);
+    if (!eventually([&] { return phase.load() == 2 && asleep.load() != 0; }, 10s)) ADD_FAILURE() << "no far deadline";
+    ASSERT_EQ(::write(p.fd[1], "E", 1), 1);
+  });
+  Watchdog watchdog(loop, 20s);
+  loop.run();
+  watchdog.off();
+  writer.join();
+  loop.wait_in(nullptr);
+  ASSERT_EQ(fired.size(), 2u) << "a deadline fired that no longer stood, or one never fired";
+  EXPECT_GE(fired[0], later_at) << "the deadline moved later fired when the old one would have";
+  EXPECT_GE(fired[1], earlier_at);
+  EXPECT_LT(fired[1], earlier_at + 10s) << "the deadline moved earlier waited for the timer armed before";
+}
+
+TEST(EventLoop, ADeadlineMovedLaterDoesNotFireEarlyAndOneMovedEarlierFiresOnTime) {
+  deadline_moved_later_then_earlier(nullptr);
+}
+
+TEST(EventLoop, WithAWaiterADeadlineMovedLaterDoesNotFireEarlyAndOneMovedEarlierFiresOnTime) {
+  PollWaiter waiter;
+  deadline_moved_later_then_earlier(&waiter);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "emulator/process/event_loop.hpp"
 
 #include <sched.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <array>
@@ -23,10 +24,32 @@ namespace {
 EventLoop::EventLoop(std::chrono::nanoseconds spin) : spin_(spin) {
   epoll_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_ < 0) fail("epoll_create1");
+  timer_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  if (timer_ < 0) fail("timerfd_create");
+  watch(timer_, EPOLLIN, [this](uint32_t) {
+    uint64_t expirations = 0;
+    if (::read(timer_, &expirations, sizeof expirations) < 0 && errno != EAGAIN) fail("read timerfd");
+    armed_.reset();
+  });
 }
 
 EventLoop::~EventLoop() {
+  ::close(timer_);
   ::close(epoll_);
+}
+
+void EventLoop::arm_timer(Time at) {
+  if (waiter_ && waiter_->take_timer_fired()) armed_.reset();
+  if (armed_ && *armed_ <= at) return;  // it fires first: the loop then arms for `at`
+  armed_ = at;
+  if (waiter_) {
+    waiter_->arm_timer(at);
+    return;
+  }
+  itimerspec spec{};
+  spec.it_value = {static_cast<time_t>(at.count() / 1'000'000'000), static_cast<long>(at.count() % 1'000'000'000)};
+  if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;  // (0 disarms)
+  if (timerfd_settime(timer_, TFD_TIMER_ABSTIME, &spec, nullptr) != 0) fail("timerfd_settime");
 }
 
 EventLoop::Time EventLoop::now() {
@@ -62,6 +85,7 @@ void EventLoop::on_shared_work(std::atomic<uint32_t>* asleep, std::function<bool
 
 void EventLoop::wait_in(Waiter* waiter) {
   waiter_ = waiter;
+  armed_.reset();  // the new place to sleep has no timer armed yet
   if (waiter_) waiter_->watch(epoll_);
 }
 
@@ -138,9 +162,7 @@ void EventLoop::run() {
     if (worked || spinning) {
       timeout = &ts;  // poll
     } else if (deadline_) {
-      const auto left = *deadline_ - t;
-      ts = {static_cast<time_t>(left.count() / 1'000'000'000), static_cast<long>(left.count() % 1'000'000'000)};
-      timeout = &ts;
+      arm_timer(*deadline_);  // the wait itself has no timeout: the timer descriptor wakes it
     }
     const bool blocking = !worked && !spinning && asleep_ && shared_ready_;
     if (blocking) {

@@ -1,11 +1,17 @@
-// A chip process's event loop: one thread, one epoll set, no timer descriptor; optionally a
-// ring (the io_uring transport) that the loop waits in instead of the epoll set.
+// A chip process's event loop: one thread, one epoll set with one timer descriptor in it;
+// optionally a ring (the io_uring transport) that the loop waits in instead of the epoll set,
+// with a timer of its own.
 //
 // Promises:
 // - handlers run on the thread that called run(), one at a time;
-// - the deadline (set_deadline) is honoured to the nanosecond by the wait's own timeout
-//   (epoll_pwait2's, or the waiter's), so moving it costs no system call; before it fires,
-//   what has already arrived is handled (one look), since that may move it;
+// - the deadline (set_deadline) is honoured to the nanosecond by a timer (a timer descriptor,
+//   or the waiter's) that stays armed across waits: it is set again only when the deadline comes before the time it is
+//   armed for, or after it has fired, so moving the deadline later costs nothing. (A timeout
+//   per wait would arm and cancel a kernel timer per packet, and a timer earlier than the
+//   scheduler's tick reprograms the processor's timer both times: on a virtual machine that
+//   is a trap to the hypervisor, about 2 us per hop measured.) The timer may wake the loop
+//   before the deadline, never after it; before the deadline's handler runs, what has already
+//   arrived is handled (one look), since that may move it;
 // - while traffic flows the loop keeps polling, for at most `spin` after the last event, and
 //   yields the processor between polls (many chips share few cores); after that, or with a
 //   spin of zero, it sleeps in the kernel until something happens. Idle is free;
@@ -46,6 +52,11 @@ class EventLoop {
     // The epoll descriptor was seen readable since the last call (and is watched again at the
     // next wait, after the loop has looked).
     virtual bool take_epoll_ready() = 0;
+    // A timer of the waiter's own (steady clock, absolute) that ends a wait at `at` or after
+    // it; it replaces the one armed before, and stays armed across waits until it fires.
+    virtual void arm_timer(std::chrono::nanoseconds at) = 0;
+    // The armed timer fired since the last call.
+    virtual bool take_timer_fired() = 0;
   };
 
   explicit EventLoop(std::chrono::nanoseconds spin = {});
@@ -87,7 +98,12 @@ class EventLoop {
   // the epoll set (dispatching); true if something is ready or was handled.
   bool wait_for_sources(const timespec* timeout);
 
+  // Arms the timer for `at` unless it is armed for that or earlier already.
+  void arm_timer(Time at);
+
   int epoll_ = -1;
+  int timer_ = -1;             // timerfd (CLOCK_MONOTONIC, the steady clock's), or the waiter's timer
+  std::optional<Time> armed_;  // when the timer fires, if it is armed
   Waiter* waiter_ = nullptr;
   static constexpr int kMaxUnlooked = 16;
   int unlooked_ = 0;  // turns with work in a row that did not look at descriptors

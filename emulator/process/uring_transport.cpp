@@ -28,7 +28,7 @@ constexpr size_t kSendBatch = 64;
 constexpr size_t kDeferMax = 2048;
 constexpr size_t kStageSlots = 64;
 
-enum Kind : uint64_t { kRecv = 1, kSend = 2, kWritable = 3, kEpoll = 4, kDeferredSend = 5 };
+enum Kind : uint64_t { kRecv = 1, kSend = 2, kWritable = 3, kEpoll = 4, kDeferredSend = 5, kTimer = 6, kTimerRemove = 7 };
 
 uint64_t tag(Kind k, uint8_t port, uint32_t index = 0) { return (uint64_t{k} << 56) | (uint64_t{port} << 32) | index; }
 Kind kind_of(uint64_t t) { return static_cast<Kind>(t >> 56); }
@@ -320,6 +320,24 @@ bool UringTransport::wait(const timespec* timeout) {
 
 bool UringTransport::take_epoll_ready() { return std::exchange(epoll_ready_, false); }
 
+void UringTransport::arm_timer(std::chrono::nanoseconds at) {
+  if (timer_armed_) {  // replaced: its cancellation posts -ECANCELED under the old generation
+    io_uring_sqe* e = sqe();
+    io_uring_prep_timeout_remove(e, tag(kTimer, 0, timer_generation_), 0);
+    io_uring_sqe_set_data64(e, tag(kTimerRemove, 0));
+    if (ring_.features & IORING_FEAT_CQE_SKIP) e->flags |= IOSQE_CQE_SKIP_SUCCESS;
+  }
+  ++timer_generation_;
+  timer_at_ = {at.count() / 1'000'000'000, at.count() % 1'000'000'000};
+  io_uring_sqe* e = sqe();
+  io_uring_prep_timeout(e, &timer_at_, 0, IORING_TIMEOUT_ABS);  // CLOCK_MONOTONIC: the steady clock's
+  io_uring_sqe_set_data64(e, tag(kTimer, 0, timer_generation_));
+  timer_armed_ = true;
+  timer_fired_ = false;
+}
+
+bool UringTransport::take_timer_fired() { return std::exchange(timer_fired_, false); }
+
 bool UringTransport::has_pending() { return !pending_.empty() || io_uring_cq_ready(&ring_) > 0; }
 
 size_t UringTransport::poll(const Handlers& h) {
@@ -342,6 +360,13 @@ void UringTransport::handle(const Completion& c, const Handlers& h, size_t& deli
   if (kind_of(c.user_data) == kEpoll) {
     epoll_armed_ = false;  // single-shot: armed again at the next wait, after the loop looked
     epoll_ready_ = true;
+    return;
+  }
+  if (kind_of(c.user_data) == kTimer || kind_of(c.user_data) == kTimerRemove) {
+    if (kind_of(c.user_data) == kTimer && index_of(c.user_data) == timer_generation_ && c.res != -ECANCELED) {
+      timer_armed_ = false;  // fired (or failed: either way nothing is armed)
+      timer_fired_ = true;
+    }
     return;
   }
   const uint8_t port = port_of(c.user_data);

@@ -15,8 +15,9 @@
 // are issued as queued.
 //
 // Waking: the chip's event loop sleeps in this ring (it is the loop's Waiter): one
-// io_uring_enter submits what is prepared and waits for the first completion or the loop's
-// deadline. The loop's epoll set (control socket, signals, doorbell) is one more source, a
+// io_uring_enter submits what is prepared and waits for the first completion; the loop's
+// deadline is a timeout request in the ring, armed again only when the deadline comes before
+// it (or after it fired), not with every wait. The loop's epoll set (control socket, signals, doorbell) is one more source, a
 // poll request on the epoll descriptor re-armed after each time it fires. With
 // DEFER_TASKRUN (kernel 6.1+), the kernel posts completions only when the chip asks, on its
 // way into the wait or a look, so a busy chip is not interrupted by arriving datagrams; older
@@ -26,6 +27,7 @@
 
 #include <liburing.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -82,6 +84,8 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
   void watch(int epoll_fd) override;
   bool wait(const timespec* timeout) override;
   bool take_epoll_ready() override;
+  void arm_timer(std::chrono::nanoseconds at) override;
+  bool take_timer_fired() override;
 
  private:
   struct Socket;
@@ -134,6 +138,13 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
   int epoll_fd_ = -1;
   bool epoll_armed_ = false;
   bool epoll_ready_ = false;
+  // The loop's timer: one absolute timeout request, the generation in its tag (a replaced
+  // one's cancellation, or a late firing, is told apart by it); its time must stay put until
+  // the request is submitted.
+  __kernel_timespec timer_at_{};
+  uint32_t timer_generation_ = 0;
+  bool timer_armed_ = false;
+  bool timer_fired_ = false;
 };
 
 }  // namespace ttemu::process
