@@ -22,7 +22,7 @@
 // DEFER_TASKRUN (kernel 6.1+), the kernel posts completions only when the chip asks, on its
 // way into the wait or a look, so a busy chip is not interrupted by arriving datagrams; older
 // kernels get COOP_TASKRUN, or neither. Idle, nothing is in flight but the armed receives and
-// the poll.
+// the poll (and the loop's timer, until it fires once after the last deadline went away).
 #pragma once
 
 #include <liburing.h>
