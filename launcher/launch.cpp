@@ -215,6 +215,7 @@ class Launcher : public ControlTarget {
     m.ack_delay_us = o_.ack_delay_us;
     m.credit_delay_us = o_.credit_delay_us;
     m.spin_us = o_.spin_us;
+    m.timer_slack_us = o_.timer_slack_us;
     m.transport = o_.transport;
     m.udp_if_no_uring = uring_by_default_;
     m.memory = o_.memory;

@@ -194,6 +194,10 @@ void add_launch_options(CLI::App* cmd, LaunchOptions& lo) {
                      "the target chip's worker registered (docs/api.md#memory-protection)")
       ->check(CLI::IsMember({"open", "protected"}));
   cmd->add_option("--spin-us", lo.spin_us, "Chips keep polling this long after traffic before they sleep (0: sleep at once)")->check(whole_number(0, 100000));
+  cmd->add_option("--timer-slack-us", lo.timer_slack_us,
+                  "Chips handle a deadline (a delayed ack, credits, a retransmission check) when traffic wakes them anyway, "
+                  "and are woken for it alone at most this late (0: on time)")
+      ->check(whole_number(0, 10000));
   cmd->add_option("--efc", lo.efc, "Ethernet Fallback Channel: a broken link's traffic moves onto a parallel link (on|off)")
       ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"on", true}, {"off", false}}, CLI::ignore_case));
   cmd->add_option("--efc-timeouts", lo.efc_timeouts, "EFC: retransmission timeouts in a row that break a link")->check(whole_number(1, 1000));

@@ -310,5 +310,66 @@ TEST(EventLoop, WithAWaiterADeadlineMovedLaterDoesNotFireEarlyAndOneMovedEarlier
   deadline_moved_later_then_earlier(&waiter);
 }
 
+// With a timer slack, a deadline rides on a wake-up that comes anyway: one that passed while
+// the loop slept is handled when a descriptor wakes it, not by a timer of its own. A loop that
+// nothing else wakes is still woken for its deadline, by the timer, the slack after it.
+void deadline_with_slack(EventLoop::Waiter* waiter) {
+  EventLoop loop;
+  loop.wait_in(waiter);
+  loop.set_timer_slack(60s);  // phase 0: the timer cannot be what serves the deadline
+  Pipe p;
+  std::atomic<uint32_t> asleep{0};
+  loop.on_shared_work(&asleep, [] { return false; }, [] {});
+  std::atomic<int> phase{0};
+  EventLoop::Time first_at = EventLoop::now() + 20ms, second_at{};
+  std::atomic<int64_t> written_at{0};
+  bool woken = false;
+  std::vector<EventLoop::Time> fired;
+  loop.watch(p.fd[0], EPOLLIN, [&](uint32_t) {
+    char c;
+    ASSERT_EQ(::read(p.fd[0], &c, 1), 1);
+    woken = true;
+  });
+  loop.on_deadline([&](EventLoop::Time t) {
+    fired.push_back(t);
+    if (phase == 0) {
+      loop.set_timer_slack(30ms);
+      second_at = t + 1ms;
+      loop.set_deadline(second_at);  // nothing else will wake the loop for it
+      phase = 1;
+    } else {
+      loop.stop();
+    }
+  });
+  loop.set_deadline(first_at);
+  std::thread writer([&] {
+    // Well after the deadline, with the loop asleep: a timer without the slack would have
+    // served it by now.
+    if (!eventually([&] { return EventLoop::now() >= first_at + 50ms && asleep.load() != 0; }, 10s)) {
+      ADD_FAILURE() << "the loop never slept";
+    }
+    written_at = EventLoop::now().count();
+    ASSERT_EQ(::write(p.fd[1], "w", 1), 1);
+  });
+  Watchdog watchdog(loop, 20s);
+  loop.run();
+  watchdog.off();
+  writer.join();
+  loop.wait_in(nullptr);
+  ASSERT_EQ(fired.size(), 2u) << "a deadline was never served";
+  EXPECT_GE(fired[0].count(), written_at.load()) << "the passed deadline was served by a timer of its own, not by the wake-up";
+  EXPECT_TRUE(woken) << "the descriptor's wake-up was never handled";
+  EXPECT_GE(fired[1], second_at + 30ms) << "a sleeping loop was woken for a deadline before its slack";
+}
+
+TEST(EventLoop, ADeadlineWithSlackRidesOnAWakeUpThatComesAnywayAndASleepingLoopIsStillWokenForIt) {
+  deadline_with_slack(nullptr);
+}
+
+TEST(EventLoop, WithAWaiterADeadlineWithSlackRidesOnAWakeUpThatComesAnywayAndASleepingLoopIsStillWokenForIt) {
+  PollWaiter waiter;
+  deadline_with_slack(&waiter);
+}
+
 }  // namespace
 }  // namespace ttemu::process

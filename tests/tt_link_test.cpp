@@ -690,6 +690,28 @@ TEST(TtLink, PureAcknowledgementsWaitForDataButNotPastTheDelayOrAQuarterWindow) 
   EXPECT_EQ(p.corrupt_, 0u);
 }
 
+// A far end that holds its acknowledgements longer than the shortest timeout (a chip's ack
+// delay plus its timer slack, say) must not make the sender resend what arrived: the timeout
+// adds the far end's hold (LinkConfig::peer_ack_delay). Without it, every lone frame after a
+// stream timed out once: the stream taught a round trip of tens of microseconds.
+TEST(TtLink, AnAcknowledgementHeldOnPurposeIsNotTakenForALoss) {
+  LinkConfig cfg;
+  cfg.ack_delay = 3ms;  // longer than min_rto
+  cfg.peer_ack_delay = cfg.ack_delay;
+  Pair p(23, {}, {}, cfg);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(4000, 1024));  // round trips of a stream: acks every quarter window
+  for (uint32_t lone = 4001; lone <= 4020; ++lone) {
+    const Time start = p.now_;
+    ASSERT_TRUE(p.stream(lone, 64));
+    EXPECT_GE(p.now_ - start, cfg.ack_delay) << "frame " << lone << ": its acknowledgement was held";
+  }
+  EXPECT_EQ(p.ca_.timeouts, 0u);
+  EXPECT_EQ(p.ca_.retransmits, 0u);
+  EXPECT_EQ(p.cb_.duplicates, 0u);
+  EXPECT_EQ(p.corrupt_, 0u);
+}
+
 TEST(TtLink, PayloadBytesInFlightStayWithinTheWindowsByteBound) {
   LinkConfig cfg;
   cfg.window = 64;

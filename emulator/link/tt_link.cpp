@@ -471,7 +471,9 @@ void TtLink::rewire(Time now, bool lost) {
 }
 
 Duration TtLink::fresh_rto() const {
-  return srtt_.count() ? std::clamp(srtt_ + 4 * rttvar_, cfg_.min_rto, cfg_.max_rto) : cfg_.initial_rto;
+  if (!srtt_.count()) return cfg_.initial_rto;
+  // The floor is the wire's and the scheduler's; the far end's hold comes on top of it.
+  return std::min(std::max(srtt_ + 4 * rttvar_, cfg_.min_rto) + cfg_.peer_ack_delay, cfg_.max_rto);
 }
 
 void TtLink::arm_rto(Time now) {

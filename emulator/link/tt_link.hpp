@@ -62,6 +62,13 @@ struct LinkConfig {
   // A pure acknowledgement waits this long for data to ride on (0: never waits), unless a
   // quarter window (in frames, or in window_bytes) is unacknowledged; gaps are reported at once.
   Duration ack_delay{0};
+  // How long the far end may hold a pure acknowledgement: its ack_delay, plus how late its
+  // timer may wake it (a chip process's timer slack). The retransmission timeout adds it to
+  // what the round trips measured (at least min_rto), as QUIC's adds max_ack_delay, so that
+  // an acknowledgement held on purpose is not taken for a loss (a spurious timeout and a
+  // resend). The round trips measured include such holds only now and then, too seldom to
+  // cover them.
+  Duration peer_ack_delay{0};
   // An up link with nothing in flight that has heard nothing from its peer for this long
   // proves its wire (verify()), so that a cut is found even while no traffic flows: for
   // links whose wire crosses a network that can fail silently (between hosts). 0: never

@@ -46,6 +46,7 @@ struct Config {
   int planes = 1, data_fvcs = 0, rb_packets = 0, timeout_ms = 0;
   int mesh_rows = 0, mesh_cols = 0;  // the chip's mesh, for multicast copies
   int ack_delay_us = 0, credit_delay_us = 0, spin_us = 0;
+  int timer_slack_us = 0;  // how late a sleeping chip may wake for a deadline (EventLoop)
   std::string transport = "udp";  // udp | uring | shm
   bool udp_if_no_uring = false;    // uring by default, not by choice: a chip refused io_uring uses udp
   std::string memory = "open";    // open | protected (session::MemoryMode): keys the center demands

@@ -232,12 +232,15 @@ class Chip final : public node::NodeObserver {
     arch_ = arch_spec(m.arch);
     seed_ = m.seed;
     loop_.set_spin(std::chrono::microseconds(m.spin_us));
+    loop_.set_timer_slack(std::chrono::microseconds(m.timer_slack_us));
     node::ChipNodeConfig nc;
     nc.self = o_.chip;
     nc.job = m.job_hash;
     nc.link.window = m.window;
     nc.link.window_bytes = static_cast<size_t>(m.window_kib) * 1024;
     nc.link.ack_delay = std::chrono::microseconds(m.ack_delay_us);
+    // The far end runs with the same settings: it holds an acknowledgement this long at most.
+    nc.link.peer_ack_delay = std::chrono::microseconds(m.ack_delay_us + m.timer_slack_us);
     nc.efc.enabled = m.efc;
     nc.efc.timeouts = m.efc_timeouts;
     nc.efc.error_rate = m.efc_error_rate;

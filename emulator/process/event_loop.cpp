@@ -162,7 +162,7 @@ void EventLoop::run() {
     if (worked || spinning) {
       timeout = &ts;  // poll
     } else if (deadline_) {
-      arm_timer(*deadline_);  // the wait itself has no timeout: the timer wakes it
+      arm_timer(*deadline_ + slack_);  // the wait itself has no timeout: the timer wakes it
     }
     const bool blocking = !worked && !spinning && asleep_ && shared_ready_;
     if (blocking) {

@@ -4,13 +4,17 @@
 //
 // Promises:
 // - handlers run on the thread that called run(), one at a time;
-// - the deadline (set_deadline) is honoured to the nanosecond by a timer (a timer descriptor,
-//   or the waiter's) that stays armed across waits: it is set again only when the deadline
-//   comes before the time it is armed for, or after it has fired, so moving the deadline later
-//   costs nothing. (A timeout per wait would arm and cancel a kernel timer per packet, and a
-//   timer earlier than the scheduler's tick reprograms the processor's timer both times: on a
-//   virtual machine each is a trap to the hypervisor, 4-5 us per forward measured.) The timer
-//   may wake the loop before the deadline, never after it; before the deadline's handler
+// - the deadline (set_deadline) is handled on the first turn at or after it. A loop that is
+//   awake anyway (traffic) handles it then; one that sleeps is woken by a timer (a timer
+//   descriptor, or the waiter's) at most `slack` after it (set_timer_slack; 0: at it), so that
+//   deadlines that can wait (a delayed acknowledgement, credits, a retransmission check) mostly
+//   ride on wake-ups that traffic causes anyway instead of costing their own. The timer stays
+//   armed across waits: it is set again only when the deadline plus the slack comes before the
+//   time it is armed for, or after it has fired, so moving the deadline later costs nothing.
+//   (A timeout per wait would arm and cancel a kernel timer per packet, and a timer earlier
+//   than the scheduler's tick reprograms the processor's timer both times: on a virtual machine
+//   each is a trap to the hypervisor, 4-5 us per forward measured.) The timer may wake the loop
+//   before the deadline, never after the deadline plus the slack; before the deadline's handler
 //   runs, what has already arrived is handled (one look), since that may move it;
 // - while traffic flows the loop keeps polling, for at most `spin` after the last event, and
 //   yields the processor between polls (many chips share few cores); after that, or with a
@@ -87,6 +91,8 @@ class EventLoop {
   void on_shared_work(std::atomic<uint32_t>* asleep, std::function<bool()> ready, std::function<void()> run);
 
   void set_spin(std::chrono::nanoseconds spin) { spin_ = spin; }
+  // How late a sleeping loop may be woken for its deadline (above).
+  void set_timer_slack(std::chrono::nanoseconds slack) { slack_ = slack; }
   // Sleeps in `waiter` from now on (nullptr: in epoll again). The waiter outlives its use.
   void wait_in(Waiter* waiter);
   void run();   // until stop()
@@ -116,6 +122,7 @@ class EventLoop {
   std::function<bool()> shared_ready_;
   std::function<void()> shared_run_;
   std::chrono::nanoseconds spin_;
+  std::chrono::nanoseconds slack_{0};
   Time last_event_{}, time_{};
   bool stopping_ = false;
 };

@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
     nc.self = c->id;
     nc.job = 1;
     nc.link.ack_delay = std::chrono::milliseconds(1);  // as chips run by default
+    nc.link.peer_ack_delay = std::chrono::milliseconds(2);  // (the far end's delay and timer slack)
     nc.router.credit_delay = std::chrono::milliseconds(1);
     nc.tables = tables.of_node(v);
     // Only the link under test is wired.
