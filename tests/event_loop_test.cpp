@@ -36,7 +36,7 @@ struct Pipe {
 // A loop blocked waiting for a wake-up that never comes then ends, failed, instead of hanging.
 class Watchdog {
  public:
-  Watchdog(EventLoop& loop, std::chrono::milliseconds limit) {
+  Watchdog(EventLoop& loop, std::chrono::milliseconds limit) : loop_(loop) {
     loop.watch(pipe_.fd[0], EPOLLIN, [this, &loop, limit](uint32_t) {
       char c;
       EXPECT_EQ(::read(pipe_.fd[0], &c, 1), 1);
@@ -50,7 +50,10 @@ class Watchdog {
       }
     });
   }
-  ~Watchdog() { off(); }
+  ~Watchdog() {
+    off();
+    loop_.forget(pipe_.fd[0]);
+  }
   void off() {
     {
       std::lock_guard lock(mutex_);
@@ -61,12 +64,19 @@ class Watchdog {
   }
 
  private:
+  EventLoop& loop_;
   Pipe pipe_;
   std::mutex mutex_;
   std::condition_variable cv_;
   bool off_ = false;
   std::thread thread_;
 };
+
+// Runs the loop until it stops, or fails the test and stops it after `limit`.
+void run_at_most(EventLoop& loop, std::chrono::milliseconds limit) {
+  Watchdog watchdog(loop, limit);
+  loop.run();
+}
 
 TEST(EventLoop, SharedWorkThatNeverEndsStillLetsDescriptorsAndDeadlinesIn) {
   EventLoop loop;
@@ -91,9 +101,7 @@ TEST(EventLoop, SharedWorkThatNeverEndsStillLetsDescriptorsAndDeadlinesIn) {
       loop.stop();
     }
   });
-  Watchdog watchdog(loop, 10s);
-  loop.run();
-  watchdog.off();
+  run_at_most(loop, 10s);
   EXPECT_TRUE(read_it);
   EXPECT_TRUE(deadline);
   EXPECT_EQ(asleep.load(), 0u) << "it never slept: there was always work";
@@ -126,9 +134,7 @@ TEST(EventLoop, SaysItSleepsOnlyWhileBlockedAndIsWokenThroughADescriptor) {
     }
   });
   // Woken through the bell, or not at all: the watchdog fails the test after 10 s.
-  Watchdog watchdog(loop, 10s);
-  loop.run();
-  watchdog.off();
+  run_at_most(loop, 10s);
   producer.join();
   EXPECT_EQ(runs, 1);
   EXPECT_EQ(asleep.load(), 0u) << "awake again after the wake-up";
@@ -161,9 +167,7 @@ TEST(EventLoop, WhatHasArrivedIsHandledBeforeADeadlineThatPassedMeanwhile) {
     loop.set_deadline(EventLoop::now());
     ASSERT_EQ(::write(ack.fd[1], "x", 1), 1);
   });
-  Watchdog watchdog(loop, 10s);
-  loop.run();
-  watchdog.off();
+  run_at_most(loop, 10s);
   ASSERT_EQ(fired_after_ack.size(), 1u);
   EXPECT_TRUE(fired_after_ack[0]) << "the deadline fired before the acknowledgement waiting for the loop was read";
 }
@@ -232,7 +236,6 @@ TEST(EventLoop, WithAWaiterItSleepsThereAndStillServesDescriptorsDeadlinesAndEnd
     if (!eventually([&] { return asleep.load() != 0; }, 10s)) ADD_FAILURE() << "the loop never slept";
     ASSERT_EQ(::write(p.fd[1], "x", 1), 1);
   });
-  Watchdog watchdog(loop, 10s);
   // Once the pipe is read, work never ends and a deadline is due: both must still get in.
   loop.on_batch_end([&] {
     if (read_it && !endless) {
@@ -240,8 +243,7 @@ TEST(EventLoop, WithAWaiterItSleepsThereAndStillServesDescriptorsDeadlinesAndEnd
       loop.set_deadline(EventLoop::now() + 1ms);
     }
   });
-  loop.run();
-  watchdog.off();
+  run_at_most(loop, 10s);
   writer.join();
   EXPECT_TRUE(read_it);
   EXPECT_TRUE(deadline);
@@ -290,9 +292,7 @@ void deadline_moved_later_then_earlier(EventLoop::Waiter* waiter) {
     if (!eventually([&] { return phase.load() == 2 && asleep.load() != 0; }, 10s)) ADD_FAILURE() << "no far deadline";
     ASSERT_EQ(::write(p.fd[1], "E", 1), 1);
   });
-  Watchdog watchdog(loop, 20s);
-  loop.run();
-  watchdog.off();
+  run_at_most(loop, 20s);
   writer.join();
   loop.wait_in(nullptr);
   ASSERT_EQ(fired.size(), 2u) << "a deadline fired that no longer stood, or one never fired";
@@ -351,9 +351,7 @@ void deadline_with_slack(EventLoop::Waiter* waiter) {
     written_at = EventLoop::now().count();
     ASSERT_EQ(::write(p.fd[1], "w", 1), 1);
   });
-  Watchdog watchdog(loop, 20s);
-  loop.run();
-  watchdog.off();
+  run_at_most(loop, 20s);
   writer.join();
   loop.wait_in(nullptr);
   ASSERT_EQ(fired.size(), 2u) << "a deadline was never served";

@@ -16,9 +16,10 @@
 //
 // Waking: the chip's event loop sleeps in this ring (it is the loop's Waiter): one
 // io_uring_enter submits what is prepared and waits for the first completion; the loop's
-// deadline is a timeout request in the ring, armed again only when the deadline comes before
-// it (or after it fired), not with every wait. The loop's epoll set (control socket, signals, doorbell) is one more source, a
-// poll request on the epoll descriptor re-armed after each time it fires. With
+// timer is a timeout request in the ring, armed again only when the loop's deadline (plus its
+// slack) comes before it, or after it fired, not with every wait. The loop's epoll set
+// (control socket, signals, doorbell) is one more source, a poll request on the epoll
+// descriptor re-armed after each time it fires. With
 // DEFER_TASKRUN (kernel 6.1+), the kernel posts completions only when the chip asks, on its
 // way into the wait or a look, so a busy chip is not interrupted by arriving datagrams; older
 // kernels get COOP_TASKRUN, or neither. Idle, nothing is in flight but the armed receives and
