@@ -2,8 +2,10 @@
 // and its acknowledgement) from M0D0 of a 4x4 mesh to devices 1 to 6 hops away give the
 // per-hop latency (the slope, halved: the write and the ack each cross every hop), next to
 // the raw UDP one-way latency (half a ping-pong between two processes) and a raw UDP relay
-// through a chain of one process per hop (the same shape; measured in turn with the routes,
-// kLatencyPairs pairs in each launch, and compared pair by pair); and goodput of large writes over
+// with a process per chip that the write and its acknowledgement cross, in the order the
+// routing tables send them (route_shapes: from 4 hops on, the acknowledgement comes back over
+// other chips than the write); measured in turn with the routes, kLatencyPairs pairs in each
+// launch, and compared pair by pair; and goodput of large writes over
 // the longest route (median of 3, after a warm-up run) next to raw UDP throughput. Raw processes wait as the chips
 // do: in epoll, after the same bounded spin (--spin-us, passed to the chips too).
 //
@@ -27,17 +29,23 @@
 //   ttemu_bench_fabric [--samples N] [--spin-us N] [--repeat R] [--transport LIST] [--json]
 //   ttemu_bench_fabric --raw-chain SAMPLES SPIN_US   (the raw half of a latency pair, run by
 //                                                     a launched system's client; one JSON line)
+//   ttemu_bench_fabric --route-shapes                 (what the raw relay follows; one JSON line)
 #include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "emulator/control/routing_tables.hpp"
+#include "emulator/control/system_yaml.hpp"
+#include "emulator/control/table_check.hpp"
 #include "emulator/wire/transport.hpp"
 #include "tools/bench/options.hpp"
 #include "tools/bench/raw_mesh.hpp"
@@ -52,6 +60,38 @@ constexpr size_t kBulkRuns = 3;
 // Latency pairs per transport: the raw chain, then the fabric's routes, in turn, in one launch.
 constexpr size_t kLatencyPairs = 3;
 constexpr size_t kHops = 6;
+// The latency routes: from M0D0 of the 4x4 mesh to devices 1..6 hops away (X first: along row
+// 0, then down column 3).
+constexpr const char* kMesh = TTEMU_TOPOLOGIES "/mesh_4x4.yaml";
+constexpr std::array<const char*, kHops> kDestinations = {"M0D1", "M0D2", "M0D3", "M0D7", "M0D11", "M0D15"};
+
+// Each latency route's shape for the raw relay: the chips that a write from M0D0 crosses to
+// its destination, then those its acknowledgement crosses back, as the mesh's routing tables
+// (plane 0) send them, numbered in order of first visit with M0D0 as node 0. Up to 3 hops the
+// acknowledgement retraces the write; from 4 on it comes back over other chips (M0D15 answers
+// through M0D14, M0D13, M0D12, M0D8 and M0D4), and the relay then has as many processes.
+std::vector<std::vector<int>> route_shapes() {
+  namespace control = ttemu::control;
+  const control::System sys = control::load_system(kMesh);
+  const control::TableSet tables = control::compute_tables(sys);
+  auto node = [&](const std::string& name) { return *sys.node(*ttemu::routing::parse_chip(name)); };
+  const int src = node("M0D0");
+  std::vector<std::vector<int>> shapes;
+  for (const char* dst : kDestinations) {
+    std::map<int, int> id{{src, 0}};
+    std::vector<int> shape{0};
+    for (const auto& [from, to] : {std::pair{src, node(dst)}, std::pair{node(dst), src}}) {
+      const control::Walk w = control::walk_route(sys, tables, 0, from, to);
+      if (!w.arrived()) throw std::runtime_error(fmt::format("no route on {} to {}: {}", kMesh, dst, w.reason(sys)));
+      for (const auto& hop : w.hops) {
+        const int chip = *sys.node(hop.to.chip);
+        shape.push_back(id.emplace(chip, static_cast<int>(id.size())).first->second);
+      }
+    }
+    shapes.push_back(std::move(shape));
+  }
+  return shapes;
+}
 
 // A shell script running `one` (a command ending in "; ") as a warm-up, then kBulkRuns times.
 std::string warm_up_and_measure(const std::string& one) {
@@ -82,18 +122,16 @@ struct FabricRun {
 
 FabricRun run_transport(const std::string& ttemu, const std::string& transport, int samples, int spin_us) {
   FabricRun r;
-  const std::string topo = TTEMU_TOPOLOGIES "/mesh_4x4.yaml";
-  // Destinations 1..6 hops from M0D0 (X first: along row 0, then down column 3).
-  const std::array<const char*, kHops> dsts = {"M0D1", "M0D2", "M0D3", "M0D7", "M0D11", "M0D15"};
-  // Pairs, in turn: the raw chain (this program, run by the launched system's client while the
-  // chips idle), then the same shape through the chips. How fast this machine wakes a process
+  const std::string topo = kMesh;
+  // Pairs, in turn: the raw relay (this program, run by the launched system's client while the
+  // chips idle), then the same routes through the chips. How fast this machine wakes a process
   // on the other CPU drifts within seconds (the chain's hop read 17 to 31 us across one run's
   // rounds, a few seconds apart), so each pair's ratio is taken, and the median of the pairs.
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::string script;
   for (size_t k = 0; k < kLatencyPairs; ++k) {
     script += fmt::format("{} --raw-chain {} {}; ", self, samples, spin_us);
-    for (const auto& d : dsts) {
+    for (const auto& d : kDestinations) {
       script += fmt::format("{} traffic --pattern unicast --src M0D0 --dst {} --count 1 --size 64 "
                             "--latency-samples {} --json; ", ttemu, d, samples);
     }
@@ -302,18 +340,29 @@ int main(int argc, char** argv) {
   auto* json_opt = app.add_flag("--json", as_json, "Print one JSON object");
   // The raw half of a latency pair, run by a launched system's client (run_transport). Not
   // hidden: CLI11 leaves a hidden option's name out of its errors.
-  app.add_option("--raw-chain", raw_chain, "SAMPLES SPIN_US: the raw UDP chain alone, one JSON line")
+  app.add_option("--raw-chain", raw_chain, "SAMPLES SPIN_US: the raw UDP relay along the routes alone, one JSON line")
       ->expected(2)
       ->check(ttemu::bench::whole_number(1, 100000).application_index(0))
       ->check(ttemu::bench::whole_number(0, ttemu::bench::kMaxSpinUs).application_index(1))
       ->excludes(samples_opt)->excludes(spin_opt)->excludes(repeat_opt)->excludes(transport_opt)->excludes(json_opt)
       ->group(ttemu::bench::kInternal);
+  bool shapes = false;
+  app.add_flag("--route-shapes", shapes, "Print the latency routes' shapes that the raw relay follows, one JSON line")
+      ->excludes(samples_opt)->excludes(spin_opt)->excludes(repeat_opt)->excludes(transport_opt)->excludes(json_opt)
+      ->group(ttemu::bench::kInternal);
   if (const auto status = ttemu::bench::parse_command_line(app, argc, argv)) return *status;
+  if (shapes) {
+    json out = json::object();
+    const auto all = route_shapes();
+    for (size_t i = 0; i < kHops; ++i) out[kDestinations[i]] = all[i];
+    fmt::print("{}\n", out.dump());
+    return 0;
+  }
   if (!raw_chain.empty()) {
     const ttemu::bench::Waiting waiting{std::chrono::microseconds(raw_chain[1])};
     std::vector<double> chain;
-    for (int h = 1; h <= static_cast<int>(kHops); ++h) {
-      chain.push_back(ttemu::bench::median(ttemu::bench::raw_chain_round_trips(h, 64, raw_chain[0], waiting)));
+    for (const auto& shape : route_shapes()) {
+      chain.push_back(ttemu::bench::median(ttemu::bench::raw_route_round_trips(shape, 64, raw_chain[0], waiting)));
     }
     fmt::print("{}\n", json{{"raw_chain_p50_us_by_hops", chain}}.dump());
     return 0;

@@ -1,6 +1,6 @@
 // Raw UDP baselines between two processes on the loopback, measured in the same run as the
-// emulator: throughput with sendmmsg/recvmmsg, ping-pong round trips, and a relay through a
-// chain of processes. Latency baselines wait for datagrams as chip processes do (Waiting).
+// emulator: throughput with sendmmsg/recvmmsg, ping-pong round trips, and a relay along a
+// route of processes. Latency baselines wait for datagrams as chip processes do (Waiting).
 #pragma once
 
 #include <arpa/inet.h>
@@ -209,43 +209,46 @@ inline std::vector<double> raw_round_trips(size_t size, int count, Waiting waiti
 }
 
 
-// Raw UDP through a chain of processes: the origin sends a datagram to relay 1, each relay
-// passes it on, the last sends it back down the chain. The same shape as a fabric write and
-// its acknowledgement crossing `hops` chips, one process per hop.
-inline std::vector<double> raw_chain_round_trips(int hops, size_t size, int count, Waiting waiting = {}) {
+// Round trips of `size`-byte messages along `route`, relayed by a process per node: the nodes
+// a message visits, from node 0 (the caller, which times it) back to node 0. A node may appear
+// more than once (a route whose answer retraces its request). The benchmark gives it the
+// shape of a fabric route, one node per chip that the write and its acknowledgement cross, so
+// that the raw relay and the chips wake as many processes, in the same order.
+inline std::vector<double> raw_route_round_trips(const std::vector<int>& route, size_t size, int count,
+                                                 Waiting waiting = {}) {
+  if (route.size() < 3 || route.size() > 255 || route.front() != 0 || route.back() != 0 || size < 1) {
+    throw std::invalid_argument("a raw route goes from node 0 back to node 0 in at most 254 steps");
+  }
+  const int nodes = *std::max_element(route.begin(), route.end()) + 1;
   std::vector<Socket> s;
-  for (int i = 0; i <= hops; ++i) s.push_back(udp_socket());
+  for (int i = 0; i < nodes; ++i) s.push_back(udp_socket());
   std::vector<pid_t> relays;
-  for (int i = 1; i <= hops; ++i) {
+  for (int i = 1; i < nodes; ++i) {
     pid_t pid = fork_baseline();
     if (pid == 0) {
       std::vector<uint8_t> buf(65536);
-      sockaddr_in up = loopback(i < hops ? s[static_cast<size_t>(i) + 1].port : 0);
-      sockaddr_in down = loopback(s[static_cast<size_t>(i) - 1].port);
       Receiver rx(s[static_cast<size_t>(i)].fd, waiting);
-      for (int n = 0; n < 2 * count; ++n) {
-        ssize_t got = rx.recv(buf.data(), buf.size());
-        if (got <= 0) break;
-        // Byte 0: 1 on the way out, 0 on the way back. The last relay turns it around.
-        bool out = buf[0] == 1 && i < hops;
-        if (i == hops) buf[0] = 0;
-        const sockaddr_in& to = out ? up : down;
+      for (;;) {  // until the caller kills it
+        const ssize_t got = rx.recv(buf.data(), buf.size());
+        if (got <= 0) continue;
+        // Byte 0: the step the message has reached; the next node is route[step + 1].
+        const size_t next = ++buf[0];
+        if (next >= route.size()) continue;
+        const sockaddr_in to = loopback(s[static_cast<size_t>(route[next])].port);
         sendto(s[static_cast<size_t>(i)].fd, buf.data(), static_cast<size_t>(got), 0,
                reinterpret_cast<const sockaddr*>(&to), sizeof to);
-        if (i == hops) ++n;  // the last relay sees each message once
       }
-      _exit(0);
     }
     relays.push_back(pid);
   }
   std::vector<uint8_t> msg(size, 1), buf(65536);
-  sockaddr_in first = loopback(s[1].port);
+  const sockaddr_in first = loopback(s[static_cast<size_t>(route[1])].port);
   std::vector<double> rtt;
   Receiver rx(s[0].fd, waiting);
   for (int i = 0; i < count; ++i) {
     msg[0] = 1;
     auto t0 = std::chrono::steady_clock::now();
-    sendto(s[0].fd, msg.data(), msg.size(), 0, reinterpret_cast<sockaddr*>(&first), sizeof first);
+    sendto(s[0].fd, msg.data(), msg.size(), 0, reinterpret_cast<const sockaddr*>(&first), sizeof first);
     if (rx.recv(buf.data(), buf.size()) <= 0) break;
     rtt.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   }
