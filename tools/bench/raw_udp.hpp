@@ -216,8 +216,9 @@ inline std::vector<double> raw_round_trips(size_t size, int count, Waiting waiti
 // that the raw relay and the chips wake as many processes, in the same order.
 inline std::vector<double> raw_route_round_trips(const std::vector<int>& route, size_t size, int count,
                                                  Waiting waiting = {}) {
-  const bool inside_positive = std::all_of(route.begin() + 1, route.end() - 1, [](int n) { return n > 0; });
-  if (route.size() < 3 || route.size() > 255 || route.front() != 0 || route.back() != 0 || !inside_positive || size < 1) {
+  const bool shaped = route.size() >= 3 && route.size() <= 255 && route.front() == 0 && route.back() == 0 &&
+                      std::all_of(route.begin() + 1, route.end() - 1, [](int n) { return n > 0; });
+  if (!shaped || size < 1) {
     throw std::invalid_argument("a raw route goes from node 0 through other nodes back to node 0, in at most 254 steps");
   }
   const int nodes = *std::max_element(route.begin(), route.end()) + 1;
