@@ -95,5 +95,36 @@ TEST(UringTransport, SmallAndLargeSendsArriveInOrderAndIntactAcrossManyStagedBat
   for (uint32_t i = 0; i < kCount; ++i) ASSERT_EQ(got[i], i) << "datagram " << i << " out of order";
 }
 
+// A staged send that the kernel refuses (here: to the broadcast address without
+// SO_BROADCAST, EACCES) posts a completion although successes post none, and the chip counts
+// it as a wire drop, for the TT-link to resend: nothing is lost silently, and the ring goes on.
+TEST(UringTransport, AStagedSendTheKernelRefusesIsReportedAsDropped) {
+  UringTransport a;
+  a.add(0, "127.0.0.1");
+  a.set_peer(0, wire::make_address("255.255.255.255", 9));
+  a.start();
+  std::vector<wire::Datagram> batch;
+  for (uint32_t i = 0; i < 3; ++i) batch.push_back(numbered(i, 100));
+  ASSERT_EQ(a.send(0, batch), 3u);  // staged: taken, to go out with the next call
+  size_t dropped = 0;
+  const UringTransport::Handlers h{[](uint8_t, std::span<const uint8_t>) {}, [](uint8_t) {}, [](uint8_t) {},
+                                   [&](uint8_t port) { EXPECT_EQ(port, 0); ++dropped; }};
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  auto until_dropped = [&](size_t n) {
+    while (dropped < n && std::chrono::steady_clock::now() < end) {
+      const timespec slice{0, 10'000'000};
+      a.wait(&slice);  // submits what is staged, and waits for completions
+      a.poll(h);
+    }
+  };
+  until_dropped(3);
+  EXPECT_EQ(dropped, 3u);
+  // The ring is not stuck: the next staged send is refused and reported the same way.
+  batch.resize(1);
+  ASSERT_EQ(a.send(0, batch), 1u);
+  until_dropped(4);
+  EXPECT_EQ(dropped, 4u);
+}
+
 }  // namespace
 }  // namespace ttemu::process
