@@ -17,7 +17,8 @@ struct Bench {
   std::string name() const { return fs::path(path).filename().string(); }
 };
 const Bench kFabric{TTEMU_BENCH_FABRIC}, kLink{TTEMU_BENCH_LINK}, kEfc{TTEMU_BENCH_EFC}, kLaunch{TTEMU_BENCH_LAUNCH},
-    kLibfabric{TTEMU_BENCH_LIBFABRIC}, kSocket{TTEMU_BENCH_SOCKET}, kHop{TTEMU_BENCH_HOP}, kSim{TTEMU_BENCH_SIM};
+    kLibfabric{TTEMU_BENCH_LIBFABRIC}, kSocket{TTEMU_BENCH_SOCKET}, kHop{TTEMU_BENCH_HOP}, kSim{TTEMU_BENCH_SIM},
+    kMultihost{TTEMU_BENCH_MULTIHOST};
 
 // The benchmark with these arguments ("--repeat x"), to completion. A bad option that got
 // through would start measuring: the short bound turns that into a failure, not a long wait.
@@ -87,10 +88,16 @@ TEST(BenchOptions, EveryOtherBenchmarkChecksItsOptions) {
   expect_usage_error(kHop, "--size 4097", {"--size", "'4097'"});  // over one packet
   expect_usage_error(kSim, "--sizes 64,x", {"--sizes", "'x'"});
   expect_usage_error(kSim, "--count 0", {"--count", "'0'"});
+  // Parsed by hand before: std::stoi threw (status 134) on "x", and a size `ttemu link test`
+  // refuses was found only once the hosts and the systems were up.
+  expect_usage_error(kMultihost, "--repeat x", {"--repeat", "'x'"});
+  expect_usage_error(kMultihost, "--frames 0", {"--frames", "'0'"});
+  expect_usage_error(kMultihost, "--size 3", {"--size", "'3'"});
+  expect_usage_error(kMultihost, "--system /nonexistent.yaml", {"--system", "/nonexistent.yaml"});
 }
 
 TEST(BenchOptions, HelpExitsZero) {
-  for (const Bench& b : {kFabric, kLink, kEfc, kLaunch, kLibfabric, kSocket, kHop, kSim}) {
+  for (const Bench& b : {kFabric, kLink, kEfc, kLaunch, kLibfabric, kSocket, kHop, kSim, kMultihost}) {
     SCOPED_TRACE(b.name());
     const RunResult r = bench(b, "--help");
     EXPECT_EQ(r.status, 0) << r.out;

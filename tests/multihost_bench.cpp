@@ -27,7 +27,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "emulator/link/frame.hpp"
+#include "launcher/control_requests.hpp"
 #include "tests/hosted_launch.hpp"
+#include "tools/bench/options.hpp"
 #include "tools/bench/raw_udp.hpp"
 
 namespace {
@@ -122,18 +125,17 @@ int main(int argc, char** argv) {
   int repeat = 3;
   size_t frames = 50000, size = 4096;
   bool as_json = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--system" && i + 1 < argc) system = argv[++i];
-    else if (a == "--repeat" && i + 1 < argc) repeat = std::max(1, std::stoi(argv[++i]));
-    else if (a == "--frames" && i + 1 < argc) frames = std::stoul(argv[++i]);
-    else if (a == "--size" && i + 1 < argc) size = std::stoul(argv[++i]);
-    else if (a == "--json") as_json = true;
-    else {
-      fmt::print(stderr, "usage: ttemu_bench_multihost [--system FILE] [--repeat R] [--frames N] [--size B] [--json]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"A system spread across namespace hosts against one host and raw UDP", "ttemu_bench_multihost"};
+  app.add_option("--system", system, "The system to launch")->check(CLI::ExistingFile)->capture_default_str();
+  ttemu::bench::add_repeat(app, repeat, "Runs per figure (the median is shown)");
+  // Bounds: what `ttemu link test` accepts.
+  app.add_option("--frames", frames, "Payloads of the cross-host link test")
+      ->check(ttemu::bench::whole_number<size_t>(1, ttemu::launcher::kMaxStreamFrames))->capture_default_str();
+  app.add_option("--size", size, "Bytes per payload")
+      ->check(ttemu::bench::whole_number<size_t>(ttemu::launcher::kMinTestPayload, ttemu::link::kMaxPayload))
+      ->capture_default_str();
+  app.add_flag("--json", as_json, "Print one JSON object");
+  if (const auto status = ttemu::bench::parse_command_line(app, argc, argv)) return *status;
   if (const std::string why = NetnsHosts::unsupported(); !why.empty()) {
     fmt::print(stderr, "ttemu_bench_multihost: cannot make hosts here: {}\n", why);
     return 1;
