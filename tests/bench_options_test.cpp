@@ -80,6 +80,7 @@ TEST(BenchOptions, EveryOtherBenchmarkChecksItsOptions) {
   expect_usage_error(kEfc, "--transport foo", {"--transport", "foo"});
   expect_usage_error(kLaunch, "--idle x", {"--idle", "'x'"});
   expect_usage_error(kLaunch, "--systems tgg,nosuch", {"--systems", "'nosuch'"});
+  expect_usage_error(kLaunch, "--traffic all_to_all,nosuch", {"--traffic", "'nosuch'"});  // was found after the launches
   expect_usage_error(kLibfabric, "--iterations 9", {"--iterations", "'9'"});  // was clamped to 10
   expect_usage_error(kLibfabric, "--transport tcp", {"--transport", "tcp"});
   expect_usage_error(kSocket, "--mib 0", {"--mib", "'0'"});

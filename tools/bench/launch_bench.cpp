@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -38,6 +39,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "emulator/control/traffic_patterns.hpp"
 #include "tools/bench/options.hpp"
 #include "tools/bench/raw_udp.hpp"
 
@@ -268,7 +270,25 @@ int main(int argc, char** argv) {
   // Up to a day: the idle wait is a poll() timeout in milliseconds, an int.
   app.add_option("--idle", o.idle_s, "Seconds of no traffic over which the idle CPU is measured")
       ->check(ttemu::bench::number_in(0, 86400))->capture_default_str();
-  app.add_option("--traffic", o.traffic, "Also run ttemu traffic --pattern PATTERN --count 1 on each system");
+  // Checked as ttemu traffic checks it: it is passed on to a shell, and a typo would otherwise
+  // surface only after every system had been launched.
+  app.add_option("--traffic", o.traffic, "Also run ttemu traffic --pattern PATTERN --count 1 on each system")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            std::vector<std::string> names;
+            for (size_t at = 0; at <= s.size();) {
+              const size_t comma = std::min(s.find(',', at), s.size());
+              names.push_back(s.substr(at, comma - at));
+              at = comma + 1;
+            }
+            try {
+              ttemu::control::expand_patterns(names);
+            } catch (const std::exception& e) {
+              return e.what();
+            }
+            return {};
+          },
+          "PATTERN[,PATTERN...]"));
   app.add_flag("--json", o.json, "Print one JSON array");
   if (const auto status = ttemu::bench::parse_command_line(app, argc, argv)) return *status;
   const std::string ttemu = TTEMU_BINARY;
