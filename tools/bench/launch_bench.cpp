@@ -23,7 +23,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -37,6 +36,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "emulator/control/traffic_patterns.hpp"
@@ -188,7 +188,7 @@ std::string check_system(const std::string& system) {
 struct Options {
   std::vector<std::string> systems{"tgg", "galaxy", "16x16", "32x32"};
   double idle_s = 2;
-  std::string traffic;
+  std::vector<std::string> traffic;  // --traffic's patterns
   bool json = false;
 };
 
@@ -237,14 +237,14 @@ json measure(const std::string& ttemu, const std::string& system, const Options&
   if (!o.traffic.empty()) {
     t = Clock::now();
     const auto docs = ttemu::bench::capture_json_lines(
-        fmt::format("{} traffic --job {} --pattern {} --count 1 --json 2>/dev/null", ttemu, job, o.traffic));
+        fmt::format("{} traffic --job {} --pattern {} --count 1 --json 2>/dev/null", ttemu, job, fmt::join(o.traffic, ",")));
     r["traffic_s"] = seconds_since(t);
     double verified = 0, errors = 0;
     for (const auto& d : docs) {
       verified += d.value("verified", 0.0);
       errors += d.value("errors", 0.0);
     }
-    r["traffic"] = {{"pattern", o.traffic}, {"verified", verified}, {"errors", errors}, {"ok", !docs.empty() && errors == 0 && verified > 0}};
+    r["traffic"] = {{"pattern", fmt::format("{}", fmt::join(o.traffic, ","))}, {"verified", verified}, {"errors", errors}, {"ok", !docs.empty() && errors == 0 && verified > 0}};
   }
 
   t = Clock::now();
@@ -273,22 +273,17 @@ int main(int argc, char** argv) {
   // Checked as ttemu traffic checks it: it is passed on to a shell, and a typo would otherwise
   // surface only after every system had been launched.
   app.add_option("--traffic", o.traffic, "Also run ttemu traffic --pattern PATTERN --count 1 on each system")
+      ->delimiter(',')
       ->check(CLI::Validator(
-          [](std::string& s) -> std::string {
-            std::vector<std::string> names;
-            for (size_t at = 0; at <= s.size();) {
-              const size_t comma = std::min(s.find(',', at), s.size());
-              names.push_back(s.substr(at, comma - at));
-              at = comma + 1;
-            }
+          [](std::string& name) -> std::string {
             try {
-              ttemu::control::expand_patterns(names);
+              ttemu::control::expand_patterns({name});
             } catch (const std::exception& e) {
               return e.what();
             }
             return {};
           },
-          "PATTERN[,PATTERN...]"));
+          "PATTERN"));
   app.add_flag("--json", o.json, "Print one JSON array");
   if (const auto status = ttemu::bench::parse_command_line(app, argc, argv)) return *status;
   const std::string ttemu = TTEMU_BINARY;

@@ -224,6 +224,9 @@ inline std::vector<double> raw_route_round_trips(const std::vector<int>& route, 
   const int nodes = *std::max_element(route.begin(), route.end()) + 1;
   std::vector<Socket> s;
   for (int i = 0; i < nodes; ++i) s.push_back(udp_socket());
+  // Where step k sends: route[k]'s socket (the relays' loop then only looks it up).
+  std::vector<sockaddr_in> step_to;
+  for (int n : route) step_to.push_back(loopback(s[static_cast<size_t>(n)].port));
   std::vector<pid_t> relays;
   for (int i = 1; i < nodes; ++i) {
     pid_t pid = fork_baseline();
@@ -236,15 +239,14 @@ inline std::vector<double> raw_route_round_trips(const std::vector<int>& route, 
         // Byte 0: the step the message has reached; the next node is route[step + 1].
         const size_t next = ++buf[0];
         if (next >= route.size()) continue;
-        const sockaddr_in to = loopback(s[static_cast<size_t>(route[next])].port);
         sendto(s[static_cast<size_t>(i)].fd, buf.data(), static_cast<size_t>(got), 0,
-               reinterpret_cast<const sockaddr*>(&to), sizeof to);
+               reinterpret_cast<const sockaddr*>(&step_to[next]), sizeof step_to[next]);
       }
     }
     relays.push_back(pid);
   }
   std::vector<uint8_t> msg(size, 1), buf(65536);
-  const sockaddr_in first = loopback(s[static_cast<size_t>(route[1])].port);
+  const sockaddr_in& first = step_to[1];
   std::vector<double> rtt;
   Receiver rx(s[0].fd, waiting);
   for (int i = 0; i < count; ++i) {
