@@ -298,7 +298,7 @@ tt_fabric* tt_fabric_open(const char* job, uint16_t mesh, uint16_t device, uint1
     auto* raw = f.get();
     f->sockets = std::make_unique<chip::SocketClient>(*f->block, *f->commands, core, [raw](uint64_t addr, size_t size) {
       return ttemu::client::memory(raw, addr, size);
-    });
+    }, static_cast<uint32_t>(::getpid()));  // the chip closes its sockets if this process dies
     // A worker is a Tensix core: its own L1 and its own transaction counters.
     const int cores = std::min(f->tensix_cores, chip::kMaxWorkers);
     if (core >= cores) throw Error(fmt::format("core {} out of range: a worker is a Tensix core, 0-{}", core, cores - 1));

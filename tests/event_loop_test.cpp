@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -105,6 +106,30 @@ TEST(EventLoop, SharedWorkThatNeverEndsStillLetsDescriptorsAndDeadlinesIn) {
   EXPECT_TRUE(read_it);
   EXPECT_TRUE(deadline);
   EXPECT_EQ(asleep.load(), 0u) << "it never slept: there was always work";
+}
+
+// A chip forgets a descriptor from its own handler (a watched worker process that ended): the
+// handler finishes with what it captured intact, is not called again although its descriptor
+// stays readable, and the loop goes on serving the others.
+TEST(EventLoop, AHandlerCanForgetItsOwnDescriptor) {
+  EventLoop loop;
+  Pipe ended, other;
+  ASSERT_EQ(::write(ended.fd[1], "x", 1), 1);  // never read: it stays readable
+  std::vector<std::string> calls;
+  const std::string name(64, 'w');  // too large to be stored inside the handler's std::function
+  loop.watch(ended.fd[0], EPOLLIN, [&loop, &calls, &ended, &other, name](uint32_t) {
+    loop.forget(ended.fd[0]);
+    calls.push_back(name);  // the handler's own capture, read after the forget
+    EXPECT_EQ(::write(other.fd[1], "y", 1), 1);
+  });
+  loop.watch(other.fd[0], EPOLLIN, [&](uint32_t) {
+    char c;
+    ASSERT_EQ(::read(other.fd[0], &c, 1), 1);
+    calls.push_back("other");
+    loop.stop();
+  });
+  run_at_most(loop, 10s);
+  EXPECT_EQ(calls, (std::vector<std::string>{name, "other"}));
 }
 
 TEST(EventLoop, SaysItSleepsOnlyWhileBlockedAndIsWokenThroughADescriptor) {

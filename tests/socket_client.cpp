@@ -5,6 +5,8 @@
 // thread of its own.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -289,6 +291,56 @@ TEST(Socket, AMulticastSSocketReachesEveryReceiver) {
            for (const auto& h : reservations_in_status()) all += h + "; ";
            return all;
          }();
+}
+
+// A worker that dies without closing (killed here, as a crash would) leaves nothing behind:
+// its chip sees its process end and closes its SSocket as its own close would, behind the data
+// it had queued, so the receiver reads the whole stream and then its end, every router of the
+// route frees the reservation, the endpoint is freed, and the FVC can be bound again.
+TEST(Socket, AWorkerThatDiesWithoutClosingLeavesNoReservationBehind) {
+  Handle rx;
+  open_on(rx, {3, 8}, 2);
+  const int r = fabric_socket_open(rx.f, 0, 1, 51, TT_FABRIC_SSOCKET, TT_FABRIC_RECEIVE, {0, 0}, -1);
+  ASSERT_GE(r, 0) << tt_fabric_strerror(r);
+  const auto data = stream_bytes(128 << 10, 51);  // fits the receiver's L1CB and DSCB: no reader needed
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t worker = fork();
+  ASSERT_GE(worker, 0);
+  if (worker == 0) {  // the worker that dies: it connects, sends, and is killed holding the socket
+    char ok = 'n';
+    tt_fabric* f = tt_fabric_open(nullptr, 0, 0, 3, nullptr, 0);
+    const int s = f ? fabric_socket_open(f, 0, 1, 51, TT_FABRIC_SSOCKET, TT_FABRIC_SEND, {3, 8}, -1) : -1;
+    if (s >= 0 && fabric_socket_connect(f, s) == TT_FABRIC_OK) {
+      std::memcpy(tt_fabric_memory(f, kSrc, data.size()), data.data(), data.size());
+      if (fabric_socket_send(f, s, kSrc, static_cast<uint32_t>(data.size())) == TT_FABRIC_OK) ok = 'y';
+    }
+    (void)!write(ready[1], &ok, 1);
+    ::kill(::getpid(), SIGKILL);
+  }
+  close(ready[1]);
+  char ok = 0;
+  ASSERT_EQ(read(ready[0], &ok, 1), 1);
+  close(ready[0]);
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(worker, &wstatus, 0), worker);
+  ASSERT_EQ(ok, 'y') << "the worker could not connect and send";
+  ASSERT_TRUE(WIFSIGNALED(wstatus));
+
+  EXPECT_TRUE(read_all(rx.f, r) == data) << "the stream, then its end";
+  EXPECT_TRUE(ttemu::test::eventually([] { return reservations_in_status().empty(); }, std::chrono::seconds(20)))
+      << "every router freed the dead worker's reservation";
+  EXPECT_TRUE(ttemu::test::eventually([] { return status_text("").find("socket 51 on M0D0") == std::string::npos; },
+                                      std::chrono::seconds(20)))
+      << "its endpoint was freed";
+  EXPECT_EQ(fabric_socket_close(rx.f, r, nullptr), TT_FABRIC_OK);
+  Handle tx;
+  open_on(tx, {0, 0}, 2);
+  const int again = fabric_socket_open(tx.f, 0, 1, 52, TT_FABRIC_SSOCKET, TT_FABRIC_SEND, {3, 8}, 1);
+  EXPECT_GE(again, 0) << "FVC 1 is free to bind again: " << tt_fabric_strerror(again);
+  if (again >= 0) {
+    EXPECT_EQ(fabric_socket_close(tx.f, again, nullptr), TT_FABRIC_OK);
+  }
 }
 
 TEST(Socket, BadArgumentsAreNamedAndDoNothing) {

@@ -71,11 +71,16 @@ chip::SocketClient::Options receiver_options(uint32_t id, uint32_t epoch, uint8_
   return o;
 }
 
+// Puts `data` into the sender's L1 at kSrc and queues it on the socket.
+void queue(Pair& p, const std::vector<uint8_t>& data) {
+  std::memcpy(p.sim.memory(p.from, kSrc, data.size()).data(), data.data(), data.size());
+  EXPECT_TRUE(p.sender().try_send(p.tx, kSrc, static_cast<uint32_t>(data.size())));
+}
+
 // Queues `data` on the sender (from its L1 at kSrc) and runs the simulation, reading whatever
 // arrives in chunks of `read` bytes, until the receiver has everything or nothing moves.
 std::vector<uint8_t> stream(Pair& p, const std::vector<uint8_t>& data, size_t read = 1 << 20) {
-  std::memcpy(p.sim.memory(p.from, kSrc, data.size()).data(), data.data(), data.size());
-  EXPECT_TRUE(p.sender().try_send(p.tx, kSrc, static_cast<uint32_t>(data.size())));
+  queue(p, data);
   std::vector<uint8_t> got, buf(read);
   for (int round = 0; round < 10000 && got.size() < data.size(); ++round) {
     p.sim.run(std::chrono::milliseconds(1));
@@ -83,6 +88,27 @@ std::vector<uint8_t> stream(Pair& p, const std::vector<uint8_t>& data, size_t re
     got.insert(got.end(), buf.begin(), buf.begin() + static_cast<long>(n));
   }
   return got;
+}
+
+// An SSocket sender's options: its FVC chosen by the client.
+chip::SocketClient::Options ssocket_sender_options(uint32_t id, ChipId to) {
+  auto o = sender_options(id, 1, to);
+  o.type = session::kSSocket;
+  o.fvc = chip::SocketClient::kAutoFvc;
+  return o;
+}
+
+// Opens an SSocket from p.from to p.to (epoch 1, end to end, a 16 KiB L1CB and a DSCB of
+// `dscb` bytes) and runs until it has connected.
+void connect_ssocket(Pair& p, uint32_t id, uint32_t dscb) {
+  auto rx = receiver_options(id, 1, kEndToEnd, 16 << 10, dscb);
+  rx.type = session::kSSocket;
+  p.rx = p.receiver().open(rx);
+  p.tx = p.sender().open(ssocket_sender_options(id, p.to));
+  ASSERT_GE(p.rx, 0);
+  ASSERT_GE(p.tx, 0);
+  p.sim.run(std::chrono::milliseconds(5));
+  ASSERT_EQ(p.sender().endpoint(p.tx)->state.load(), session::kSocketConnected);
 }
 
 void connect(Pair& p, uint32_t id, uint32_t epoch, const chip::SocketClient::Options& rx) {
@@ -309,18 +335,8 @@ TEST(SocketSim, AnSSocketReservesItsFvcAlongItsRouteUntilClosed) {
   ASSERT_TRUE(sim.run());
   const ChipId d0{0, 0}, d1{0, 1}, d2{0, 2}, d3{0, 3}, d4{0, 4};
   Pair p{sim, d0, d2};
-  auto rx = receiver_options(4, 1, kEndToEnd, 16 << 10, 64 << 10);
-  rx.type = session::kSSocket;
-  auto tx = sender_options(4, 1, d2);
-  tx.type = session::kSSocket;
-  tx.fvc = chip::SocketClient::kAutoFvc;
-  p.rx = p.receiver().open(rx);
-  p.tx = p.sender().open(tx);
-  ASSERT_GE(p.rx, 0);
-  ASSERT_GE(p.tx, 0);
+  connect_ssocket(p, 4, 64 << 10);
   EXPECT_EQ(p.sender().endpoint(p.tx)->fvc, 1) << "the one reservable FVC of two";
-  sim.run(std::chrono::milliseconds(5));
-  ASSERT_EQ(p.sender().endpoint(p.tx)->state.load(), session::kSocketConnected);
   const auto held = reservations(sim);
   ASSERT_EQ(held.size(), 3u) << fmt::format("{}", fmt::join(held, "; "));
   EXPECT_EQ(held.count("M0D2 fvc 1 -> center"), 1u);
@@ -368,6 +384,62 @@ TEST(SocketSim, AnSSocketReservesItsFvcAlongItsRouteUntilClosed) {
   const auto now_held = reservations(sim);
   EXPECT_EQ(now_held.size(), 2u) << "only the second socket's (D1 -> D2, D2's center): " << fmt::format("{}", fmt::join(now_held, "; "));
   EXPECT_EQ(now_held.count("M0D2 fvc 1 -> center"), 1u);
+}
+
+// A sender whose worker is gone without closing (a worker process that died): its chip sends
+// what the worker had queued, as credits come, then closes the socket behind it, as the worker's
+// own close would. The receiver reads every byte and then the end; every reservation of the
+// route is freed; so is the sender's endpoint, and FVC 1 can be bound again.
+TEST(SocketSim, ASenderGoneWithoutClosingDeliversWhatItQueuedAndLeavesNothingBehind) {
+  auto sys = load("spec_4mesh_3x3.yaml");
+  auto tables = control::compute_tables(sys);
+  FabricSim sim(sys, tables, {});
+  ASSERT_TRUE(sim.run());
+  const ChipId d0{0, 0}, d2{0, 2};
+  Pair p{sim, d0, d2};
+  connect_ssocket(p, 4, 16 << 10);
+  ASSERT_FALSE(reservations(sim).empty());
+  const auto data = stream_bytes(100 << 10, 21);  // more than the receiver has room for: most waits for credits
+  queue(p, data);
+  sim.run(std::chrono::milliseconds(1));
+  sim.worker_gone(d0, kCore);
+
+  std::vector<uint8_t> got, buf(8 << 10);
+  for (int round = 0; round < 10000 && p.receiver().endpoint(p.rx)->state.load() != session::kSocketPeerClosed; ++round) {
+    sim.run(std::chrono::milliseconds(1));
+    const size_t n = p.receiver().recv(p.rx, buf);
+    got.insert(got.end(), buf.begin(), buf.begin() + static_cast<long>(n));
+  }
+  for (size_t n; (n = p.receiver().recv(p.rx, buf)) > 0;) got.insert(got.end(), buf.begin(), buf.begin() + static_cast<long>(n));
+  EXPECT_EQ(p.receiver().endpoint(p.rx)->state.load(), session::kSocketPeerClosed) << "the sender's close came";
+  EXPECT_TRUE(got == data) << got.size() << " of " << data.size() << " bytes";
+  sim.run(std::chrono::milliseconds(5));
+  EXPECT_TRUE(reservations(sim).empty()) << fmt::format("{}", fmt::join(reservations(sim), "; "));
+  EXPECT_EQ(sim.control(d0).sockets[p.tx].state.load(), session::kSocketFree) << "nobody is left to free it: the chip did";
+  const int again = sim.sockets(d0, 2).open(ssocket_sender_options(5, d2));
+  EXPECT_GE(again, 0) << "FVC 1 can be bound again";
+}
+
+// A receiver whose worker is gone without closing: its chip closes it, so the sender's next
+// data is refused and its socket breaks with the reason, instead of waiting for credits that
+// will never come; the receiver's endpoint is freed.
+TEST(SocketSim, AReceiverGoneWithoutClosingBreaksItsSendersSocket) {
+  auto sys = load("spec_4mesh_3x3.yaml");
+  auto tables = control::compute_tables(sys);
+  FabricSim sim(sys, tables, {});
+  ASSERT_TRUE(sim.run());
+  Pair p{sim, {0, 0}, {0, 2}};
+  connect(p, 6, 1, receiver_options(6, 1, kEndToEnd, 16 << 10, 0));
+  const uint16_t rx = static_cast<uint16_t>(p.rx);
+  sim.worker_gone(p.to, kCore);
+  sim.run(std::chrono::milliseconds(5));
+  EXPECT_EQ(sim.control(p.to).sockets[rx].state.load(), session::kSocketFree);
+  queue(p, stream_bytes(4 << 10, 6));
+  sim.run(std::chrono::milliseconds(50));
+  const session::SocketEndpoint* e = p.sender().endpoint(p.tx);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->state.load(), session::kSocketBroken);
+  EXPECT_NE(e->status.load(), session::kSocketOk);
 }
 
 // An SSocket closed before any receiver took it: its close follows its open (same queue, same

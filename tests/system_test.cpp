@@ -659,7 +659,7 @@ TEST(Sockets, SocketsBetweenChipProcessesAcrossMeshes) {
   expect_client_passed(r, {"Socket.AnEndToEndStreamCrossesMeshesByteForByte", "Socket.ALocalHandshakeStreamCrossesMeshesByteForByte",
                            "Socket.EpochsKeepTwoSendersApart", "Socket.AStalledConsumerBlocksTheSharedFvcWithLocalHandshake",
                            "Socket.AStalledConsumerBlocksNothingWithEndToEndHandshake", "Socket.AnSSocketReservesItsFvcVisiblyAndFreesItOnClose",
-                           "Socket.AMulticastSSocketReachesEveryReceiver",
+                           "Socket.AMulticastSSocketReachesEveryReceiver", "Socket.AWorkerThatDiesWithoutClosingLeavesNoReservationBehind",
                            "Socket.BadArgumentsAreNamedAndDoNothing"});
 }
 

@@ -25,7 +25,7 @@ namespace ttemu::chip {
 
 inline constexpr uint64_t kControlMagic = 0x4c5254434d455454ull;  // "TTEMCTRL"
 inline constexpr uint64_t kRouterMagic = 0x52544f524d455454ull;   // "TTEMROTR"
-inline constexpr uint32_t kControlVersion = 13;  // bumped whenever the layout below changes
+inline constexpr uint32_t kControlVersion = 14;  // bumped whenever the layout below changes
 
 // How the chip's links move datagrams, as the chip found it could (ChipControl::transport_mode).
 enum TransportMode : uint32_t {

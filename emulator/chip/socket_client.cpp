@@ -71,6 +71,7 @@ int SocketClient::open(const Options& o) {
     e.fvc = o.fvc;
     e.plane = o.plane;
     e.core = core_;
+    e.owner.store(owner_, std::memory_order_relaxed);
     e.remote_mesh = o.remote_mesh;
     e.remote_device = o.remote_device;
     e.peer_endpoint = 0;

@@ -20,8 +20,11 @@ class SocketClient {
  public:
   // Bytes of this chip's memory at [addr, addr+size), empty when out of range.
   using Memory = std::function<std::span<uint8_t>(uint64_t addr, size_t size)>;
-  SocketClient(ChipControl& control, CommandBufferClient& commands, uint16_t core, Memory memory)
-      : ctl_(control), commands_(commands), core_(core), mem_(std::move(memory)) {}
+  // `owner`: who the endpoints it opens belong to, for their chip to close and free them once
+  // that owner is gone without closing (ChipNode::owner_gone): a worker process's pid, a
+  // simulated worker's number; 0 for none.
+  SocketClient(ChipControl& control, CommandBufferClient& commands, uint16_t core, Memory memory, uint32_t owner = 0)
+      : ctl_(control), commands_(commands), core_(core), mem_(std::move(memory)), owner_(owner) {}
 
   struct Options {
     uint32_t socket_id = 0, epoch = 0;
@@ -73,6 +76,7 @@ class SocketClient {
   CommandBufferClient& commands_;
   uint16_t core_;
   Memory mem_;
+  uint32_t owner_;
   // The FVC an SSocket sender opened as endpoint `self` gets, or -1 when none is free.
   int streaming_fvc(const Options& o, int self) const;
 };

@@ -385,6 +385,11 @@ void ChipNode::pause_injection(bool paused, Time now) {
   if (!paused) pump(now);  // what the workers queued meanwhile
 }
 
+void ChipNode::owner_gone(uint32_t owner, Time now) {
+  now_ = now;
+  if (intake_.owner_gone(owner, fabric_, now)) pump(now);
+}
+
 bool ChipNode::inject(routing::Packet packet, Time now) {
   now_ = now;
   rates_.arm(now);

@@ -132,6 +132,12 @@ class ChipNode {
   // Holds (or lets go) the workers' commands: while paused the router takes none, and what is
   // already in the fabric moves on (ttemu injection pause|resume).
   void pause_injection(bool paused, Time now);
+  // The owners of sockets opened here since the last call (worker processes' pids), each
+  // once: the chip's process watches each, and calls owner_gone() when one is gone.
+  std::vector<uint32_t> take_new_owners() { return intake_.take_new_owners(); }
+  // `owner` is gone without closing (a worker process died): its sockets close as its own
+  // closes would, and their endpoints are freed (CommandIntake::owner_gone).
+  void owner_gone(uint32_t owner, Time now);
   // The chip stops: the rates of the interval under way go into the status queue now.
   void final_rates(Time now) {
     now_ = now;

@@ -170,6 +170,8 @@ bool CommandIntake::take_socket(const FabricCommand& c, session::FabricNode& nod
   }
   if (c.arg != e->generation.load(std::memory_order_acquire)) return false;  // for an earlier claim of the entry: gone with it
   if (c.command == Command::kSocketOpen) {
+    const uint32_t owner = e->owner.load(std::memory_order_relaxed);
+    if (owner != 0 && std::find(new_owners_.begin(), new_owners_.end(), owner) == new_owners_.end()) new_owners_.push_back(owner);
     node.socket_open(ep);
     return true;
   }
@@ -257,6 +259,7 @@ bool CommandIntake::run_jobs(uint16_t ep, session::FabricNode& node, routing::Ti
       }
     }
     socks.close(ep);
+    if (j.release) e->state.store(session::kSocketFree, std::memory_order_release);  // (no owner will)
     if (j.status_addr) {
       auto st = mem_(j.status_addr, sizeof(FabricStatus));
       if (st.size() == sizeof(FabricStatus)) {
@@ -268,6 +271,33 @@ bool CommandIntake::run_jobs(uint16_t ep, session::FabricNode& node, routing::Ti
     moved = true;
   }
   if (jobs.empty()) with_jobs_.reset(ep);
+  return moved;
+}
+
+bool CommandIntake::owner_gone(uint32_t owner, session::FabricNode& node, routing::Time now) {
+  if (owner == 0) return false;
+  bool moved = drain(node, now);  // what it queued before it died goes first
+  for (uint16_t ep = 0; ep < session::kSocketEndpoints; ++ep) {
+    session::SocketEndpoint& e = ctl_.sockets[ep];
+    if (e.owner.load(std::memory_order_relaxed) != owner) continue;
+    const auto state = e.state.load(std::memory_order_acquire);
+    if (state == session::kSocketFree) continue;
+    if (state == session::kSocketClaimed || state == session::kSocketClosed) {
+      // Claimed and never opened, or closed and never freed: nothing to tell anyone.
+      e.state.store(session::kSocketFree, std::memory_order_release);
+      moved = true;
+      continue;
+    }
+    auto& jobs = jobs_[ep];
+    const uint32_t generation = e.generation.load(std::memory_order_acquire);
+    if (!jobs.empty() && jobs.back().command == Command::kSocketClose && jobs.back().generation == generation) {
+      jobs.back().release = true;  // its own close is under way: it frees the entry too
+    } else {
+      jobs.push_back({.command = Command::kSocketClose, .generation = generation, .release = true});
+    }
+    with_jobs_.set(ep);
+    moved = run_jobs(ep, node, now) || moved;
+  }
   return moved;
 }
 

@@ -14,6 +14,8 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "emulator/chip/chip_control.hpp"
 #include "emulator/session/fabric_node.hpp"
@@ -37,6 +39,15 @@ class CommandIntake {
   bool waiting() const { return waiting_; }
   // An answer for one of this chip's workers arrived from the fabric.
   void answer(const routing::Packet& packet);
+  // The owners (SocketEndpoint::owner: worker processes' pids) of the sockets opened since
+  // the last call, each once: the chip's process watches them for their end.
+  std::vector<uint32_t> take_new_owners() { return std::exchange(new_owners_, {}); }
+  // `owner` is gone (a worker process died): the commands it left in the buffer are taken first (what it
+  // queued still goes: its bytes are in the chip's memory), then each endpoint it owned is
+  // closed as its own close would (a sender's close behind its data, freeing its SSocket's
+  // reservations at every router it passes; a receiver refuses what arrives later) and freed,
+  // as the owner would have freed it. Whether anything moved.
+  bool owner_gone(uint32_t owner, session::FabricNode& node, routing::Time now);
 
  private:
   // A command's progress across calls: bytes already sent, and its FVC once chosen.
@@ -54,6 +65,7 @@ class CommandIntake {
     uint32_t offset = 0;
     uint32_t chunk = 0;         // the packet under way (a multicast's goes to each receiver)
     uint16_t peers_done = 0;
+    bool release = false;       // a close for an owner that is gone: the entry is freed after it
   };
   // Sends what the FVC has room for; false when it ran out of room (progress kept; no_room
   // names the FVC that is full, -1 for an automatic choice that found none). A refused command
@@ -84,6 +96,7 @@ class CommandIntake {
   std::array<std::deque<SocketJob>, session::kSocketEndpoints> jobs_;  // by endpoint
   session::EndpointSet with_jobs_;  // endpoints whose jobs wait (for credit or FVC room)
   uint32_t pokes_seen_ = 0;    // ChipControl's socket_pokes when last looked
+  std::vector<uint32_t> new_owners_;  // owners of endpoints opened since take_new_owners()
 };
 
 }  // namespace ttemu::node

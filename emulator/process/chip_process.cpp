@@ -22,6 +22,7 @@
 #include "emulator/node/chip_node.hpp"
 #include "emulator/process/chip_messages.hpp"
 #include "emulator/process/event_loop.hpp"
+#include "emulator/process/owner_watch.hpp"
 #include "emulator/process/shm_transport.hpp"
 #include "emulator/process/uring_transport.hpp"
 #include "emulator/session/deliveries.hpp"
@@ -311,6 +312,11 @@ class Chip final : public node::NodeObserver {
     for (const auto& l : m.links) {
       if (!l.faults.is_null()) install_faults(l.port, l.faults);
     }
+    // A worker that dies without closing its sockets: they close as its closes would.
+    owners_ = std::make_unique<OwnerWatch>(loop_, [this](uint32_t pid) {
+      node_->owner_gone(pid, now());
+      reschedule();
+    });
     // Workers' commands: looked for on every turn of the loop; a worker rings the doorbell
     // only when the loop has said it sleeps.
     doorbell_ = std::make_unique<DoorbellListener>(o_.job, o_.chip);
@@ -457,7 +463,11 @@ class Chip final : public node::NodeObserver {
 
   // The loop sleeps until the node's earliest deadline; with none, until something arrives
   // (idle is free).
-  void reschedule() { loop_.set_deadline(node_ ? node_->next_deadline() : std::nullopt); }
+  void reschedule() {
+    if (!node_) return loop_.set_deadline(std::nullopt);
+    for (const uint32_t pid : node_->take_new_owners()) owners_->watch(pid);
+    loop_.set_deadline(node_->next_deadline());
+  }
 
   ChipOptions o_;
   EventLoop loop_;
@@ -477,6 +487,7 @@ class Chip final : public node::NodeObserver {
   std::unique_ptr<wire::CaptureTap> tap_;  // between the node and its transport (ttemu capture)
   std::unique_ptr<node::ChipNode> node_;
   std::unique_ptr<DoorbellListener> doorbell_;
+  std::unique_ptr<OwnerWatch> owners_;  // workers that opened sockets here
   pid_t ppid_ = 0;
   bool control_eof_ = false;
   int exit_status_ = 0;

@@ -61,7 +61,7 @@ void EventLoop::watch(int fd, uint32_t events, Handler handler) {
   ev.events = events;
   ev.data.fd = fd;
   if (epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) fail("epoll_ctl add");
-  handlers_[fd] = std::move(handler);
+  handlers_[fd] = std::make_unique<Handler>(std::move(handler));
 }
 
 void EventLoop::change(int fd, uint32_t events) {
@@ -73,7 +73,10 @@ void EventLoop::change(int fd, uint32_t events) {
 
 void EventLoop::forget(int fd) {
   epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
-  handlers_.erase(fd);
+  const auto it = handlers_.find(fd);
+  if (it == handlers_.end()) return;
+  retired_.push_back(std::move(it->second));  // it may be the handler running now
+  handlers_.erase(it);
 }
 
 void EventLoop::on_shared_work(std::atomic<uint32_t>* asleep, std::function<bool()> ready,
@@ -101,8 +104,9 @@ int EventLoop::dispatch(const timespec* timeout) {
   last_event_ = time_;
   for (int i = 0; i < n && !stopping_; ++i) {
     auto it = handlers_.find(events[static_cast<size_t>(i)].data.fd);
-    if (it != handlers_.end()) it->second(events[static_cast<size_t>(i)].events);
+    if (it != handlers_.end()) (*it->second)(events[static_cast<size_t>(i)].events);
   }
+  retired_.clear();
   if (on_batch_end_) on_batch_end_();
   return n;
 }

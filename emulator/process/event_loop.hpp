@@ -32,8 +32,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 namespace ttemu::process {
 
@@ -76,6 +78,7 @@ class EventLoop {
   // Level-triggered interest in fd (EPOLLIN and/or EPOLLOUT); the handler gets the events.
   void watch(int fd, uint32_t events, Handler handler);
   void change(int fd, uint32_t events);
+  // Stops watching fd; any handler may call it, the fd's own included.
   void forget(int fd);
 
   void set_deadline(std::optional<Time> at) { deadline_ = at; }
@@ -114,7 +117,8 @@ class EventLoop {
   static constexpr int kMaxUnlooked = 16;
   int unlooked_ = 0;  // turns with work in a row that did not look at descriptors
   bool looked_ = false;  // the sources were looked at for the deadline that has passed
-  std::unordered_map<int, Handler> handlers_;
+  std::unordered_map<int, std::unique_ptr<Handler>> handlers_;
+  std::vector<std::unique_ptr<Handler>> retired_;  // forgotten during a dispatch: kept until it ends
   std::optional<Time> deadline_;
   std::function<void(Time)> on_deadline_;
   std::function<void()> on_batch_end_;

@@ -65,6 +65,10 @@ struct SocketEndpoint {
   uint8_t type = kDSocket, direction = kSocketSend, handshake = kEndToEnd, fvc = 0;
   uint8_t plane = 0, reserved0 = 0;
   uint16_t core = 0;  // the owner
+  // Who the owner is beyond its core: its process's pid (a simulated worker's number; 0: not
+  // known). When that owner is gone without closing, the chip closes the endpoint as the owner
+  // would and frees it.
+  std::atomic<uint32_t> owner{0};
   uint16_t remote_mesh = 0, remote_device = 0;  // the peer device (receiver: kAnyDevice for any)
   uint16_t peer_endpoint = 0;  // the peer's entry in its chip's table, once connected
   // Counts the claims of this entry (worker): the chip drops a command of an earlier claim

@@ -18,6 +18,11 @@ using routing::Packet;
 using routing::PortId;
 using routing::to_string;
 
+namespace {
+// A simulated worker's owner number in its chip's socket table (a worker process's is its pid).
+uint32_t sim_worker_owner(uint16_t core) { return uint32_t{core} + 1; }
+}  // namespace
+
 // One end of a link: the wire from it toward its peer.
 struct FabricSim::End {
   PortId self;
@@ -297,9 +302,15 @@ chip::SocketClient& FabricSim::sockets(ChipId chip, uint16_t core) {
     Node* raw = &n;
     s = std::make_unique<chip::SocketClient>(*n.control, worker(chip, core), core, [raw](uint64_t addr, size_t size) {
       return chip::locate(addr, size, raw->l1, raw->dram);
-    });
+    }, sim_worker_owner(core));
   }
   return *s;
+}
+
+void FabricSim::worker_gone(ChipId chip, uint16_t core) {
+  Node& n = node(chip);
+  n.socket_clients.erase(core);
+  n.chip->owner_gone(sim_worker_owner(core), now_);
 }
 
 void FabricSim::final_rates() {

@@ -108,6 +108,10 @@ class FabricSim {
   chip::CommandBufferClient& worker(routing::ChipId chip, uint16_t core);
   // The sockets of that worker (chip/socket_client.hpp), over its command buffer.
   chip::SocketClient& sockets(routing::ChipId chip, uint16_t core);
+  // That worker is gone without closing its sockets, as a worker process that dies: its chip
+  // closes them as its closes would, and frees them (ChipNode::owner_gone, which a chip process
+  // calls when a worker's process ends). Its socket client is no longer valid.
+  void worker_gone(routing::ChipId chip, uint16_t core);
   // A window of `chip`'s memory registered by its worker on `core` (chip/window_client.hpp),
   // as tt_fabric_mr_register does; its key comes from the seed (the same run, the same keys).
   // A restarted chip has none.
