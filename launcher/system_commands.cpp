@@ -27,6 +27,9 @@ using nlohmann::json;
 
 namespace {
 
+// A socket's owner, as its endpoint names it (the worker's process; none when not known).
+std::string owner_text(uint32_t owner) { return owner ? fmt::format(", process {}", owner) : std::string(); }
+
 // A lane as people read it: "fvc 0 class 1 answer".
 std::string lane_text(const node::LaneRef& l) { return fmt::format("fvc {} class {} {}", l.fvc, l.cls, l.kind); }
 
@@ -53,8 +56,8 @@ void print_snapshot(const node::SystemSnapshot& s) {
                                   p.backlog, p.window_room, starved.empty() ? "" : fmt::format(", no credit on {}", fmt::join(starved, ", "))));
     }
     for (const auto& k : c.sockets) {
-      lines.push_back(fmt::format("  socket {} ({} {}, endpoint {}, core {}) {} with {} on fvc {}: {}", k.socket, k.type, k.direction, k.endpoint,
-                                  k.core, k.state, k.remote, k.fvc,
+      lines.push_back(fmt::format("  socket {} ({} {}, endpoint {}, core {}{}) {} with {} on fvc {}: {}", k.socket, k.type, k.direction,
+                                  k.endpoint, k.core, owner_text(k.owner), k.state, k.remote, k.fvc,
                                   k.direction == "receive" ? fmt::format("{} B received, {} B read{}", k.received, k.read, k.backed_up ? ", backed up" : "")
                                                            : fmt::format("{} B queued, {} B sent", k.queued, k.sent)));
     }
@@ -110,8 +113,9 @@ void print_status(const json& s) {
   }
   for (const auto& c : s["chips"]) {  // sockets (spec 2.4, 4) and what their SSockets reserve
     for (const auto& k : c.value("sockets", json::array())) {
-      fmt::print("  socket {} on {} (endpoint {}, core {}): {} {} {} epoch {} fvc {}, {}, {}\n", k["socket"].get<uint32_t>(),
-                 c["name"].get<std::string>(), k["endpoint"].get<int>(), k["core"].get<int>(), k["type"].get<std::string>(),
+      fmt::print("  socket {} on {} (endpoint {}, core {}{}): {} {} {} epoch {} fvc {}, {}, {}\n", k["socket"].get<uint32_t>(),
+                 c["name"].get<std::string>(), k["endpoint"].get<int>(), k["core"].get<int>(),
+                 owner_text(k.value("owner", 0u)), k["type"].get<std::string>(),
                  k["direction"].get<std::string>() == "send" ? "to" : "from", k["remote"].get<std::string>(),
                  k["epoch"].get<uint32_t>(), k["fvc"].get<int>(), k["handshake"].get<std::string>(), k["state"].get<std::string>());
     }

@@ -233,7 +233,10 @@ TEST(Socket, AnSSocketReservesItsFvcVisiblyAndFreesItOnClose) {
   EXPECT_EQ(std::count_if(held.begin(), held.end(), [](const std::string& h) { return h.find("M3D8 fvc 1 -> center") == 0; }), 1);
   // The text view says the same, in words.
   const std::string text = status_text("");
-  EXPECT_NE(text.find("socket 31 on M0D0 (endpoint " + std::to_string(s) + ", core 2): ssocket to M3D8 epoch 1 fvc 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("socket 31 on M0D0 (endpoint " + std::to_string(s) + ", core 2, process " + std::to_string(getpid()) +
+                      "): ssocket to M3D8 epoch 1 fvc 1"),
+            std::string::npos)
+      << text << "(the worker's process is the socket's owner)";
   EXPECT_NE(text.find("reserved: fvc 1 toward center on M3D8, for M0D0's socket endpoint " + std::to_string(s)), std::string::npos) << text;
   EXPECT_EQ(fabric_socket_open(tx.f, 0, 1, 32, TT_FABRIC_SSOCKET, TT_FABRIC_SEND, {3, 8}, -1), TT_FABRIC_ESOCKETOPEN)
       << "the one reservable FVC (of --fvcs 2) is bound";

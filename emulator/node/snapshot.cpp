@@ -59,6 +59,7 @@ SocketState read_socket(const json& j) {
   s.socket = field<uint64_t>(j, "socket");
   s.endpoint = field<int>(j, "endpoint");
   s.core = field<int>(j, "core");
+  s.owner = field_or<uint32_t>(j, "owner", 0);  // (snapshots from before owners were shown have none)
   s.fvc = field<int>(j, "fvc");
   s.type = field<std::string>(j, "type");
   s.direction = field<std::string>(j, "direction");
@@ -102,7 +103,7 @@ void to_json(json& j, const PortState& v) {
 }
 
 void to_json(json& j, const SocketState& v) {
-  j = {{"socket", v.socket}, {"endpoint", v.endpoint}, {"core", v.core}, {"type", v.type}, {"direction", v.direction},
+  j = {{"socket", v.socket}, {"endpoint", v.endpoint}, {"core", v.core}, {"owner", v.owner}, {"type", v.type}, {"direction", v.direction},
        {"state", v.state}, {"status", v.status}, {"epoch", v.epoch}, {"remote", v.remote}, {"fvc", v.fvc}, {"handshake", v.handshake}};
   if (v.direction == "receive") {
     j["received"] = v.received;

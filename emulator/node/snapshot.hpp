@@ -61,6 +61,7 @@ struct PortState {
 struct SocketState {
   uint64_t socket = 0;
   int endpoint = 0, core = 0, fvc = 0;
+  uint32_t owner = 0;  // the owner's process id (a simulated worker's number; 0: not known)
   std::string type, direction, state, remote, handshake;
   int64_t status = 0;
   uint64_t epoch = 0;

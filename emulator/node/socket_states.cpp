@@ -15,6 +15,7 @@ std::vector<SocketState> socket_states(const chip::ChipControl& c) {
     s.socket = e.socket_id;
     s.endpoint = i;
     s.core = e.core;
+    s.owner = e.owner.load(std::memory_order_relaxed);
     s.fvc = e.fvc;
     s.type = e.type == session::kSSocket ? "ssocket" : "dsocket";
     s.direction = rx ? "receive" : "send";
