@@ -15,6 +15,7 @@
 #include <string>
 
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -109,6 +110,16 @@ std::unique_ptr<tt_fabric> remove_handle(tt_fabric* handle) {
 int fail(tt_fabric_status* status, int code) {
   if (status) *status = {code, -1};
   return code;
+}
+
+// What the chip knows this process by, as its sockets' owner (SocketEndpoint::owner): our pid,
+// if the chip's process sees our pid namespace (and may look at it); 0 otherwise (a worker in
+// another container's namespace, or another user's: its sockets are then not watched).
+uint32_t owner_for(const chip::ChipControl& c) {
+  char mine[64] = {}, chips[64] = {};
+  const std::string theirs = fmt::format("/proc/{}/ns/pid", c.pid.load(std::memory_order_relaxed));
+  if (::readlink("/proc/self/ns/pid", mine, sizeof mine - 1) <= 0 || ::readlink(theirs.c_str(), chips, sizeof chips - 1) <= 0) return 0;
+  return std::strcmp(mine, chips) == 0 ? static_cast<uint32_t>(::getpid()) : 0;
 }
 
 
@@ -298,7 +309,7 @@ tt_fabric* tt_fabric_open(const char* job, uint16_t mesh, uint16_t device, uint1
     auto* raw = f.get();
     f->sockets = std::make_unique<chip::SocketClient>(*f->block, *f->commands, core, [raw](uint64_t addr, size_t size) {
       return ttemu::client::memory(raw, addr, size);
-    }, static_cast<uint32_t>(::getpid()));  // the chip closes its sockets if this process dies
+    }, owner_for(*f->block));  // the chip closes this process's sockets if it ends without
     // A worker is a Tensix core: its own L1 and its own transaction counters.
     const int cores = std::min(f->tensix_cores, chip::kMaxWorkers);
     if (core >= cores) throw Error(fmt::format("core {} out of range: a worker is a Tensix core, 0-{}", core, cores - 1));

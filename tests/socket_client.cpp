@@ -296,10 +296,11 @@ TEST(Socket, AMulticastSSocketReachesEveryReceiver) {
          }();
 }
 
-// A worker that dies without closing (killed here, as a crash would) leaves nothing behind:
-// its chip sees its process end and closes its SSocket as its own close would, behind the data
-// it had queued, so the receiver reads the whole stream and then its end, every router of the
-// route frees the reservation, the endpoint is freed, and the FVC can be bound again.
+// A worker that dies without closing (killed here, as a crash would, right after a non-blocking
+// send queued its stream) leaves nothing behind: its chip sees its process end and closes its
+// SSocket as its own close would, behind the data it had queued, so the receiver reads the
+// whole stream and then its end, every router of the route frees the reservation, the endpoint
+// is freed, and the FVC can be bound again.
 TEST(Socket, AWorkerThatDiesWithoutClosingLeavesNoReservationBehind) {
   Handle rx;
   open_on(rx, {3, 8}, 2);
@@ -314,7 +315,7 @@ TEST(Socket, AWorkerThatDiesWithoutClosingLeavesNoReservationBehind) {
     char ok = 'n';
     tt_fabric* f = tt_fabric_open(nullptr, 0, 0, 3, nullptr, 0);
     const int s = f ? fabric_socket_open(f, 0, 1, 51, TT_FABRIC_SSOCKET, TT_FABRIC_SEND, {3, 8}, -1) : -1;
-    if (s >= 0 && fabric_socket_connect(f, s) == TT_FABRIC_OK) {
+    if (s >= 0 && fabric_socket_connect(f, s) == TT_FABRIC_OK && tt_fabric_set_nonblocking(f, 1) == TT_FABRIC_OK) {
       std::memcpy(tt_fabric_memory(f, kSrc, data.size()), data.data(), data.size());
       if (fabric_socket_send(f, s, kSrc, static_cast<uint32_t>(data.size())) == TT_FABRIC_OK) ok = 'y';
     }
@@ -327,7 +328,7 @@ TEST(Socket, AWorkerThatDiesWithoutClosingLeavesNoReservationBehind) {
   close(ready[0]);
   int wstatus = 0;
   ASSERT_EQ(waitpid(worker, &wstatus, 0), worker);
-  ASSERT_EQ(ok, 'y') << "the worker could not connect and send";
+  ASSERT_EQ(ok, 'y') << "the worker could not connect and queue its stream";
   ASSERT_TRUE(WIFSIGNALED(wstatus));
 
   EXPECT_TRUE(read_all(rx.f, r) == data) << "the stream, then its end";

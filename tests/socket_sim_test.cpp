@@ -90,6 +90,14 @@ std::vector<uint8_t> stream(Pair& p, const std::vector<uint8_t>& data, size_t re
   return got;
 }
 
+// The spec's 4-mesh system of 3x3 meshes, simulated and up.
+struct MeshSim {
+  control::System sys = load("spec_4mesh_3x3.yaml");
+  control::TableSet tables = control::compute_tables(sys);
+  FabricSim sim{sys, tables, {}};
+  MeshSim() { EXPECT_TRUE(sim.run()); }
+};
+
 // An SSocket sender's options: its FVC chosen by the client.
 chip::SocketClient::Options ssocket_sender_options(uint32_t id, ChipId to) {
   auto o = sender_options(id, 1, to);
@@ -386,22 +394,20 @@ TEST(SocketSim, AnSSocketReservesItsFvcAlongItsRouteUntilClosed) {
   EXPECT_EQ(now_held.count("M0D2 fvc 1 -> center"), 1u);
 }
 
-// A sender whose worker is gone without closing (a worker process that died): its chip sends
-// what the worker had queued, as credits come, then closes the socket behind it, as the worker's
-// own close would. The receiver reads every byte and then the end; every reservation of the
-// route is freed; so is the sender's endpoint, and FVC 1 can be bound again.
+// A sender whose worker is gone without closing (a worker process that died) right after it
+// queued a stream, before its chip took the command: the chip takes it, sends it as credits
+// come, then closes the socket behind it, as the worker's own close would. The receiver reads
+// every byte and then the end; every reservation of the route is freed; so is the sender's
+// endpoint, and FVC 1 can be bound again.
 TEST(SocketSim, ASenderGoneWithoutClosingDeliversWhatItQueuedAndLeavesNothingBehind) {
-  auto sys = load("spec_4mesh_3x3.yaml");
-  auto tables = control::compute_tables(sys);
-  FabricSim sim(sys, tables, {});
-  ASSERT_TRUE(sim.run());
+  MeshSim mesh;
+  FabricSim& sim = mesh.sim;
   const ChipId d0{0, 0}, d2{0, 2};
   Pair p{sim, d0, d2};
   connect_ssocket(p, 4, 16 << 10);
   ASSERT_FALSE(reservations(sim).empty());
   const auto data = stream_bytes(100 << 10, 21);  // more than the receiver has room for: most waits for credits
   queue(p, data);
-  sim.run(std::chrono::milliseconds(1));
   sim.worker_gone(d0, kCore);
 
   std::vector<uint8_t> got, buf(8 << 10);
@@ -416,30 +422,77 @@ TEST(SocketSim, ASenderGoneWithoutClosingDeliversWhatItQueuedAndLeavesNothingBeh
   sim.run(std::chrono::milliseconds(5));
   EXPECT_TRUE(reservations(sim).empty()) << fmt::format("{}", fmt::join(reservations(sim), "; "));
   EXPECT_EQ(sim.control(d0).sockets[p.tx].state.load(), session::kSocketFree) << "nobody is left to free it: the chip did";
+  EXPECT_EQ(sim.control(d0).sockets[p.tx].owner.load(), 0u);
   const int again = sim.sockets(d0, 2).open(ssocket_sender_options(5, d2));
   EXPECT_GE(again, 0) << "FVC 1 can be bound again";
 }
 
-// A receiver whose worker is gone without closing: its chip closes it, so the sender's next
-// data is refused and its socket breaks with the reason, instead of waiting for credits that
-// will never come; the receiver's endpoint is freed.
+// While the control plane holds injection at the chip, a gone worker's socket waits with the
+// rest: nothing it queued is sent and its endpoint stays; once injection resumes, its data goes,
+// then its close, and the endpoint is freed.
+TEST(SocketSim, AWorkerGoneWhileInjectionIsPausedIsClosedWhenItResumes) {
+  MeshSim mesh;
+  FabricSim& sim = mesh.sim;
+  Pair p{sim, {0, 0}, {0, 2}};
+  connect(p, 7, 1, receiver_options(7, 1, kEndToEnd, 64 << 10, 0));
+  const auto data = stream_bytes(16 << 10, 7);
+  sim.pause_injection(p.from, true);
+  queue(p, data);
+  sim.worker_gone(p.from, kCore);
+  sim.run(std::chrono::milliseconds(20));
+  EXPECT_EQ(sim.control(p.from).sockets[p.tx].state.load(), session::kSocketConnected) << "held, as everything else";
+  EXPECT_EQ(p.receiver().readable(p.rx), 0u);
+  sim.pause_injection(p.from, false);
+  sim.run(std::chrono::milliseconds(20));
+  std::vector<uint8_t> got(data.size() + 1);
+  got.resize(p.receiver().recv(p.rx, got));
+  EXPECT_TRUE(got == data) << got.size() << " of " << data.size() << " bytes";
+  EXPECT_EQ(p.receiver().endpoint(p.rx)->state.load(), session::kSocketPeerClosed);
+  EXPECT_EQ(sim.control(p.from).sockets[p.tx].state.load(), session::kSocketFree);
+}
+
+// A receiver whose worker is gone without closing, while its sender waits for credits that
+// only reads would give: its chip closes it and tells the sender, whose socket breaks with the
+// reason (closed) instead of waiting for good; the receiver's endpoint is freed.
 TEST(SocketSim, AReceiverGoneWithoutClosingBreaksItsSendersSocket) {
-  auto sys = load("spec_4mesh_3x3.yaml");
-  auto tables = control::compute_tables(sys);
-  FabricSim sim(sys, tables, {});
-  ASSERT_TRUE(sim.run());
+  MeshSim mesh;
+  FabricSim& sim = mesh.sim;
   Pair p{sim, {0, 0}, {0, 2}};
   connect(p, 6, 1, receiver_options(6, 1, kEndToEnd, 16 << 10, 0));
-  const uint16_t rx = static_cast<uint16_t>(p.rx);
+  queue(p, stream_bytes(64 << 10, 6));  // four times the receiver's room: the sender runs out of credit
+  sim.run(std::chrono::milliseconds(20));
+  ASSERT_LT(p.sender().sent(p.tx), 64u << 10) << "the sender waits for credits";
+  const auto rx = static_cast<uint16_t>(p.rx);
   sim.worker_gone(p.to, kCore);
-  sim.run(std::chrono::milliseconds(5));
+  sim.run(std::chrono::milliseconds(20));
   EXPECT_EQ(sim.control(p.to).sockets[rx].state.load(), session::kSocketFree);
-  queue(p, stream_bytes(4 << 10, 6));
-  sim.run(std::chrono::milliseconds(50));
   const session::SocketEndpoint* e = p.sender().endpoint(p.tx);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->state.load(), session::kSocketBroken);
-  EXPECT_NE(e->status.load(), session::kSocketOk);
+  EXPECT_EQ(e->status.load(), session::kSocketClosedStatus);
+}
+
+// Both ends of an SSocket gone at once (a whole job killed) while the sender waits for credits:
+// the receiver's chip tells the sender's, whose socket breaks, so its close is not stuck behind
+// data that can never go; the close frees every reservation, and both endpoints are freed.
+TEST(SocketSim, BothEndsGoneWithoutClosingLeaveNothingBehind) {
+  MeshSim mesh;
+  FabricSim& sim = mesh.sim;
+  const ChipId d0{0, 0}, d2{0, 2};
+  Pair p{sim, d0, d2};
+  connect_ssocket(p, 8, 0);
+  queue(p, stream_bytes(64 << 10, 8));
+  sim.run(std::chrono::milliseconds(20));
+  ASSERT_LT(p.sender().sent(p.tx), 64u << 10) << "the sender waits for credits";
+  ASSERT_FALSE(reservations(sim).empty());
+  const auto tx = static_cast<uint16_t>(p.tx), rx = static_cast<uint16_t>(p.rx);
+  sim.worker_gone(d0, kCore);
+  sim.worker_gone(d2, kCore);
+  sim.run(std::chrono::milliseconds(50));
+  EXPECT_TRUE(reservations(sim).empty()) << fmt::format("{}", fmt::join(reservations(sim), "; "));
+  EXPECT_EQ(sim.control(d0).sockets[tx].state.load(), session::kSocketFree);
+  EXPECT_EQ(sim.control(d2).sockets[rx].state.load(), session::kSocketFree);
+  EXPECT_GE(sim.sockets(d0, 2).open(ssocket_sender_options(9, d2)), 0) << "FVC 1 can be bound again";
 }
 
 // An SSocket closed before any receiver took it: its close follows its open (same queue, same

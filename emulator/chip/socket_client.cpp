@@ -100,7 +100,7 @@ int SocketClient::open(const Options& o) {
       e.state.store(session::kSocketOpening, std::memory_order_seq_cst);
       const int fvc = streaming_fvc(o, i);
       if (fvc < 0) {
-        e.state.store(session::kSocketFree, std::memory_order_release);
+        session::free_endpoint(e);
         return session::kSocketOpenError;  // every reservable FVC is bound
       }
       e.fvc = static_cast<uint8_t>(fvc);
@@ -111,7 +111,9 @@ int SocketClient::open(const Options& o) {
     if (!commands_.try_submit(socket_command(routing::Command::kSocketOpen, e, i))) {
       // Nothing queued; but a sender's open arriving meanwhile may have connected it already.
       uint32_t opening = session::kSocketOpening;
+      e.owner.store(0, std::memory_order_relaxed);  // (as free_endpoint does)
       if (e.state.compare_exchange_strong(opening, session::kSocketFree, std::memory_order_acq_rel)) return session::kSocketNoCredits;
+      e.owner.store(owner_, std::memory_order_relaxed);
     }
     return i;
   }
@@ -179,7 +181,7 @@ bool SocketClient::try_close(int ep, uint64_t status_addr) {
 void SocketClient::release(int ep) {
   SocketEndpoint* e = endpoint(ep);
   if (!e) return;
-  e->state.store(session::kSocketFree, std::memory_order_release);
+  session::free_endpoint(*e);
 }
 
 }  // namespace ttemu::chip

@@ -63,6 +63,8 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
     cb.served.store(served, std::memory_order_seq_cst);
     if (cb.served_waiters.load(std::memory_order_seq_cst) > 0) futex_wake(cb.served);
   }
+  // Owners that are gone: their endpoints close behind what they left in the buffer, just taken.
+  if (!gone_.empty()) took = close_for_gone_owners(node, now) || took;
   waiting_ = waiting_ || with_jobs_.any();
   return took;
 }
@@ -258,8 +260,8 @@ bool CommandIntake::run_jobs(uint16_t ep, session::FabricNode& node, routing::Ti
         moved = true;
       }
     }
-    socks.close(ep);
-    if (j.release) e->state.store(session::kSocketFree, std::memory_order_release);  // (no owner will)
+    node.socket_close(ep);
+    if (j.release) session::free_endpoint(*e);  // (no owner will)
     if (j.status_addr) {
       auto st = mem_(j.status_addr, sizeof(FabricStatus));
       if (st.size() == sizeof(FabricStatus)) {
@@ -276,27 +278,35 @@ bool CommandIntake::run_jobs(uint16_t ep, session::FabricNode& node, routing::Ti
 
 bool CommandIntake::owner_gone(uint32_t owner, session::FabricNode& node, routing::Time now) {
   if (owner == 0) return false;
-  bool moved = drain(node, now);  // what it queued before it died goes first
-  for (uint16_t ep = 0; ep < session::kSocketEndpoints; ++ep) {
-    session::SocketEndpoint& e = ctl_.sockets[ep];
-    if (e.owner.load(std::memory_order_relaxed) != owner) continue;
-    const auto state = e.state.load(std::memory_order_acquire);
-    if (state == session::kSocketFree) continue;
-    if (state == session::kSocketClaimed || state == session::kSocketClosed) {
-      // Claimed and never opened, or closed and never freed: nothing to tell anyone.
-      e.state.store(session::kSocketFree, std::memory_order_release);
-      moved = true;
-      continue;
+  gone_.push_back(owner);
+  return drain(node, now);  // its commands first, then its endpoints (unless injection is paused)
+}
+
+bool CommandIntake::close_for_gone_owners(session::FabricNode& node, routing::Time now) {
+  bool moved = false;
+  for (const uint32_t owner : std::exchange(gone_, {})) {
+    for (uint16_t ep = 0; ep < session::kSocketEndpoints; ++ep) {
+      session::SocketEndpoint& e = ctl_.sockets[ep];
+      // The state first: an entry claimed again after its owner freed it has its owner cleared
+      // (free_endpoint), so it never reads as the old owner's.
+      const auto state = e.state.load(std::memory_order_acquire);
+      if (state == session::kSocketFree || e.owner.load(std::memory_order_relaxed) != owner) continue;
+      if (state == session::kSocketClaimed || state == session::kSocketClosed) {
+        // Claimed and never opened, or closed and never freed: nothing to tell anyone.
+        session::free_endpoint(e);
+        moved = true;
+        continue;
+      }
+      auto& jobs = jobs_[ep];
+      const uint32_t generation = e.generation.load(std::memory_order_acquire);
+      if (!jobs.empty() && jobs.back().command == Command::kSocketClose && jobs.back().generation == generation) {
+        jobs.back().release = true;  // its own close is under way: it frees the entry too
+      } else {
+        jobs.push_back({.command = Command::kSocketClose, .generation = generation, .release = true});
+      }
+      with_jobs_.set(ep);
+      moved = run_jobs(ep, node, now) || moved;
     }
-    auto& jobs = jobs_[ep];
-    const uint32_t generation = e.generation.load(std::memory_order_acquire);
-    if (!jobs.empty() && jobs.back().command == Command::kSocketClose && jobs.back().generation == generation) {
-      jobs.back().release = true;  // its own close is under way: it frees the entry too
-    } else {
-      jobs.push_back({.command = Command::kSocketClose, .generation = generation, .release = true});
-    }
-    with_jobs_.set(ep);
-    moved = run_jobs(ep, node, now) || moved;
   }
   return moved;
 }

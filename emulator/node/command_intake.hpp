@@ -42,11 +42,12 @@ class CommandIntake {
   // The owners (SocketEndpoint::owner: worker processes' pids) of the sockets opened since
   // the last call, each once: the chip's process watches them for their end.
   std::vector<uint32_t> take_new_owners() { return std::exchange(new_owners_, {}); }
-  // `owner` is gone (a worker process died): the commands it left in the buffer are taken first (what it
-  // queued still goes: its bytes are in the chip's memory), then each endpoint it owned is
-  // closed as its own close would (a sender's close behind its data, freeing its SSocket's
-  // reservations at every router it passes; a receiver refuses what arrives later) and freed,
-  // as the owner would have freed it. Whether anything moved.
+  // `owner` is gone (a worker process died): the commands it left in the buffer are taken first
+  // (what it queued still goes: its bytes are in the chip's memory), then each endpoint it
+  // owned is closed as its own close would (a sender's close behind its data, freeing its
+  // SSocket's reservations at every router it passes; a receiver tells its sender, whose
+  // socket breaks) and freed, as the owner would have freed it. While the control plane holds
+  // injection, all of that waits for it to resume. Whether anything moved.
   bool owner_gone(uint32_t owner, session::FabricNode& node, routing::Time now);
 
  private:
@@ -79,6 +80,9 @@ class CommandIntake {
   // packet goes to each receiver); whether anything moved.
   bool run_jobs(uint16_t ep, session::FabricNode& node, routing::Time now);
   bool run_all_jobs(session::FabricNode& node, routing::Time now);
+  // Closes and frees the endpoints of the owners in gone_ (owner_gone), after drain() has taken
+  // their commands.
+  bool close_for_gone_owners(session::FabricNode& node, routing::Time now);
   // Endpoints whose owners consumed data since the last look (their `poked` flags).
   bool take_pokes(session::FabricNode& node);
   void refuse(const chip::FabricCommand& c, int32_t status);
@@ -97,6 +101,7 @@ class CommandIntake {
   session::EndpointSet with_jobs_;  // endpoints whose jobs wait (for credit or FVC room)
   uint32_t pokes_seen_ = 0;    // ChipControl's socket_pokes when last looked
   std::vector<uint32_t> new_owners_;  // owners of endpoints opened since take_new_owners()
+  std::vector<uint32_t> gone_;        // owners gone whose endpoints drain() closes next
 };
 
 }  // namespace ttemu::node

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <random>
 
@@ -313,10 +314,16 @@ class Chip final : public node::NodeObserver {
       if (!l.faults.is_null()) install_faults(l.port, l.faults);
     }
     // A worker that dies without closing its sockets: they close as its closes would.
-    owners_ = std::make_unique<OwnerWatch>(loop_, [this](uint32_t pid) {
-      node_->owner_gone(pid, now());
-      reschedule();
-    });
+    owners_ = std::make_unique<OwnerWatch>(
+        loop_,
+        [this](uint32_t pid) {
+          node_->owner_gone(pid, now());
+          reschedule();
+        },
+        [this](uint32_t pid, int error) {
+          fmt::print(stderr, "ttemu chip {}: cannot watch worker process {} ({}): its sockets stay if it ends without closing them\n",
+                     routing::to_string(o_.chip), pid, std::strerror(error));
+        });
     // Workers' commands: looked for on every turn of the loop; a worker rings the doorbell
     // only when the loop has said it sleeps.
     doorbell_ = std::make_unique<DoorbellListener>(o_.job, o_.chip);

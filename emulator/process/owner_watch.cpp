@@ -20,6 +20,7 @@ void OwnerWatch::watch(uint32_t pid) {
   const int fd = static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
   if (fd < 0) {
     if (errno == ESRCH) gone_(pid);  // it died before we looked
+    else unwatchable_(pid, errno);
     return;
   }
   fds_.emplace(pid, fd);

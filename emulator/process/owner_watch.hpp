@@ -15,13 +15,17 @@ namespace ttemu::process {
 class OwnerWatch {
  public:
   using Gone = std::function<void(uint32_t pid)>;
-  OwnerWatch(EventLoop& loop, Gone gone) : loop_(loop), gone_(std::move(gone)) {}
+  using Unwatchable = std::function<void(uint32_t pid, int error)>;  // errno of pidfd_open
+  OwnerWatch(EventLoop& loop, Gone gone, Unwatchable unwatchable)
+      : loop_(loop), gone_(std::move(gone)), unwatchable_(std::move(unwatchable)) {}
   ~OwnerWatch();
   OwnerWatch(const OwnerWatch&) = delete;
   OwnerWatch& operator=(const OwnerWatch&) = delete;
 
-  // Watches process `pid` until it ends (already watched: nothing more). A process that is
-  // already gone is reported at once; one that cannot be watched (not ours to see) is not.
+  // Watches process `pid` until it ends (already watched: nothing more). The pid is one of
+  // this process's pid namespace (the client library records 0 otherwise). A process that is
+  // already gone is reported as gone at once; one that cannot be watched (out of descriptors,
+  // say) is reported as unwatchable, and never as gone.
   void watch(uint32_t pid);
   size_t watched() const { return fds_.size(); }
 
@@ -30,6 +34,7 @@ class OwnerWatch {
 
   EventLoop& loop_;
   Gone gone_;
+  Unwatchable unwatchable_;
   std::unordered_map<uint32_t, int> fds_;  // pid -> its pidfd
 };
 

@@ -54,6 +54,11 @@ void FabricNode::socket_open(uint16_t ep) {
   take_socket_out();
 }
 
+void FabricNode::socket_close(uint16_t ep) {
+  sockets_.close(ep, socket_out_);
+  take_socket_out();
+}
+
 void FabricNode::take_socket_out() {
   for (auto& a : socket_out_.answers) {
     replies_.at(router_.control_fvc()).push_back(std::move(a));

@@ -60,6 +60,8 @@ class FabricNode {
   SocketLayer& sockets() { return sockets_; }
   Center& center() { return center_; }
   void socket_open(uint16_t ep);
+  // The owner closed `ep` (SocketLayer::close); what it tells the peer goes out.
+  void socket_close(uint16_t ep);
   // A socket control packet for the control FVC, queued behind the opens already made (a
   // socket closed before it connected: its close must not overtake its open).
   void socket_request(routing::Packet p) { socket_requests_.push_back(std::move(p)); }

@@ -99,6 +99,14 @@ struct SocketEndpoint {
   std::atomic<uint64_t> credit_limit{0};  // end-to-end: `sent` never passes it
 };
 
+// Frees an entry (its owner's release, or its chip's for an owner that is gone). The owner is
+// cleared before the state says free, so that whoever claims the entry next is never taken for
+// the old owner by a chip that reads the state first.
+inline void free_endpoint(SocketEndpoint& e) {
+  e.owner.store(0, std::memory_order_relaxed);
+  e.state.store(kSocketFree, std::memory_order_release);
+}
+
 // The contiguous pieces of the n bytes at stream position `pos` of a ring of `size` bytes:
 // visit(offset in the ring, length, offset within the n) for each, in order, while it returns
 // true. Every copy into or out of an L1CB or DSCB goes through here.

@@ -415,13 +415,18 @@ void SocketLayer::grant(uint16_t ep, bool force, Out& out) {
   // Batched: a credit per quarter of the buffer, not per packet.
   if (limit <= e.credit_given || (!force && limit - e.credit_given < std::max<uint64_t>(1, capacity / 4))) return;
   e.credit_given = limit;
+  tell_sender(ep, Command::kSocketCredit, limit, out);
+}
+
+void SocketLayer::tell_sender(uint16_t ep, Command c, uint64_t value, Out& out) const {
+  const SocketEndpoint& e = table_[ep];
   PacketHeader h;  // as if from the sender: reply() addresses it back
   h.src_mesh = e.remote_mesh;
   h.src_device = e.remote_device;
   h.arg = e.socket_id;
   h.plane = e.plane;
   h.return_addr = SocketTag{e.epoch, e.peer_endpoint, ep}.pack();
-  reply(h, Command::kSocketCredit, limit, ep, out);
+  reply(h, c, value, ep, out);
 }
 
 void SocketLayer::pump(Out& out) {
@@ -494,9 +499,12 @@ void SocketLayer::sent(uint16_t ep, uint32_t size) {
   wake(e, e.sent_word);
 }
 
-void SocketLayer::close(uint16_t ep) {
+void SocketLayer::close(uint16_t ep, Out& out) {
   SocketEndpoint* e = endpoint(ep);
   if (!e) return;
+  if (e->direction == kSocketReceive && e->state.load(std::memory_order_acquire) == kSocketConnected) {
+    tell_sender(ep, Command::kSocketReject, static_cast<uint32_t>(kSocketClosedStatus), out);
+  }
   dirty_.reset(ep);
   close_pending_[ep] = 0;
   reserved_[ep] = 0;

@@ -73,8 +73,10 @@ class SocketLayer {
   // Sends nothing more on `ep`; its owner hears `status`.
   void break_endpoint(uint16_t ep, int32_t status);
   // The owner closed `ep` (a sender's close packet has left behind its data): it ends here,
-  // in state kSocketClosed, for the owner to free. Whatever arrives for it later is refused.
-  void close(uint16_t ep);
+  // in state kSocketClosed, for the owner to free. Whatever arrives for it later is refused;
+  // a connected receiver's sender is told at once (a reject: kSocketClosedStatus), so that a
+  // sender waiting for credits does not wait for good.
+  void close(uint16_t ep, Out& out);
 
   SocketEndpoint* endpoint(uint16_t ep) { return ep < table_.size() ? &table_[ep] : nullptr; }
   size_t waiting_opens() const { return waiting_.size(); }
@@ -96,6 +98,8 @@ class SocketLayer {
   bool ring_get(uint64_t base, uint32_t size, uint64_t pos, std::span<uint8_t> out) const;
   uint64_t credit_limit(const SocketEndpoint& e) const;
   void grant(uint16_t ep, bool force, Out& out);
+  // An answer from receive endpoint `ep` to the sender it is connected with.
+  void tell_sender(uint16_t ep, routing::Command c, uint64_t value, Out& out) const;
   void arrived(SocketEndpoint& e);
 
   ChipId self_;

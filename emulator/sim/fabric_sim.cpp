@@ -190,6 +190,8 @@ bool FabricSim::inject(ChipId at, Packet packet) {
 
 void FabricSim::stall_center(ChipId at, uint8_t fvc, bool stalled) { node(at).chip->stall(fvc, stalled, now_); }
 
+void FabricSim::pause_injection(ChipId at, bool paused) { node(at).chip->pause_injection(paused, now_); }
+
 void FabricSim::admin_down(PortId end, bool down) {
   Node& n = node(end.chip);
   if (n.dead) return;
@@ -309,6 +311,7 @@ chip::SocketClient& FabricSim::sockets(ChipId chip, uint16_t core) {
 
 void FabricSim::worker_gone(ChipId chip, uint16_t core) {
   Node& n = node(chip);
+  if (n.dead) return;  // (a dead chip serves nobody)
   n.socket_clients.erase(core);
   n.chip->owner_gone(sim_worker_owner(core), now_);
 }

@@ -137,6 +137,8 @@ class FabricSim {
   // each wire (node/snapshot.hpp: the format `ttemu snapshot` gives for processes).
   node::SystemSnapshot snapshot() const;
   void stall_center(routing::ChipId at, uint8_t fvc, bool stalled);
+  // The control plane holds (or lets go) the workers' commands at `at` (ttemu injection pause).
+  void pause_injection(routing::ChipId at, bool paused);
   // Cuts (or restores) the link of `end`: everything on the wire in that direction (kOut: what
   // `end` sends, kIn: what it receives) is lost from now on. Its ends go down once their
   // retries run out, and come back when restored.
