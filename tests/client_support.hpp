@@ -26,13 +26,14 @@ inline void open_on(Handle& h, tt_fabric_device d, uint16_t core) {
   ASSERT_NE(h.f, nullptr) << "M" << d.mesh << "D" << d.device << ": " << err;
 }
 
-// The output of `ttemu status ARGS`; empty if it could not run. The launcher that started the
-// program is the ttemu binary (it execs its command directly), and TTEMU_JOB names the job.
-inline std::string status_text(const std::string& args) {
+// The output of `ttemu ARGS` (a command of the running system); empty if it could not run. The
+// launcher that started the program is the ttemu binary (it execs its command directly), and
+// TTEMU_JOB names the job.
+inline std::string ttemu_output(const std::string& args) {
   char exe[4096] = {};
   const ssize_t n = readlink(("/proc/" + std::to_string(getppid()) + "/exe").c_str(), exe, sizeof exe - 1);
   if (n <= 0) return {};
-  FILE* p = popen((std::string(exe) + " status " + args).c_str(), "r");
+  FILE* p = popen((std::string(exe) + " " + args + " 2>&1").c_str(), "r");
   if (!p) return {};
   std::string out;
   char buf[4096];
@@ -40,5 +41,8 @@ inline std::string status_text(const std::string& args) {
   pclose(p);
   return out;
 }
+
+// The output of `ttemu status ARGS`.
+inline std::string status_text(const std::string& args) { return ttemu_output("status " + args); }
 
 }  // namespace ttemu::test

@@ -217,15 +217,22 @@ std::vector<std::string> reservations_in_status() {
 // router on its route, as `ttemu status` shows; a second SSocket from the same chip finds no
 // reservable FVC left (the open error); the stream arrives whole; closing frees every
 // reservation, and the FVC can be bound again.
+// Opens SSocket `id` (epoch 1, the library's choice of FVC) from a worker on core 2 of `from`
+// (tx, socket *s) to one on core 2 of `to` (rx, socket *r), and connects it.
+void connect_ssocket(Handle& tx, tt_fabric_device from, Handle& rx, tt_fabric_device to, uint32_t id, int* s, int* r) {
+  open_on(tx, from, 2);
+  open_on(rx, to, 2);
+  *r = fabric_socket_open(rx.f, 0, 1, id, TT_FABRIC_SSOCKET, TT_FABRIC_RECEIVE, from, -1);
+  *s = fabric_socket_open(tx.f, 0, 1, id, TT_FABRIC_SSOCKET, TT_FABRIC_SEND, to, -1);
+  ASSERT_GE(*r, 0) << tt_fabric_strerror(*r);
+  ASSERT_GE(*s, 0) << tt_fabric_strerror(*s);
+  ASSERT_EQ(fabric_socket_connect(tx.f, *s), TT_FABRIC_OK);
+}
+
 TEST(Socket, AnSSocketReservesItsFvcVisiblyAndFreesItOnClose) {
   Handle tx, rx;
-  open_on(tx, {0, 0}, 2);
-  open_on(rx, {3, 8}, 2);
-  const int r = fabric_socket_open(rx.f, 0, 1, 31, TT_FABRIC_SSOCKET, TT_FABRIC_RECEIVE, {0, 0}, -1);
-  const int s = fabric_socket_open(tx.f, 0, 1, 31, TT_FABRIC_SSOCKET, TT_FABRIC_SEND, {3, 8}, -1);
-  ASSERT_GE(r, 0) << tt_fabric_strerror(r);
-  ASSERT_GE(s, 0) << tt_fabric_strerror(s);
-  ASSERT_EQ(fabric_socket_connect(tx.f, s), TT_FABRIC_OK);
+  int s = -1, r = -1;
+  ASSERT_NO_FATAL_FAILURE(connect_ssocket(tx, {0, 0}, rx, {3, 8}, 31, &s, &r));
   const auto held = reservations_in_status();
   ASSERT_GE(held.size(), 3u) << "a router per hop, and the receiver's center";
   for (const auto& h : held) EXPECT_NE(h.find("fvc 1 -> "), std::string::npos) << h;
@@ -386,6 +393,33 @@ TEST(Socket, BadArgumentsAreNamedAndDoNothing) {
   ASSERT_EQ(fabric_socket_info(h.f, mine, &info), TT_FABRIC_OK);
   EXPECT_EQ(info.state, TT_FABRIC_SOCKET_OPENING) << "still the owner's";
   EXPECT_EQ(fabric_socket_close(h.f, mine, nullptr), TT_FABRIC_OK);
+}
+
+// Last, as it kills a chip: the receiving chip of an SSocket dies (M0D2, route M0D0 -> M0D1 ->
+// M0D2). Once the control plane has routed around it, the routers on the way free what the
+// socket reserved toward it, and the sender hears that its stream is lost instead of waiting.
+TEST(Socket, AnSSocketWhoseReceivingChipDiesLeavesNoReservation) {
+  Handle tx, rx;
+  int s = -1, r = -1;
+  ASSERT_NO_FATAL_FAILURE(connect_ssocket(tx, {0, 0}, rx, {0, 2}, 61, &s, &r));
+  auto held_by_live_chips = [] {
+    auto held = reservations_in_status();
+    std::erase_if(held, [](const std::string& h) { return h.starts_with("M0D2 "); });  // (a dead chip's block stays as it was)
+    return held;
+  };
+  ASSERT_FALSE(held_by_live_chips().empty());
+  const std::string kill = ttemu::test::ttemu_output("chip kill M0D2");
+  EXPECT_TRUE(ttemu::test::eventually([&] { return held_by_live_chips().empty(); }, std::chrono::seconds(20)))
+      << kill << "; still: " << [&] {
+           std::string all;
+           for (const auto& h : held_by_live_chips()) all += h + "; ";
+           return all;
+         }();
+  tt_fabric_socket_info info{};
+  EXPECT_TRUE(ttemu::test::eventually([&] { return fabric_socket_info(tx.f, s, &info) == TT_FABRIC_OK && info.state == TT_FABRIC_SOCKET_BROKEN; },
+                                      std::chrono::seconds(20)));
+  EXPECT_EQ(info.status, TT_FABRIC_ELOST);
+  EXPECT_EQ(fabric_socket_close(tx.f, s, nullptr), TT_FABRIC_OK);
 }
 
 }  // namespace

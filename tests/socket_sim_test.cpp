@@ -94,9 +94,16 @@ std::vector<uint8_t> stream(Pair& p, const std::vector<uint8_t>& data, size_t re
 struct MeshSim {
   control::System sys = load("spec_4mesh_3x3.yaml");
   control::TableSet tables = control::compute_tables(sys);
-  FabricSim sim{sys, tables, {}};
-  MeshSim() { EXPECT_TRUE(sim.run()); }
+  FabricSim sim;
+  explicit MeshSim(SimConfig config = {}) : sim(sys, tables, std::move(config)) { EXPECT_TRUE(sim.run()); }
 };
+
+// With the live control plane: a chip's death is routed around, as the launcher does.
+SimConfig with_control_plane() {
+  SimConfig c;
+  c.control_plane = true;
+  return c;
+}
 
 // An SSocket sender's options: its FVC chosen by the client.
 chip::SocketClient::Options ssocket_sender_options(uint32_t id, ChipId to) {
@@ -493,6 +500,52 @@ TEST(SocketSim, BothEndsGoneWithoutClosingLeaveNothingBehind) {
   EXPECT_EQ(sim.control(d0).sockets[tx].state.load(), session::kSocketFree);
   EXPECT_EQ(sim.control(d2).sockets[rx].state.load(), session::kSocketFree);
   EXPECT_GE(sim.sockets(d0, 2).open(ssocket_sender_options(9, d2)), 0) << "FVC 1 can be bound again";
+}
+
+// The chip of an SSocket's sender dies (M0D0, route M0D0 -> M0D1 -> M0D2): once the control
+// plane has routed around it, every router frees what the dead sender held (its close will
+// never come), another device's writes on that FVC over the segment flow again, and the
+// receiver hears that its stream is lost instead of waiting for the rest for good.
+// An SSocket from M0D0 to M0D2, connected, in a system whose live control plane routes around
+// a chip that dies, as the launcher does.
+class SSocketChipDeath : public ::testing::Test {
+ protected:
+  void SetUp() override { connect_ssocket(p, 3, 0); }
+  MeshSim mesh{with_control_plane()};
+  FabricSim& sim = mesh.sim;
+  const ChipId d0{0, 0}, d1{0, 1}, d2{0, 2};
+  Pair p{sim, d0, d2};
+};
+
+TEST_F(SSocketChipDeath, TheSendersChipLeavesNoReservation) {
+  ASSERT_EQ(reservations(sim).count("M0D1 fvc 1 -> M0D1P2"), 1u) << fmt::format("{}", fmt::join(reservations(sim), "; "));
+  auto& blocked = sim.worker(d1, 2);
+  ASSERT_TRUE(blocked.try_submit(write_to(d2, 1, 1)));
+  sim.run(std::chrono::milliseconds(20));
+  ASSERT_GT(blocked.in_flight(1), 0u) << "held behind the reservation";
+  sim.kill(d0);
+  sim.run(std::chrono::seconds(1));
+  EXPECT_TRUE(reservations(sim).empty()) << fmt::format("{}", fmt::join(reservations(sim), "; "));
+  EXPECT_EQ(blocked.in_flight(1), 0u) << "the write landed once the reservation was freed";
+  EXPECT_EQ(p.receiver().endpoint(p.rx)->state.load(), session::kSocketBroken);
+  EXPECT_EQ(p.receiver().endpoint(p.rx)->status.load(), session::kSocketDataLost);
+}
+
+// The chip of an SSocket's receiver dies: the routers on the way free the reservations toward
+// it (the sender's close could not get past the dead chip), the sender hears that its stream is
+// lost, and a new SSocket over the same segment can reserve it.
+TEST_F(SSocketChipDeath, TheReceiversChipLeavesNoReservation) {
+  ASSERT_FALSE(reservations(sim).empty());
+  sim.kill(d2);
+  sim.run(std::chrono::seconds(1));
+  EXPECT_TRUE(reservations(sim).empty()) << fmt::format("{}", fmt::join(reservations(sim), "; "));
+  EXPECT_EQ(p.sender().endpoint(p.tx)->state.load(), session::kSocketBroken);
+  EXPECT_EQ(p.sender().endpoint(p.tx)->status.load(), session::kSocketDataLost);
+  ASSERT_TRUE(p.sender().try_close(p.tx, 0));
+  sim.run(std::chrono::milliseconds(20));
+  p.sender().release(p.tx);
+  Pair next{sim, d0, d1};
+  connect_ssocket(next, 4, 0);  // fails unless M0D0's reservation toward M0D1 was freed
 }
 
 // An SSocket closed before any receiver took it: its close follows its open (same queue, same

@@ -652,15 +652,15 @@ TEST(Fabric, FourMeshClusterWritesReadsAndAtomicsAcrossMeshes) {
 // Sockets between chip processes (spec 2.4.2-2.4.4, 4): DSocket streams across meshes with
 // either handshake, epochs that keep two senders apart, a stalled consumer that blocks the
 // shared FVC with local handshake and nothing with end-to-end, an SSocket's reservation seen
-// in `ttemu status` and freed on close, named errors
-// (tests/socket_client.cpp). The router timeout is long: the stalls must not time out.
+// in `ttemu status` and freed on close, and freed when its worker or its receiver's chip dies,
+// named errors (tests/socket_client.cpp). The router timeout is long: the stalls must not time out.
 TEST(Sockets, SocketsBetweenChipProcessesAcrossMeshes) {
   RunResult r = ttemu({"launch", topo("spec_4mesh_3x3.yaml"), "--timeout-ms", "60000", "--", TTEMU_SOCKET_CLIENT});
   expect_client_passed(r, {"Socket.AnEndToEndStreamCrossesMeshesByteForByte", "Socket.ALocalHandshakeStreamCrossesMeshesByteForByte",
                            "Socket.EpochsKeepTwoSendersApart", "Socket.AStalledConsumerBlocksTheSharedFvcWithLocalHandshake",
                            "Socket.AStalledConsumerBlocksNothingWithEndToEndHandshake", "Socket.AnSSocketReservesItsFvcVisiblyAndFreesItOnClose",
                            "Socket.AMulticastSSocketReachesEveryReceiver", "Socket.AWorkerThatDiesWithoutClosingLeavesNoReservationBehind",
-                           "Socket.BadArgumentsAreNamedAndDoNothing"});
+                           "Socket.BadArgumentsAreNamedAndDoNothing", "Socket.AnSSocketWhoseReceivingChipDiesLeavesNoReservation"});
 }
 
 // Memory protection between chip processes (tests/memory_keys_client.cpp): a worker on M0D1

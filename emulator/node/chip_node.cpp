@@ -374,7 +374,7 @@ void ChipNode::stall(uint8_t fvc, bool stalled, Time now) {
 
 void ChipNode::load_tables(std::vector<routing::RouterTable> tables, uint32_t version, Time now) {
   now_ = now;
-  fabric_.router().set_tables(std::move(tables));
+  fabric_.set_tables(std::move(tables));
   ctl_.tables_version.store(version, std::memory_order_release);
   futex_wake(ctl_.tables_version);  // clients waiting to retry NACKed writes
   pump(now);  // what waited (for a dead port, a missing route) is routed anew

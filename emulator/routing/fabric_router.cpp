@@ -68,7 +68,7 @@ bool FabricRouter::reservation_allows(const Input& in, const Packet& p, size_t o
     const bool mine = r.active && r.owner == h.src() && r.endpoint == h.src_core;
     if (r.active && !mine) return false;  // another socket holds it: the open waits
     if (!mine) {
-      r = {true, h.src(), h.src_core, in.port};
+      r = {true, h.src(), h.src_core, in.port, h.dst()};
       ++reservations_changed_;
     }
     return true;
@@ -89,6 +89,21 @@ bool FabricRouter::reservation_allows(const Input& in, const Packet& p, size_t o
   if (!r.active) return true;
   const bool owner = h.txn_id == kSocketTxn && h.src() == r.owner && h.src_core == r.endpoint;
   return owner || in.port == r.in_port;
+}
+
+void FabricRouter::set_tables(std::vector<RouterTable> tables) {
+  tables_ = std::move(tables);
+  for (Reservation& r : reserved_) {
+    if (!r.active || (reachable(r.owner) && reachable(r.to))) continue;
+    r.active = false;
+    ++reservations_changed_;
+  }
+}
+
+bool FabricRouter::reachable(ChipId chip) const {
+  return chip == self_ || std::any_of(tables_.begin(), tables_.end(), [&](const RouterTable& t) {
+           return next_hop(t, self_, chip).kind != NextHop::kNoRoute;
+         });
 }
 
 std::vector<FabricRouter::ReservationState> FabricRouter::reservations() const {

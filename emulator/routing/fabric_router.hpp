@@ -133,7 +133,12 @@ class FabricRouter {
   void peer_restarted(uint8_t port);
   // The tables of every plane, from the next packet on: a packet is routed when it reaches the
   // head of its buffer, so a switch happens between packets, never during one.
-  void set_tables(std::vector<RouterTable> tables) { tables_ = std::move(tables); }
+  // New routing tables, from the next packet on. A reservation whose owner or receiver they no
+  // longer route to (its chip died, or is cut off) is freed: the owner's close could never come
+  // to free it (or never get past the gap).
+  void set_tables(std::vector<RouterTable> tables);
+  // Whether some plane's table routes to `chip` (this chip included).
+  bool reachable(ChipId chip) const;
 
   struct Actions {
     struct Send {
@@ -214,6 +219,7 @@ class FabricRouter {
     ChipId owner{};
     uint16_t endpoint = 0;
     uint8_t in_port = 0;
+    ChipId to{};  // the receiver's chip
   };
   std::vector<Reservation> reserved_;  // (port rank, or the center last) * fvcs() + fvc
   uint64_t reservations_changed_ = 0;

@@ -54,6 +54,11 @@ void FabricNode::socket_open(uint16_t ep) {
   take_socket_out();
 }
 
+void FabricNode::set_tables(std::vector<routing::RouterTable> tables) {
+  router_.set_tables(std::move(tables));
+  sockets_.peers_unreachable([this](ChipId c) { return router_.reachable(c); });
+}
+
 void FabricNode::socket_close(uint16_t ep) {
   sockets_.close(ep, socket_out_);
   take_socket_out();

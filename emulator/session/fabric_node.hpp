@@ -37,6 +37,9 @@ class FabricNode {
 
   routing::ChipId self() const { return router_.self(); }
   routing::FabricRouter& router() { return router_; }
+  // New routing tables (FabricRouter::set_tables); sockets whose peer they no longer reach
+  // break (SocketLayer::peers_unreachable).
+  void set_tables(std::vector<routing::RouterTable> tables);
   const routing::FabricRouter& router() const { return router_; }
   // The chip's packet buffers: a packet's buffer travels from here through the router to a
   // link's window and back.

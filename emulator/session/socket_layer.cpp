@@ -242,6 +242,22 @@ void SocketLayer::break_endpoint(uint16_t ep, int32_t status) {
   wake(*e, e->sent_word);
 }
 
+void SocketLayer::peers_unreachable(const std::function<bool(ChipId)>& reachable) {
+  std::erase_if(waiting_, [&](const PacketHeader& open) { return !reachable(open.src()); });
+  for (uint16_t ep = 0; ep < table_.size(); ++ep) {
+    const SocketEndpoint& e = table_[ep];
+    const auto state = e.state.load(std::memory_order_acquire);
+    if (state != kSocketOpening && state != kSocketConnected) continue;
+    bool lost = false;
+    if (e.direction == kSocketSend) {
+      for (const Peer& p : peers_[ep]) lost = lost || !reachable(p.chip);
+    } else if (state == kSocketConnected) {  // (an opening receiver has no sender yet)
+      lost = !reachable(ChipId{e.remote_mesh, e.remote_device});
+    }
+    if (lost) break_endpoint(ep, kSocketDataLost);
+  }
+}
+
 void SocketLayer::on_data(Packet& p, Out& out) {
   const PacketHeader& h = p.header;
   const auto ep = SocketTag::unpack(h.return_addr).receiver;

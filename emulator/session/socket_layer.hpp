@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -72,6 +73,10 @@ class SocketLayer {
   routing::PacketHeader data_header(uint16_t ep, uint32_t size, size_t peer) const;
   // Sends nothing more on `ep`; its owner hears `status`.
   void break_endpoint(uint16_t ep, int32_t status);
+  // The routes changed: sockets whose peer chip can no longer be reached (it died, or is cut
+  // off) break with kSocketDataLost, and the opens of such senders waiting here are forgotten:
+  // neither end would ever hear from the other again.
+  void peers_unreachable(const std::function<bool(ChipId)>& reachable);
   // The owner closed `ep` (a sender's close packet has left behind its data): it ends here,
   // in state kSocketClosed, for the owner to free. Whatever arrives for it later is refused;
   // a connected receiver's sender is told at once (a reject: kSocketClosedStatus), so that a
