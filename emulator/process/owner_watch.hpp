@@ -27,7 +27,6 @@ class OwnerWatch {
   // already gone is reported as gone at once; one that cannot be watched (out of descriptors,
   // say) is reported as unwatchable, and never as gone.
   void watch(uint32_t pid);
-  size_t watched() const { return fds_.size(); }
 
  private:
   void ended(uint32_t pid);
