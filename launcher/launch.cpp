@@ -112,6 +112,7 @@ class Launcher : public ControlTarget {
       for (uint8_t port : sys_.wired_ports(v)) link_state_[{v, port}] = "handshake";
     }
     bound_ports_.resize(sys_.chips.size());
+    bound_lazy_.resize(sys_.chips.size());
     ChipSupervisor::Events events{[this](int node, const msg::FromChip& m) { on_chip_message(node, m); },
                                   [this](int node, int pid, const std::string& how) { on_chip_death(node, pid, how); }};
     auto local = std::make_unique<LocalChips>(io_, sys_, job_, socket_path_, events);
@@ -243,6 +244,7 @@ class Launcher : public ControlTarget {
     std::visit(msg::Overloaded{
                    [&](const msg::Bound& b) {
                      bound_ports_[static_cast<size_t>(node)] = b.ports;
+                     bound_lazy_[static_cast<size_t>(node)] = b.lazy;
                      if (ready_) return rewire_restarted(node);
                      if (++bound_ == sys_.node_count()) wire_links();
                    },
@@ -268,7 +270,8 @@ class Launcher : public ControlTarget {
   std::pair<routing::PortId, msg::PeerAddress> far_end(int v, const std::string& port) const {
     const routing::PortId peer = *sys_.peer({sys_.chips[static_cast<size_t>(v)].id, static_cast<uint8_t>(std::stoi(port))});
     const int peer_node = *sys_.node(peer.chip);
-    return {peer, {address_of(peer_node), bound_ports_[static_cast<size_t>(peer_node)].at(std::to_string(peer.port))}};
+    return {peer, {address_of(peer_node), bound_ports_[static_cast<size_t>(peer_node)].at(std::to_string(peer.port)),
+                   bound_lazy_[static_cast<size_t>(peer_node)]}};
   }
 
   void wire_links() {
@@ -478,7 +481,7 @@ class Launcher : public ControlTarget {
       const auto [peer, address] = far_end(v, port);
       own.peers[port] = address;
       msg::Peers theirs;
-      theirs.peers[std::to_string(peer.port)] = {address_of(v), udp};
+      theirs.peers[std::to_string(peer.port)] = {address_of(v), udp, bound_lazy_[static_cast<size_t>(v)]};
       send(*sys_.node(peer.chip), theirs);
     }
     send(v, own);
@@ -933,6 +936,7 @@ class Launcher : public ControlTarget {
   std::unique_ptr<ChipSupervisor> chips_;  // chip processes: LocalChips, or HostAgents over several hosts
   HostAgents* agents_ = nullptr;           // chips_, in a multi-host launch
   std::vector<std::map<std::string, uint16_t>> bound_ports_;  // by node: port -> UDP port
+  std::vector<uint16_t> bound_lazy_;  // by node: its lazy inbox's UDP port (0: none)
   std::map<std::pair<int, int>, std::string> link_state_;
   std::unique_ptr<control::LiveRoutes> live_;  // from the moment the system is up
   bool injection_paused_ = false;

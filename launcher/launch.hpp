@@ -37,7 +37,7 @@ struct LaunchOptions {
   int rb_packets = 128;               // routing buffer depth per input per lane (docs/fabric.md#defaults-from-measurements)
   int timeout_ms = 3000;              // a buffer head stuck this long is dropped (5.5)
   int ack_delay_us = 1000;            // TT-link pure acknowledgements wait this long for data
-  int credit_delay_us = 1000;         // freed buffer slots are returned after this long
+  int credit_delay_us = 10000;        // freed buffer slots are returned after this long
   int spin_us = 0;                    // chips poll this long after traffic before sleeping
   int timer_slack_us = 1000;          // a sleeping chip wakes at most this late for a deadline (docs/fabric.md#defaults-from-measurements)
   std::string transport;              // udp | uring | shm; empty: $TTEMU_TRANSPORT, else uring

@@ -677,6 +677,34 @@ TEST(Fabric, ProtectedMemoryAdmitsOnlyWhatAWindowAllows) {
                            "MemoryKeys.StatusSaysTheMemoryIsProtectedAndCountsRefusals"});
 }
 
+// From 4 hops on the mesh's routes, the chips on the way forward see traffic one way only: the
+// acknowledgements they owe go back alone, held, and reach the chip upstream without waking it
+// (over shm in its ring, over sockets in its lazy inbox). It must still read them before its
+// retransmission timeout fires: a chip that did not would resend once per timeout on every
+// one-way link (hundreds in this run), where a machine's hiccups cause a few at most.
+TEST(Fabric, HeldAcknowledgementsOnOneWayLinksCauseNoRetransmissions) {
+  System sys({topo("mesh_4x4.yaml")});
+  const Held held = held_by(sys, sys.status());
+  RunResult r = sys.ttemu({"traffic", "--pattern", "unicast", "--src", "M0D0", "--dst", "M0D15", "--count", "1",
+                           "--size", "64", "--latency-samples", "2000", "--json"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json t = json_lines(r.stdout_text).at(0);
+  EXPECT_EQ(t["errors"], 0) << t;
+  EXPECT_GT(t["verified"].get<uint64_t>(), 0u) << t;
+  const json s = sys.status();
+  uint64_t timeouts = 0, frames = 0;
+  for (const auto& l : s["links"]) {
+    for (const auto& end : l["ends"]) {
+      timeouts += end["counters"]["timeouts"].get<uint64_t>();
+      frames += end["counters"]["frames_tx"].get<uint64_t>();
+    }
+  }
+  EXPECT_GE(frames, 2 * 2000u * 6) << "every write and its answer crossed six links";
+  EXPECT_LT(timeouts, 50u) << "held acknowledgements were read before the timeouts fired";
+  EXPECT_EQ(sys.stop(), 0);
+  expect_nothing_left(held);
+}
+
 TEST(Fabric, TrafficVerifiesEveryPatternWithCrcErrorsOnEveryLink) {
   TempFile plan("links:\n  - link: all\n    corrupt: 0.02\n");
   System sys({topo("galaxy.yaml"), "--faults", plan.path()});

@@ -712,6 +712,120 @@ TEST(TtLink, AnAcknowledgementHeldOnPurposeIsNotTakenForALoss) {
   EXPECT_EQ(p.corrupt_, 0u);
 }
 
+// Two ends on a manual clock, each datagram handed over by hand: what each datagram says about
+// waking its receiver (Datagram::lazy) and what the frames in it carry.
+struct ManualPair {
+  LinkCounters ca, cb;
+  TtLink a, b;
+  Time now{};
+  explicit ManualPair(const LinkConfig& cfg)
+      : a(cfg, {kJob, 0, 0, 4}, {kJob, 0, 1, 12}, 0x1111, ca), b(cfg, {kJob, 0, 1, 12}, {kJob, 0, 0, 4}, 0x2222, cb) {
+    a.start(now);
+    b.start(now);
+    for (int i = 0; i < 10 && !(a.up() && b.up()); ++i) {
+      hand(a, b);
+      hand(b, a);
+    }
+    for (int i = 0; i < 4; ++i) hand(a, b), hand(b, a);  // what the handshake leaves to say
+  }
+  // Everything `from` sends now goes to `to`; returns the datagrams.
+  std::vector<wire::Datagram> hand(TtLink& from, TtLink& to) {
+    auto sent = take(from);
+    for (const auto& d : sent) to.on_datagram(d.to_bytes(), now);
+    return sent;
+  }
+  // The datagrams `from` sends now (copies that own their bytes), not delivered.
+  std::vector<wire::Datagram> take(TtLink& from) {
+    std::vector<wire::Datagram> out, copy;
+    from.poll_transmit(now, out);
+    for (auto& d : out) {
+      wire::Datagram c;
+      c.append_copy(d.to_bytes());
+      c.lazy = d.lazy;
+      copy.push_back(std::move(c));
+    }
+    from.recycle(out);
+    return copy;
+  }
+};
+
+// A held acknowledgement, alone in its datagram, need not wake the sender (the transport
+// delivers it lazily, and the frame says it was held); one that may not wait does wake it.
+TEST(TtLink, AHeldAcknowledgementIsLazyAndAnUrgentOneIsNot) {
+  LinkConfig cfg;
+  cfg.window = 16;  // a quarter is 4 frames
+  cfg.ack_delay = 1ms;
+  ManualPair p(cfg);
+  ASSERT_TRUE(p.a.up() && p.b.up());
+  ASSERT_TRUE(p.a.send(0x1000, pattern(0, 64)));
+  p.hand(p.a, p.b);
+  EXPECT_TRUE(p.take(p.b).empty()) << "the acknowledgement waits for data to ride on";
+  p.now += 1ms;
+  auto held = p.take(p.b);
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_TRUE(held[0].lazy) << "a held acknowledgement alone does not wake the sender";
+  const auto bytes = held[0].to_bytes();
+  parse_datagram(bytes, [](const ParsedFrame& f) {
+    EXPECT_EQ(f.header.type, FrameType::kAck);
+    EXPECT_NE(f.header.flags & kFlagHeld, 0) << "and says it was held";
+  });
+  for (uint32_t i = 1; i <= 4; ++i) ASSERT_TRUE(p.a.send(0x1000, pattern(i, 64)));
+  p.hand(p.a, p.b);
+  auto urgent = p.take(p.b);
+  ASSERT_EQ(urgent.size(), 1u) << "a quarter window acknowledges at once";
+  EXPECT_FALSE(urgent[0].lazy) << "and wakes the sender";
+}
+
+// Where lazy acknowledgements go at once (lazy_acks), what the sender may not have read yet
+// still counts toward the quarter window: a sender asleep on a full window is woken.
+TEST(TtLink, LazyAcknowledgementsStillWakeASenderEveryQuarterWindow) {
+  LinkConfig cfg;
+  cfg.window = 8;  // a quarter is 2 frames
+  cfg.ack_delay = 1ms;
+  cfg.lazy_acks = true;
+  ManualPair p(cfg);
+  ASSERT_TRUE(p.a.up() && p.b.up());
+  ASSERT_TRUE(p.a.send(0x1000, pattern(0, 64)));
+  p.hand(p.a, p.b);
+  auto first = p.take(p.b);
+  ASSERT_EQ(first.size(), 1u) << "with lazy_acks a pure acknowledgement does not wait";
+  EXPECT_TRUE(first[0].lazy);
+  ASSERT_TRUE(p.a.send(0x1000, pattern(1, 64)));
+  p.hand(p.a, p.b);
+  auto second = p.take(p.b);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_FALSE(second[0].lazy) << "two frames since the last acknowledgement that woke the sender";
+}
+
+// A held acknowledgement may sit unread until the sender wakes, up to its retransmission
+// timeout. Taken as a round trip, each would raise the next timeout without bound.
+TEST(TtLink, HeldAcknowledgementsReadLateDoNotStretchTheTimeout) {
+  LinkConfig cfg;
+  cfg.window = 256;  // a quarter is 64 frames: every acknowledgement below is held
+  cfg.ack_delay = 1ms;
+  cfg.peer_ack_delay = 2ms;
+  ManualPair p(cfg);
+  ASSERT_TRUE(p.a.up() && p.b.up());
+  Duration rto{};
+  for (uint32_t i = 0; i < 30; ++i) {
+    ASSERT_TRUE(p.a.send(0x1000, pattern(i, 64)));
+    const Time sent = p.now;
+    p.hand(p.a, p.b);
+    ASSERT_TRUE(p.a.next_deadline());
+    rto = *p.a.next_deadline() - sent;
+    ASSERT_TRUE(p.take(p.b).empty()) << "held, frame " << i;
+    p.now += cfg.ack_delay;
+    auto held = p.take(p.b);
+    ASSERT_EQ(held.size(), 1u);
+    // The sender reads it just before its timeout would fire.
+    p.now = sent + rto - 1us;
+    p.a.on_datagram(held[0].to_bytes(), p.now);
+    EXPECT_TRUE(p.a.drained());
+  }
+  EXPECT_LT(rto, 10ms) << "the timeout stays near the wire's round trip and the peer's hold";
+  EXPECT_EQ(p.ca.timeouts, 0u);
+}
+
 TEST(TtLink, PayloadBytesInFlightStayWithinTheWindowsByteBound) {
   LinkConfig cfg;
   cfg.window = 64;

@@ -20,6 +20,9 @@ enum class FrameType : uint8_t {
 
 enum FrameFlags : uint8_t {
   kFlagNack = 0x01,  // the receiver saw a gap: resend from rx_seq
+  // On an ACK: held on purpose and sent without waking the peer (wire::Datagram::lazy), so
+  // the peer may read it late: its round trip says nothing of the wire's.
+  kFlagHeld = 0x02,
 };
 
 // All fields little-endian on the wire.

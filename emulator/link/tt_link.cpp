@@ -168,7 +168,7 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
   // A data or ack frame of our session proves the peer heard our hello, even if its own last
   // hello was lost; after a down period it proves the peer is back.
   if (state_ != LinkState::kUp) come_up(now);
-  on_ack(rx, (f.header.flags & kFlagNack) != 0, now);
+  on_ack(rx, (f.header.flags & kFlagNack) != 0, !data && (f.header.flags & kFlagHeld) != 0, now);
   if (!data) return;
   const uint64_t seq = tx;
   if (seq == expected_) {
@@ -308,7 +308,7 @@ void TtLink::new_peer_session(Time now) {
   hello_now(now);
 }
 
-void TtLink::on_ack(uint64_t ack, bool nack, Time now) {
+void TtLink::on_ack(uint64_t ack, bool nack, bool held, Time now) {
   if (ack < base_ || ack > next_) return;  // not within what we sent
   if (ack != base_) {
     const Outgoing& newest = unacked_[ack - base_ - 1];
@@ -319,6 +319,10 @@ void TtLink::on_ack(uint64_t ack, bool nack, Time now) {
       // round trip is the time since the resend, not the time the acknowledgement was lost or
       // the gap was open.
       if (last_resent_ > newest.sent && now - last_resent_ >= min_rtt_) sample = now - last_resent_;
+      // A held acknowledgement may have waited for us to wake, up to this timeout: taken as
+      // it comes, each would raise the next timeout by as much, without bound. It may lower
+      // the estimate, never raise it (the peer's hold is in peer_ack_delay already).
+      if (held) sample = std::min(sample, srtt_.count() ? srtt_ : std::max(cfg_.peer_ack_delay, Duration{1}));
       min_rtt_ = min_rtt_.count() ? std::min(min_rtt_, sample) : sample;
       if (srtt_.count() == 0) {
         srtt_ = sample;
@@ -605,28 +609,34 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
       transmit(unacked_[cursor_ - base_]);
       ++cursor_;
     }
-    bool hold = false;
+    bool hold = false, lazy = false;
     if (ack_pending_ && !sent) {
       // Let a pure acknowledgement wait briefly for data to ride on: one wake-up less for
-      // the peer per exchange. Never when urgent, or past the delay.
+      // the peer per exchange. Never when urgent, or past the delay. Where the wire lets it
+      // reach the peer without waking it (lazy_acks), it need not wait at all.
       const bool urgent = ack_urgent();
-      if (!urgent && !ack_deadline_) ack_deadline_ = now + cfg_.ack_delay;
+      if (!urgent && !ack_deadline_) ack_deadline_ = now + (cfg_.lazy_acks ? Duration{0} : cfg_.ack_delay);
       hold = !urgent && now < *ack_deadline_;
       if (!hold) {
         FrameHeader h;
         h.rx_seq = static_cast<uint16_t>(expected_);
         h.type = FrameType::kAck;
-        h.flags = nack_pending_ ? kFlagNack : 0;
+        // A held acknowledgement alone in its datagram need not wake the peer: it reads it
+        // when it wakes anyway, at the latest before its retransmission timeout fires.
+        lazy = !urgent && packing_.empty();
+        h.flags = static_cast<uint8_t>((nack_pending_ ? kFlagNack : 0) | (lazy ? kFlagHeld : 0));
         h.session = session_;
         emit(h, {}, {0, expected_ >> 16}, now);
+        if (lazy && !packing_.empty()) packing_.lazy = true;
       }
     }
     if (nack_pending_) add(c_.nacks_tx);
     if (!hold) {
       ack_pending_ = ack_now_ = false;
-      unacked_rx_ = 0;
-      unacked_rx_bytes_ = 0;
       ack_deadline_.reset();
+      // What the peer may not have read yet still counts toward the quarter window: a peer
+      // asleep on a full window is woken by the next urgent acknowledgement.
+      if (!lazy) unacked_rx_ = 0, unacked_rx_bytes_ = 0;
     }
     nack_pending_ = false;
     if (base_ != next_) arm_rto(now);

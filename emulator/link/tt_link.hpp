@@ -69,6 +69,9 @@ struct LinkConfig {
   // resend). The round trips measured include such holds only now and then, too seldom to
   // cover them.
   Duration peer_ack_delay{0};
+  // The wire delivers a lazy datagram without waking the peer (wire::Transport::defers_lazy):
+  // a pure acknowledgement that may wait goes at once, lazily, instead of after ack_delay.
+  bool lazy_acks = false;
   // An up link with nothing in flight that has heard nothing from its peer for this long
   // proves its wire (verify()), so that a cut is found even while no traffic flows: for
   // links whose wire crosses a network that can fail silently (between hosts). 0: never
@@ -148,6 +151,8 @@ class TtLink {
   // True when an acknowledgement is due now (a gap, a quarter window, a duplicate, or the
   // ack delay past): poll_transmit sends one, alone if no data frame carries it.
   bool ack_due(Time now) const;
+  // True when an acknowledgement is pending that may not wait (see ack_due).
+  bool ack_urgent_now() const { return state_ == LinkState::kUp && ack_pending_ && ack_urgent(); }
   // Appends the datagrams to put on the wire now (frames packed up to max_datagram). Their
   // data frames borrow their payloads from the window (no copy): the caller hands them back
   // with recycle() once the wire has taken them, and until then acknowledged payloads are kept.
@@ -174,7 +179,8 @@ class TtLink {
   void set_state(LinkState s);
   // Say hello now, and then at the first backoff interval.
   void hello_now(Time now);
-  void on_ack(uint64_t ack, bool nack, Time now);
+  // held: the acknowledgement came in a frame flagged kFlagHeld.
+  void on_ack(uint64_t ack, bool nack, bool held, Time now);
   // A pending acknowledgement may not wait for data: a gap, a quarter window (in frames or
   // bytes) unacknowledged, a duplicate, or no ack delay.
   bool ack_urgent() const;

@@ -474,7 +474,10 @@ void ChipNode::service(Port& p, Time now) {
   steer(p, now);
   // Credits owed to the far end ride on a datagram that goes there anyway (data, or an
   // acknowledgement that then rides on them): none needs a datagram and a wake-up of its own.
-  if (!fabric_.backlog(p.number).empty() || p.link->ack_due(now)) fabric_.ride_credits(p.number);
+  // Not on a held acknowledgement that would reach the far end without waking it: credits
+  // would make it wake.
+  const bool ack_wakes = transport_.defers_lazy() ? p.link->ack_urgent_now() : p.link->ack_due(now);
+  if (!fabric_.backlog(p.number).empty() || ack_wakes) fabric_.ride_credits(p.number);
   // Packets move into the link's window without a copy (their buffers go with them).
   fabric_.pass_backlog(p.number, [&](uint32_t addr, std::vector<uint8_t>& bytes) {
     return p.link->send_room() > 0 && p.link->send_framed(addr, std::move(bytes));

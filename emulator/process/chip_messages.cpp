@@ -30,7 +30,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Config, arch, job_hash, seed, window, window_
                                    timeout_ms, ack_delay_us, credit_delay_us, spin_us, timer_slack_us, transport, udp_if_no_uring, efc, efc_timeouts,
                                    efc_interval_ms, efc_error_rate, status_interval_ms, crc_alarm,
                                    retransmit_alarm, memory)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PeerAddress, addr, udp)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PeerAddress, addr, udp, lazy)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Peers, peers)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Faults, port, faults, seed, from_now)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Stream, port, id, frames, size)
@@ -43,7 +43,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(AdminDown, port, down)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Snapshot, id)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Capture, id, sink, ports)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RecordDeliveries, id, record)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Bound, ports)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Bound, ports, lazy)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LinkState, port, state)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StreamDone, port, id, frames, bytes, seconds)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PingDone, port, id, rtt_us)

@@ -63,6 +63,7 @@ struct Config {
 struct PeerAddress {
   std::string addr;
   uint16_t udp = 0;
+  uint16_t lazy = 0;  // the peer chip's lazy inbox (wire::LazyInbox) on addr; 0: none
 };
 
 struct Peers {
@@ -156,6 +157,7 @@ using ToChip = std::variant<Config, Peers, Faults, Stream, Ping, Stall, PeerDown
 struct Bound {
   static constexpr const char* kType = "bound";
   std::map<std::string, uint16_t> ports;  // port number -> bound UDP port
+  uint16_t lazy = 0;                       // the chip's lazy inbox (wire::LazyInbox); 0: none
 };
 
 struct LinkState {

@@ -28,6 +28,7 @@
 #include "emulator/process/uring_transport.hpp"
 #include "emulator/session/deliveries.hpp"
 #include "emulator/wire/capture_stream.hpp"
+#include "emulator/wire/lazy_inbox.hpp"
 #include "emulator/wire/udp_socket.hpp"
 
 namespace ttemu::process {
@@ -59,6 +60,7 @@ class UdpTransport final : public wire::Transport {
     return *endpoints_.back();
   }
   Endpoint& at(uint8_t port) { return *by_port_.at(port); }
+  bool defers_lazy() const override { return true; }  // to the peer's lazy inbox
   std::vector<std::unique_ptr<Endpoint>>& endpoints() { return endpoints_; }
 
   size_t send(uint8_t port, std::span<const wire::Datagram> datagrams) override {
@@ -102,11 +104,16 @@ class Chip final : public node::NodeObserver {
     loop_.watch(signal_fd_, EPOLLIN, [this](uint32_t) { finish(); });
     loop_.watch(o_.control_fd, EPOLLIN, [this](uint32_t) { read_control(); });
     loop_.on_deadline([this](Time t) {
+      // What the lazy inbox holds may make the deadline moot (an acknowledgement).
+      if (node_ && take_lazy(t, /*due=*/true) > 0) node_->end_of_batch(t);
       if (node_) node_->on_timer(t);
       reschedule();
     });
     loop_.on_batch_end([this] {
-      if (node_) node_->end_of_batch(now());
+      if (node_) {
+        take_lazy(now(), false);
+        node_->end_of_batch(now());
+      }
       reschedule();
     });
     loop_.run();
@@ -132,6 +139,7 @@ class Chip final : public node::NodeObserver {
     udp_.endpoints().clear();
     loop_.wait_in(nullptr);
     uring_.reset();
+    inbox_.reset();
     ::close(signal_fd_);
     // The launcher removes every segment at teardown; a chip removes its own too, so that
     // nothing is left if the launcher is gone (killed, crashed).
@@ -189,7 +197,12 @@ class Chip final : public node::NodeObserver {
                    },
                    [&](const msg::Stream& t) { node().start_stream(t.port, t.id, t.frames, t.size, now()); },
                    [&](const msg::Ping& p) { node().start_ping(p.port, p.id, p.count, p.size, now()); },
-                   [&](const msg::PeerDown& d) { node().peer_down(d.port, now()); },
+                   [&](const msg::PeerDown& d) {
+                     // What the dead peer sent without waking us is read first: read after
+                     // its death, it would bring the link back up (a frame of its session).
+                     if (take_lazy(now(), /*due=*/true) > 0) node().end_of_batch(now());
+                     node().peer_down(d.port, now());
+                   },
                    [&](const msg::Stall& st) { node().stall(st.fvc, st.stalled, now()); },
                    [&](const msg::Tables& t) { node().load_tables(read_tables(), t.version, now()); },
                    [&](const msg::Injection& i) { node().pause_injection(i.paused, now()); },
@@ -283,6 +296,14 @@ class Chip final : public node::NodeObserver {
     wire::Transport& transport = shm_     ? static_cast<wire::Transport&>(*shm_)
                                  : uring_ ? static_cast<wire::Transport&>(*uring_)
                                           : udp_;
+    // Over shm a lazy acknowledgement costs a few stores into a ring, so it goes at once
+    // instead of arming a timer; through sockets it costs a system call and the kernel's
+    // delivery, so it waits for data to ride on first (docs/fabric.md#defaults-from-measurements).
+    nc.link.lazy_acks = shm_ != nullptr;
+    if (!shm_) {
+      inbox_ = std::make_unique<wire::LazyInbox>(m.bind);
+      bound.lazy = inbox_->local_port();
+    }
     for (const auto& l : m.links) {
       node::PortConfig pc;
       pc.number = l.port;
@@ -343,6 +364,7 @@ class Chip final : public node::NodeObserver {
           size_t got = 0;
           if (shm_) got += shm_->receive([&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); });
           if (uring_) got += poll_uring(t);
+          if (got > 0) got += take_lazy(t, false);
           if (got > 0) node_->end_of_batch(t);
           if (node_->has_work()) node_->pump(t);
           reschedule();
@@ -384,6 +406,13 @@ class Chip final : public node::NodeObserver {
     if (ctl_->transport_mode.load(std::memory_order_relaxed) != mode) ctl_->transport_mode.store(mode);
   }
 
+  // Reads the lazy inbox if a read is due (or now, with `due`): what peers sent without
+  // waking this chip. Returns how many datagrams it delivered.
+  size_t take_lazy(Time t, bool due) {
+    if (!inbox_ || !node_ || !(due || inbox_->ready(t))) return 0;
+    return inbox_->read(t, [&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); });
+  }
+
   size_t poll_uring(Time t) {
     const size_t n = uring_->poll({
         [&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); },
@@ -416,6 +445,13 @@ class Chip final : public node::NodeObserver {
       const wire::Address addr = wire::make_address(peer->second.addr, peer->second.udp);
       if (uring_) uring_->set_peer(port, addr);
       else udp_.at(port).socket->set_peer(addr);
+      // Lazy datagrams go to the peer chip's inbox, and ours come from the peer's socket.
+      if (peer->second.lazy) {
+        const wire::Address inbox = wire::make_address(peer->second.addr, peer->second.lazy);
+        if (uring_) uring_->set_inbox(port, inbox);
+        else udp_.at(port).socket->set_inbox(inbox);
+      }
+      if (inbox_) inbox_->set_peer(port, addr);
     }
     if (!first) return;
     if (shm_) shm_->connect();
@@ -481,6 +517,7 @@ class Chip final : public node::NodeObserver {
   UdpTransport udp_;                  // --transport udp: a socket per port
   std::unique_ptr<ShmTransport> shm_;  // --transport shm: rings in shared memory
   std::unique_ptr<UringTransport> uring_;  // --transport uring: the sockets through one io_uring
+  std::unique_ptr<wire::LazyInbox> inbox_;  // udp and uring: what peers send without waking us
   int signal_fd_ = -1;
   std::string inbuf_;
   Segment ctl_seg_, l1_seg_, dram_seg_;

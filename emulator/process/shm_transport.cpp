@@ -76,10 +76,10 @@ void ShmTransport::connect() {
 size_t ShmTransport::send(uint8_t port, std::span<const wire::Datagram> datagrams) {
   Link* l = port < by_port_.size() ? by_port_[port] : nullptr;
   if (!l) throw Error(fmt::format("shm transport: port {} is not wired", port));
-  bool pushed = false;
+  bool pushed = false;  // something that must wake the peer
   for (const auto& d : datagrams) {
     if (l->out.push(d)) {
-      pushed = true;
+      if (!d.lazy) pushed = true;
     } else {
       auto& c = ctl_.ports[port].counters;
       c.add(c.wire_drops);

@@ -46,7 +46,9 @@ class ShmTransport final : public wire::Transport {
   void add(uint8_t port, routing::PortId peer);
   // Reaches each peer's control block and doorbell; every chip of the job must be up.
   void connect();
+  // A lazy datagram goes into the ring without ringing a sleeping peer's doorbell.
   size_t send(uint8_t port, std::span<const wire::Datagram> datagrams) override;
+  bool defers_lazy() const override { return true; }
   // A datagram waits in some ring.
   bool has_incoming() const;
   // Hands up to `batch` datagrams per port to deliver(port, bytes), read in place; returns

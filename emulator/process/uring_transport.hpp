@@ -64,10 +64,13 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
   // Binds a socket for `port`; returns its UDP port.
   uint16_t add(uint8_t port, const std::string& bind);
   void set_peer(uint8_t port, const wire::Address& peer);
+  // Where the peer's chip takes lazy datagrams (wire::LazyInbox): they go there, not waking it.
+  void set_inbox(uint8_t port, const wire::Address& inbox);
   // Arms the receives of every socket (after set_peer).
   void start();
 
   size_t send(uint8_t port, std::span<const wire::Datagram> datagrams) override;
+  bool defers_lazy() const override { return true; }
 
   struct Handlers {
     std::function<void(uint8_t port, std::span<const uint8_t> bytes)> deliver;  // read in place

@@ -86,6 +86,7 @@ class CaptureTap final : public Transport {
   bool sink_lost() const { return sink_lost_; }
 
   size_t send(uint8_t port, std::span<const Datagram> datagrams) override;
+  bool defers_lazy() const override { return inner_.defers_lazy(); }
 
  private:
   void record(uint8_t port, uint64_t ns, const Datagram& d);

@@ -23,12 +23,17 @@ class Datagram {
   // Linux takes at most this many pieces per datagram (UIO_MAXIOV).
   static constexpr size_t kMaxPieces = 1024;
 
+  // The receiver need not be woken for this datagram: it holds nothing but an acknowledgement
+  // that can wait until the receiver wakes for something else or for its own timer.
+  bool lazy = false;
+
   struct Mark {
     size_t pieces, owned, size;
   };
 
   // Empties the datagram; its storage stays for the next one (no allocation per datagram).
   void clear() {
+    lazy = false;
     npieces_ = 0;
     nowned_ = 0;
     size_ = 0;
@@ -104,7 +109,9 @@ class Datagram {
     if (npieces_ == 1 && pieces_[0].borrowed == nullptr) return;
     std::vector<uint8_t> bytes;
     copy_to(bytes);
+    const bool was_lazy = lazy;
     clear();
+    lazy = was_lazy;
     append_copy(bytes);
   }
 

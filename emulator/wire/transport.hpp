@@ -30,7 +30,13 @@ class Transport {
   // says nothing is left to send for that port.
   // A datagram's borrowed pieces are valid only during the call: a transport that keeps a
   // datagram past it (a simulated wire, an asynchronous ring) copies it (Datagram::copy_to).
+  //
+  // A datagram marked lazy (Datagram::lazy: a held acknowledgement) need not wake a peer that
+  // sleeps: the peer finds it when it wakes for anything else, or for its own timer.
   virtual size_t send(uint8_t port, std::span<const Datagram> datagrams) = 0;
+  // True when lazy datagrams reach the peer without waking it. Where they would wake it
+  // anyway, a sender lets other traffic (credits) ride on them.
+  virtual bool defers_lazy() const { return false; }
 };
 
 }  // namespace ttemu::wire

@@ -97,7 +97,7 @@ std::span<const Received> UdpSocket::receive() {
   return received_;
 }
 
-void SendBatch::prepare(std::span<const Datagram> datagrams, const Address& peer) {
+void SendBatch::prepare(std::span<const Datagram> datagrams, const Address& peer, const Address* inbox) {
   iov_.clear();
   first_.clear();
   for (const auto& d : datagrams) {
@@ -110,8 +110,9 @@ void SendBatch::prepare(std::span<const Datagram> datagrams, const Address& peer
     msghdr& m = msgs_[i].msg_hdr;
     m.msg_iov = iov_.data() + first_[i];
     m.msg_iovlen = first_[i + 1] - first_[i];
-    m.msg_name = const_cast<sockaddr_storage*>(&peer.storage);
-    m.msg_namelen = peer.length;
+    const Address& to = datagrams[i].lazy && inbox && inbox->length ? *inbox : peer;
+    m.msg_name = const_cast<sockaddr_storage*>(&to.storage);
+    m.msg_namelen = to.length;
   }
 }
 
@@ -119,7 +120,7 @@ size_t UdpSocket::send(std::span<const Datagram> datagrams) {
   size_t sent = 0;
   while (sent < datagrams.size()) {
     const size_t n = std::min<size_t>(datagrams.size() - sent, 64);
-    batch_.prepare(datagrams.subspan(sent, n), peer_);
+    batch_.prepare(datagrams.subspan(sent, n), peer_, &inbox_);
     int out = ::sendmmsg(fd_, batch_.mmsgs(), static_cast<unsigned>(n), MSG_DONTWAIT);
     if (out <= 0) {
       if (out < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS) {

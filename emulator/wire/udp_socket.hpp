@@ -39,7 +39,8 @@ struct Received {
 // passes them on as they are.
 class SendBatch {
  public:
-  void prepare(std::span<const Datagram> datagrams, const Address& peer);
+  // Lazy datagrams go to `inbox` when there is one (lazy_inbox.hpp), the others to `peer`.
+  void prepare(std::span<const Datagram> datagrams, const Address& peer, const Address* inbox = nullptr);
   msghdr& msg(size_t i) { return msgs_[i].msg_hdr; }
   mmsghdr* mmsgs() { return msgs_.data(); }
 
@@ -62,6 +63,10 @@ class UdpSocket {
   void set_peer(const Address& peer) { peer_ = peer; }
   const Address& peer() const { return peer_; }
   bool accepts(const Address& from) const { return from == peer_; }
+  // Where the peer's chip takes lazy datagrams (its LazyInbox); none (the default): with the rest.
+  void set_inbox(const Address& inbox) { inbox_ = inbox; }
+  const Address& inbox() const { return inbox_; }
+  const Address& address_for(const Datagram& d) const { return d.lazy && inbox_.length ? inbox_ : peer_; }
   // Receives up to the batch size without blocking; the spans stay valid until the next call.
   std::span<const Received> receive();
   // Sends datagrams to the peer without blocking, each gathered from its pieces (no copy in
@@ -72,7 +77,7 @@ class UdpSocket {
  private:
   int fd_ = -1;
   uint16_t port_ = 0;
-  Address peer_;
+  Address peer_, inbox_;
   // batch x kMaxUdpPayload bytes, not zero-filled: a page costs memory only once a datagram
   // has landed in it (a Galaxy has 416 sockets).
   std::unique_ptr<uint8_t[]> buffers_;
