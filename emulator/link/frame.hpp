@@ -23,6 +23,9 @@ enum FrameFlags : uint8_t {
   // On an ACK: held on purpose and sent without waking the peer (wire::Datagram::lazy), so
   // the peer may read it late: its round trip says nothing of the wire's.
   kFlagHeld = 0x02,
+  // On a DATA frame: sent again (after a NACK or a timeout). Its sender is recovering and may
+  // sleep until it hears back: the receiver acknowledges at once, waking it.
+  kFlagResent = 0x04,
 };
 
 // All fields little-endian on the wire.

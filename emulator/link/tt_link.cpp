@@ -183,6 +183,8 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
       pool_->give(std::move(h.bytes));
     }
     ack_pending_ = true;
+    // A frame sent again (a gap filled, a tail resent after a timeout): its sender waits to hear.
+    if (f.header.flags & kFlagResent) ack_now_ = true;
   } else if (seq < expected_) {
     add(c_.duplicates);
     // A frame sent again asks where we are (a timeout, or a NACK's echo): answer at once.
@@ -321,16 +323,19 @@ void TtLink::on_ack(uint64_t ack, bool nack, bool held, Time now) {
       if (last_resent_ > newest.sent && now - last_resent_ >= min_rtt_) sample = now - last_resent_;
       // A held acknowledgement may have waited for us to wake, up to this timeout: taken as
       // it comes, each would raise the next timeout by as much, without bound. It may lower
-      // the estimate, never raise it (the peer's hold is in peer_ack_delay already).
-      if (held) sample = std::min(sample, srtt_.count() ? srtt_ : std::max(cfg_.peer_ack_delay, Duration{1}));
-      min_rtt_ = min_rtt_.count() ? std::min(min_rtt_, sample) : sample;
-      if (srtt_.count() == 0) {
-        srtt_ = sample;
-        rttvar_ = sample / 2;
-      } else {
-        Duration err = sample > srtt_ ? sample - srtt_ : srtt_ - sample;
-        rttvar_ = (3 * rttvar_ + err) / 4;
-        srtt_ = (7 * srtt_ + sample) / 8;
+      // the estimate, never raise it (the peer's hold is in peer_ack_delay already); a first
+      // one counts as at most that hold.
+      if (held && !srtt_.count()) sample = std::min(sample, std::max(cfg_.peer_ack_delay, Duration{1}));
+      if (!(held && srtt_.count() && sample > srtt_)) {
+        min_rtt_ = min_rtt_.count() ? std::min(min_rtt_, sample) : sample;
+        if (srtt_.count() == 0) {
+          srtt_ = sample;
+          rttvar_ = sample / 2;
+        } else {
+          Duration err = sample > srtt_ ? sample - srtt_ : srtt_ - sample;
+          rttvar_ = (3 * rttvar_ + err) / 4;
+          srtt_ = (7 * srtt_ + sample) / 8;
+        }
       }
     }
     const uint64_t old_base = base_;
@@ -587,7 +592,7 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
       h.tx_seq = static_cast<uint16_t>(o.seq);
       h.rx_seq = static_cast<uint16_t>(expected_);
       h.type = FrameType::kData;
-      h.flags = !sent && nack_pending_ ? kFlagNack : 0;
+      h.flags = static_cast<uint8_t>((!sent && nack_pending_ ? kFlagNack : 0) | (o.transmissions > 0 ? kFlagResent : 0));
       h.session = session_;
       // The frame goes on the wire from the window, its header written into the buffer's
       // room; a retransmission while an earlier datagram may still hold the frame is copied
@@ -609,7 +614,7 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
       transmit(unacked_[cursor_ - base_]);
       ++cursor_;
     }
-    bool hold = false, lazy = false;
+    bool hold = false, lazy = false, acked = false;
     if (ack_pending_ && !sent) {
       // Let a pure acknowledgement wait briefly for data to ride on: one wake-up less for
       // the peer per exchange. Never when urgent, or past the delay. Where the wire lets it
@@ -627,6 +632,7 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
         h.flags = static_cast<uint8_t>((nack_pending_ ? kFlagNack : 0) | (lazy ? kFlagHeld : 0));
         h.session = session_;
         emit(h, {}, {0, expected_ >> 16}, now);
+        acked = true;
         if (lazy && !packing_.empty()) packing_.lazy = true;
       }
     }
@@ -635,8 +641,9 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
       ack_pending_ = ack_now_ = false;
       ack_deadline_.reset();
       // What the peer may not have read yet still counts toward the quarter window: a peer
-      // asleep on a full window is woken by the next urgent acknowledgement.
-      if (!lazy) unacked_rx_ = 0, unacked_rx_bytes_ = 0;
+      // asleep on a full window is woken by the next urgent acknowledgement. Only an
+      // acknowledgement that wakes it (a data frame's, or a pure one not lazy) starts it afresh.
+      if (sent || (acked && !lazy)) unacked_rx_ = 0, unacked_rx_bytes_ = 0;
     }
     nack_pending_ = false;
     if (base_ != next_) arm_rto(now);

@@ -364,7 +364,7 @@ class Chip final : public node::NodeObserver {
           size_t got = 0;
           if (shm_) got += shm_->receive([&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); });
           if (uring_) got += poll_uring(t);
-          if (got > 0) got += take_lazy(t, false);
+          got += take_lazy(t, false);
           if (got > 0) node_->end_of_batch(t);
           if (node_->has_work()) node_->pump(t);
           reschedule();

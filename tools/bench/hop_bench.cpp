@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
     nc.job = 1;
     nc.link.ack_delay = std::chrono::milliseconds(1);  // as chips run by default
     nc.link.peer_ack_delay = std::chrono::milliseconds(2);  // (the far end's delay and timer slack)
-    nc.router.credit_delay = std::chrono::milliseconds(1);
+    nc.router.credit_delay = std::chrono::milliseconds(10);  // as chips run by default
     nc.tables = tables.of_node(v);
     // Only the link under test is wired.
     nc.ports.push_back({c->port, {1, peer->id.mesh, peer->id.device, peer->port}, nonce += 2, {}});
