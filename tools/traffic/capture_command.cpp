@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <optional>
 #include <queue>
@@ -184,7 +185,18 @@ int run_capture(const CaptureOptions& o, const std::vector<std::string>& command
   if (progress) fmt::print(stderr, "\n");
   json stopped;
   try {
-    stopped = launcher::request(socket, {{"cmd", "capture"}, {"sink", sink.name()}, {"stop", true}});
+    // Chips still send records while the stop reaches them (credits and acknowledgements that
+    // trail the traffic): they are taken meanwhile, or a chip blocked on a full sink could
+    // not answer the stop until its send gave up, and would drop them.
+    auto reply = std::async(std::launch::async, [&] {
+      return launcher::request(socket, {{"cmd", "capture"}, {"sink", sink.name()}, {"stop", true}});
+    });
+    while (reply.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
+      pollfd fd{sink.fd(), POLLIN, 0};
+      ::poll(&fd, 1, 5);
+      drain();
+    }
+    stopped = reply.get();
   } catch (const Error& e) {
     // The system went away (or stopped the capture): what came is kept.
     drain();
