@@ -105,7 +105,7 @@ class Chip final : public node::NodeObserver {
     loop_.watch(o_.control_fd, EPOLLIN, [this](uint32_t) { read_control(); });
     loop_.on_deadline([this](Time t) {
       // What the lazy inbox holds may make the deadline moot (an acknowledgement).
-      if (node_ && take_lazy(t, /*due=*/true) > 0) node_->end_of_batch(t);
+      take_lazy_now(t);
       if (node_) node_->on_timer(t);
       reschedule();
     });
@@ -200,7 +200,7 @@ class Chip final : public node::NodeObserver {
                    [&](const msg::PeerDown& d) {
                      // What the dead peer sent without waking us is read first: read after
                      // its death, it would bring the link back up (a frame of its session).
-                     if (take_lazy(now(), /*due=*/true) > 0) node().end_of_batch(now());
+                     take_lazy_now(now());
                      node().peer_down(d.port, now());
                    },
                    [&](const msg::Stall& st) { node().stall(st.fvc, st.stalled, now()); },
@@ -411,6 +411,11 @@ class Chip final : public node::NodeObserver {
   size_t take_lazy(Time t, bool due) {
     if (!inbox_ || !node_ || !(due || inbox_->ready(t))) return 0;
     return inbox_->read(t, [&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); });
+  }
+
+  // The same now, due or not, and the node answers what it brought.
+  void take_lazy_now(Time t) {
+    if (take_lazy(t, /*due=*/true) > 0) node_->end_of_batch(t);
   }
 
   size_t poll_uring(Time t) {

@@ -110,7 +110,7 @@ void SendBatch::prepare(std::span<const Datagram> datagrams, const Address& peer
     msghdr& m = msgs_[i].msg_hdr;
     m.msg_iov = iov_.data() + first_[i];
     m.msg_iovlen = first_[i + 1] - first_[i];
-    const Address& to = datagrams[i].lazy && inbox && inbox->length ? *inbox : peer;
+    const Address& to = destination(datagrams[i], peer, inbox);
     m.msg_name = const_cast<sockaddr_storage*>(&to.storage);
     m.msg_namelen = to.length;
   }

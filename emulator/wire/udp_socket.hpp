@@ -26,6 +26,12 @@ struct Address {
 // A numeric IPv4 or IPv6 address and a port; throws Error naming the text otherwise.
 Address make_address(const std::string& ip, uint16_t port);
 
+// Where a datagram goes: a lazy one to the peer chip's inbox if there is one (lazy_inbox.hpp),
+// any other to the peer.
+inline const Address& destination(const Datagram& d, const Address& peer, const Address* inbox) {
+  return d.lazy && inbox && inbox->length ? *inbox : peer;
+}
+
 inline constexpr size_t kMaxUdpPayload = 65507;  // IPv4's limit; receive buffers hold this
 
 struct Received {
@@ -66,7 +72,7 @@ class UdpSocket {
   // Where the peer's chip takes lazy datagrams (its LazyInbox); none (the default): with the rest.
   void set_inbox(const Address& inbox) { inbox_ = inbox; }
   const Address& inbox() const { return inbox_; }
-  const Address& address_for(const Datagram& d) const { return d.lazy && inbox_.length ? inbox_ : peer_; }
+  const Address& address_for(const Datagram& d) const { return destination(d, peer_, &inbox_); }
   // Receives up to the batch size without blocking; the spans stay valid until the next call.
   std::span<const Received> receive();
   // Sends datagrams to the peer without blocking, each gathered from its pieces (no copy in
