@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "emulator/chip/doorbell.hpp"
+#include "emulator/job/job.hpp"
 #include "tests/eventually.hpp"
 
 namespace ttemu::process {
@@ -163,6 +165,47 @@ TEST(EventLoop, SaysItSleepsOnlyWhileBlockedAndIsWokenThroughADescriptor) {
   producer.join();
   EXPECT_EQ(runs, 1);
   EXPECT_EQ(asleep.load(), 0u) << "awake again after the wake-up";
+}
+
+// The chip's doorbell as the bell: a ring runs the shared work even when `ready` had nothing to
+// say (a worker's ring is a reason to look), and every ring is read before the loop sleeps. A
+// doorbell holds at most ten rings (net.unix.max_dgram_qlen): one left full refuses the next
+// ring, and a loop that sleeps then is never woken.
+TEST(EventLoop, TheBellRunsTheSharedWorkAndIsEmptiedBeforeTheLoopSleeps) {
+  EventLoop loop;
+  const auto job = job::JobId::create();
+  chip::DoorbellListener listener(job, {0, 7});
+  chip::DoorbellRinger ringer(job, {0, 7});
+  std::atomic<uint32_t> asleep{0};
+  std::atomic<int> published{0}, rung_runs{0}, read{0};
+  int seen = 0;
+  loop.on_bell(listener.fd(), [&] { read += listener.drain(); });
+  loop.on_shared_work(&asleep, [&] { return published.load() != seen; }, [&] {
+    if (loop.rang()) ++rung_runs;
+    seen = published.load();
+    if (seen == 1) loop.stop();
+  });
+  std::thread producer([&] {
+    // Twice: more rings than the doorbell holds, without work, to a sleeping loop; the loop
+    // wakes, runs the shared work, and reads every ring before it sleeps again.
+    int sent = 0;
+    for (int round = 0; round < 2; ++round) {
+      if (!eventually([&] { return asleep.load() != 0; }, 10s)) return ADD_FAILURE() << "the loop never slept";
+      for (int i = 0; i < 20; ++i) sent += ringer.ring() ? 1 : 0;
+      if (!eventually([&] { return read.load() == sent && asleep.load() != 0; }, 10s)) {
+        return ADD_FAILURE() << "round " << round << ": " << read.load() << " of " << sent << " rings read, asleep "
+                             << asleep.load();
+      }
+    }
+    EXPECT_GE(rung_runs.load(), 2) << "each round's rings ran the shared work";
+    // Then work, published and rung as a worker does.
+    published = 1;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (chip::should_ring(asleep)) ringer.ring();
+  });
+  run_at_most(loop, 10s);
+  producer.join();
+  EXPECT_EQ(seen, 1) << "the work published with the last ring was done";
 }
 
 // A chip that did not run for a while (many chips share few cores) finds its retransmission

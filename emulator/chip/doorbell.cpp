@@ -49,20 +49,25 @@ DoorbellListener::DoorbellListener(const JobId& job, routing::ChipId chip) : fd_
 
 DoorbellListener::~DoorbellListener() { ::close(fd_); }
 
-void DoorbellListener::drain() {
-  // Rings are empty datagrams; with should_ring there is mostly one. A ring left over keeps the
-  // socket readable, and the loop comes back for it.
+int DoorbellListener::drain() {
+  // Rings are empty datagrams; with should_ring there is mostly one. All are read: the chip
+  // hears a ring as an edge, and a full socket would refuse the next ring.
   std::array<mmsghdr, 16> msgs{};
-  ::recvmmsg(fd_, msgs.data(), msgs.size(), MSG_DONTWAIT, nullptr);
+  int read = 0, n = 0;
+  do {
+    n = ::recvmmsg(fd_, msgs.data(), msgs.size(), MSG_DONTWAIT, nullptr);
+    read += std::max(n, 0);
+  } while (n == static_cast<int>(msgs.size()));
+  return read;
 }
 
 DoorbellRinger::DoorbellRinger(const JobId& job, routing::ChipId chip) : fd_(doorbell_socket(job, chip, false)) {}
 
 DoorbellRinger::~DoorbellRinger() { ::close(fd_); }
 
-void DoorbellRinger::ring() {
+bool DoorbellRinger::ring() {
   // EAGAIN: the chip has rings it has not read yet, so it is waking anyway.
-  [[maybe_unused]] auto n = ::send(fd_, "", 0, MSG_NOSIGNAL);
+  return ::send(fd_, "", 0, MSG_NOSIGNAL) == 0;
 }
 
 }  // namespace ttemu::chip

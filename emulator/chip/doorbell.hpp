@@ -38,7 +38,7 @@ class DoorbellListener {
   DoorbellListener& operator=(const DoorbellListener&) = delete;
 
   int fd() const { return fd_; }
-  void drain();  // reads every ring so far (one system call for up to 16)
+  int drain();  // reads every ring so far (one system call per 16); returns how many
 
  private:
   int fd_ = -1;
@@ -52,7 +52,7 @@ class DoorbellRinger {
   DoorbellRinger(const DoorbellRinger&) = delete;
   DoorbellRinger& operator=(const DoorbellRinger&) = delete;
 
-  void ring();
+  bool ring();  // false: not sent (the chip has rings it has not read: it wakes anyway)
 
  private:
   int fd_ = -1;

@@ -348,11 +348,7 @@ class Chip final : public node::NodeObserver {
     // Workers' commands: looked for on every turn of the loop; a worker rings the doorbell
     // only when the loop has said it sleeps.
     doorbell_ = std::make_unique<DoorbellListener>(o_.job, o_.chip);
-    loop_.watch(doorbell_->fd(), EPOLLIN, [this](uint32_t) {
-      doorbell_->drain();
-      node_->pump(now());
-      reschedule();
-    });
+    loop_.on_bell(doorbell_->fd(), [this] { doorbell_->drain(); });
     // Shared memory brings workers' commands and, with --transport shm, datagrams: looked for
     // on every turn, and once more after the loop says it sleeps (router_asleep), which is
     // what workers and neighbours read before ringing the doorbell.
@@ -366,7 +362,7 @@ class Chip final : public node::NodeObserver {
           if (uring_) got += poll_uring(t);
           got += take_lazy(t, false);
           if (got > 0) node_->end_of_batch(t);
-          if (node_->has_work()) node_->pump(t);
+          if (loop_.rang() || node_->has_work()) node_->pump(t);
           reschedule();
         });
     ctl_->running.store(1);

@@ -86,6 +86,15 @@ void EventLoop::on_shared_work(std::atomic<uint32_t>* asleep, std::function<bool
   shared_run_ = std::move(run);
 }
 
+void EventLoop::on_bell(int fd, std::function<void()> empty) {
+  bell_ = fd;
+  empty_bell_ = std::move(empty);
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLET;  // one event per ring, read or not
+  ev.data.fd = fd;
+  if (epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) fail("epoll_ctl add");
+}
+
 void EventLoop::wait_in(Waiter* waiter) {
   waiter_ = waiter;
   armed_.reset();  // the new place to sleep has no timer armed yet
@@ -102,12 +111,19 @@ int EventLoop::dispatch(const timespec* timeout) {
   }
   if (n == 0) return 0;
   last_event_ = time_;
+  bool handled = false;
   for (int i = 0; i < n && !stopping_; ++i) {
-    auto it = handlers_.find(events[static_cast<size_t>(i)].data.fd);
+    const int fd = events[static_cast<size_t>(i)].data.fd;
+    if (fd == bell_) {
+      rang_ = bell_full_ = true;  // the shared work runs next turn
+      continue;
+    }
+    auto it = handlers_.find(fd);
     if (it != handlers_.end()) (*it->second)(events[static_cast<size_t>(i)].events);
+    handled = true;
   }
   retired_.clear();
-  if (on_batch_end_) on_batch_end_();
+  if (handled && on_batch_end_) on_batch_end_();
   return n;
 }
 
@@ -127,8 +143,9 @@ void EventLoop::run() {
     // timeout that it makes moot; descriptors (below) still get their turn under a steady
     // stream of commands.
     bool worked = false;
-    if (shared_ready_ && shared_ready_()) {
+    if (shared_ready_ && (rang_ || shared_ready_())) {
       shared_run_();
+      rang_ = false;
       worked = true;
       t = time_ = now();
       last_event_ = t;
@@ -170,6 +187,10 @@ void EventLoop::run() {
     }
     const bool blocking = !worked && !spinning && asleep_ && shared_ready_;
     if (blocking) {
+      if (bell_full_ && empty_bell_) {  // (before the last look: see on_bell)
+        bell_full_ = false;
+        empty_bell_();
+      }
       asleep_->store(1, std::memory_order_seq_cst);
       std::atomic_thread_fence(std::memory_order_seq_cst);
       if (shared_ready_()) {

@@ -21,6 +21,8 @@
 //   spin of zero, it sleeps in the kernel until something happens. Idle is free;
 // - work that arrives through shared memory rather than a descriptor (on_shared_work) is
 //   looked for on every turn, and once more after the loop has announced that it sleeps.
+//   Its producers wake a sleeping loop through the bell (on_bell), which runs the shared work
+//   at once and is read only when the loop next sleeps: off the path of a forwarded packet;
 // - with a Waiter (wait_in), the loop sleeps in the waiter, which watches the epoll set as one
 //   of its sources and says when it is ready; the waiter's own completions are shared work.
 // - a wait that is interrupted (EINTR: a signal) goes round the loop.
@@ -92,6 +94,14 @@ class EventLoop {
   // full fence between): a producer that publishes, fences and then reads *asleep == 0 knows the
   // loop will find its work; reading 1, it must wake the loop through one of its descriptors.
   void on_shared_work(std::atomic<uint32_t>* asleep, std::function<bool()> ready, std::function<void()> run);
+  // The descriptor that producers ring to wake the sleeping loop (the chip's doorbell), and
+  // how to empty it. A ring only says "look at the shared work": it is watched edge-triggered,
+  // makes the next turn run the shared work (rang() is then true), and is emptied just before
+  // the loop next sleeps, so that nothing but the work stands between a wake-up and the work
+  // (a forwarding chip's hop). A ring emptied before the last look for work cannot be lost:
+  // its producer published the work before it rang.
+  void on_bell(int fd, std::function<void()> empty);
+  bool rang() const { return rang_; }
 
   void set_spin(std::chrono::nanoseconds spin) { spin_ = spin; }
   // How late a sleeping loop may be woken for its deadline (above).
@@ -125,6 +135,10 @@ class EventLoop {
   std::atomic<uint32_t>* asleep_ = nullptr;
   std::function<bool()> shared_ready_;
   std::function<void()> shared_run_;
+  int bell_ = -1;
+  std::function<void()> empty_bell_;
+  bool rang_ = false;      // rung since the shared work last ran
+  bool bell_full_ = false;  // rung since it was last emptied
   std::chrono::nanoseconds spin_;
   std::chrono::nanoseconds slack_{0};
   Time last_event_{}, time_{};
