@@ -111,8 +111,10 @@ class Chip final : public node::NodeObserver {
     });
     loop_.on_batch_end([this] {
       if (node_) {
-        take_lazy(now(), false);
-        node_->end_of_batch(now());
+        // What came is forwarded first; the lazy inbox (a system call) is read after.
+        const Time t = now();
+        node_->end_of_batch(t);
+        if (take_lazy(t, false) > 0) node_->end_of_batch(t);
       }
       reschedule();
     });
@@ -360,9 +362,9 @@ class Chip final : public node::NodeObserver {
           size_t got = 0;
           if (shm_) got += shm_->receive([&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); });
           if (uring_) got += poll_uring(t);
-          got += take_lazy(t, false);
           if (got > 0) node_->end_of_batch(t);
           if (loop_.rang() || node_->has_work()) node_->pump(t);
+          if (take_lazy(t, false) > 0) node_->end_of_batch(t);  // (after the forwards: a system call)
           reschedule();
         });
     ctl_->running.store(1);
