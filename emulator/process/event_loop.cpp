@@ -30,6 +30,7 @@ EventLoop::EventLoop(std::chrono::nanoseconds spin) : spin_(spin) {
     uint64_t expirations = 0;
     if (::read(timer_, &expirations, sizeof expirations) < 0 && errno != EAGAIN) fail("read timerfd");
     armed_.reset();
+    if (!deadline_ || *deadline_ > time_) ++empty_timer_fires_;
   });
 }
 
@@ -38,9 +39,18 @@ EventLoop::~EventLoop() {
   ::close(epoll_);
 }
 
-void EventLoop::arm_timer(Time at) {
-  if (waiter_ && waiter_->take_timer_fired()) armed_.reset();
-  if (armed_ && *armed_ <= at) return;  // it fires first: the loop then arms for `at`
+void EventLoop::arm_timer(Time deadline) {
+  if (waiter_ && waiter_->take_timer_fired()) {
+    armed_.reset();
+    if (deadline > time_) ++empty_timer_fires_;
+  }
+  const Time at = deadline + slack_;
+  // A timer armed for no later than `at` stays (setting it costs a system call, and a trap on
+  // a virtual machine), unless it would fire before the deadline: it would find nothing due,
+  // and waking the chip for nothing costs more than setting the timer again. That is what a
+  // deadline handled while the chip was awake for traffic leaves behind (an acknowledgement's
+  // delay): the next one is later than the timer.
+  if (armed_ && *armed_ <= at && *armed_ >= deadline) return;
   armed_ = at;
   if (waiter_) {
     waiter_->arm_timer(at);
@@ -183,7 +193,7 @@ void EventLoop::run() {
     if (worked || spinning) {
       timeout = &ts;  // poll
     } else if (deadline_) {
-      arm_timer(*deadline_ + slack_);  // the wait itself has no timeout: the timer wakes it
+      arm_timer(*deadline_);  // the wait itself has no timeout: the timer wakes it
     }
     const bool blocking = !worked && !spinning && asleep_ && shared_ready_;
     if (blocking) {

@@ -10,7 +10,8 @@
 //   deadlines that can wait (a delayed acknowledgement, credits, a retransmission check) mostly
 //   ride on wake-ups that traffic causes anyway instead of costing their own. The timer stays
 //   armed across waits: it is set again only when the deadline plus the slack comes before the
-//   time it is armed for, or after it has fired, so moving the deadline later costs nothing.
+//   time it is armed for, after it has fired, or when it would fire before the deadline (and
+//   so wake the loop for nothing); a deadline that moves later within that costs nothing.
 //   (A timeout per wait would arm and cancel a kernel timer per packet, and a timer earlier
 //   than the scheduler's tick reprograms the processor's timer both times: on a virtual machine
 //   each is a trap to the hypervisor, 4-5 us per forward measured.) The timer may wake the loop
@@ -106,6 +107,8 @@ class EventLoop {
   void set_spin(std::chrono::nanoseconds spin) { spin_ = spin; }
   // How late a sleeping loop may be woken for its deadline (above).
   void set_timer_slack(std::chrono::nanoseconds slack) { slack_ = slack; }
+  // Times the timer woke the loop with no deadline due (for tests and measurements).
+  uint64_t empty_timer_fires() const { return empty_timer_fires_; }
   // Sleeps in `waiter` from now on (nullptr: in epoll again). The waiter outlives its use.
   void wait_in(Waiter* waiter);
   void run();   // until stop()
@@ -117,8 +120,9 @@ class EventLoop {
   // the epoll set (dispatching); true if something is ready or was handled.
   bool wait_for_sources(const timespec* timeout);
 
-  // Arms the timer for `at` unless it is armed for that or earlier already.
-  void arm_timer(Time at);
+  // Arms the timer for `deadline` plus the slack, unless it is armed to fire within that
+  // already (above).
+  void arm_timer(Time deadline);
 
   int epoll_ = -1;
   int timer_ = -1;             // timerfd (CLOCK_MONOTONIC, the steady clock's), or the waiter's timer
@@ -141,6 +145,7 @@ class EventLoop {
   bool bell_full_ = false;  // rung since it was last emptied
   std::chrono::nanoseconds spin_;
   std::chrono::nanoseconds slack_{0};
+  uint64_t empty_timer_fires_ = 0;
   Time last_event_{}, time_{};
   bool stopping_ = false;
 };
