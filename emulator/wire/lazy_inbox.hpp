@@ -18,8 +18,10 @@ namespace ttemu::wire {
 class LazyInbox {
  public:
   using Time = std::chrono::nanoseconds;
-  // How often a chip that is awake anyway reads it (a system call each time).
-  static constexpr Time kInterval = std::chrono::microseconds(500);
+  // How often a chip that is awake anyway reads it (a system call each time, which over
+  // io_uring delays the chip's sends: they go with its next wait). Well inside the shortest
+  // retransmission timeout (2 ms plus the far end's hold), and it is read before any deadline.
+  static constexpr Time kInterval = std::chrono::microseconds(2000);
 
   explicit LazyInbox(const std::string& bind) : socket_(bind) {}
   uint16_t local_port() const { return socket_.local_port(); }
