@@ -169,10 +169,11 @@ TEST(EventLoop, SaysItSleepsOnlyWhileBlockedAndIsWokenThroughADescriptor) {
 
 // The chip's doorbell as the bell: a ring runs the shared work even when `ready` had nothing to
 // say (a worker's ring is a reason to look), and every ring is read before the loop sleeps. A
-// doorbell holds at most ten rings (net.unix.max_dgram_qlen): one left full refuses the next
-// ring, and a loop that sleeps then is never woken.
-TEST(EventLoop, TheBellRunsTheSharedWorkAndIsEmptiedBeforeTheLoopSleeps) {
+// doorbell holds at most eleven rings (one more than net.unix.max_dgram_qlen): one left full
+// refuses the next ring, and a loop that sleeps then is never woken.
+void bell(EventLoop::Waiter* waiter) {
   EventLoop loop;
+  loop.wait_in(waiter);
   const auto job = job::JobId::create();
   chip::DoorbellListener listener(job, {0, 7});
   chip::DoorbellRinger ringer(job, {0, 7});
@@ -205,6 +206,7 @@ TEST(EventLoop, TheBellRunsTheSharedWorkAndIsEmptiedBeforeTheLoopSleeps) {
   });
   run_at_most(loop, 10s);
   producer.join();
+  loop.wait_in(nullptr);
   EXPECT_EQ(seen, 1) << "the work published with the last ring was done";
 }
 
@@ -319,8 +321,9 @@ TEST(EventLoop, WithAWaiterItSleepsThereAndStillServesDescriptorsDeadlinesAndEnd
   loop.wait_in(nullptr);
 }
 
-// The timer stays armed across waits and is armed again only for an earlier deadline: a
-// deadline moved later must not fire when the timer armed for the old one does, and one moved
+// The timer stays armed across waits and is armed again only for an earlier deadline (or, with
+// a slack, one it would fire before): a deadline moved later must not fire when the timer
+// armed for the old one does, and one moved
 // earlier than the armed timer must fire at its own time, not the timer's.
 void deadline_moved_later_then_earlier(EventLoop::Waiter* waiter) {
   EventLoop loop;
@@ -448,19 +451,19 @@ void moved_past_its_timer(EventLoop::Waiter* waiter) {
   Pipe p;
   std::atomic<uint32_t> asleep{0};
   loop.on_shared_work(&asleep, [] { return false; }, [] {});
-  EventLoop::Time later{};
+  const EventLoop::Time first = EventLoop::now() + 1s, later = first + 300ms;
+  bool moved = false;
   std::vector<EventLoop::Time> fired;
   loop.watch(p.fd[0], EPOLLIN, [&](uint32_t) {
     char c;
     ASSERT_EQ(::read(p.fd[0], &c, 1), 1);
-    later = EventLoop::now() + 800ms;
+    moved = EventLoop::now() < first;  // (else the test proves nothing: see below)
     loop.set_deadline(later);
   });
   loop.on_deadline([&](EventLoop::Time t) {
     fired.push_back(t);
     loop.stop();
   });
-  const EventLoop::Time first = EventLoop::now() + 500ms;
   loop.set_deadline(first);
   std::thread writer([&] {
     // Asleep, with the timer armed for the first deadline: traffic moves it later.
@@ -470,6 +473,7 @@ void moved_past_its_timer(EventLoop::Waiter* waiter) {
   run_at_most(loop, 20s);
   writer.join();
   loop.wait_in(nullptr);
+  ASSERT_TRUE(moved) << "the writer came after the first deadline (a second late)";
   ASSERT_EQ(fired.size(), 1u);
   EXPECT_GE(fired[0], later) << "the deadline was served before it was due";
   EXPECT_EQ(loop.empty_timer_fires(), 0u) << "the timer woke the loop with nothing due";
@@ -482,6 +486,13 @@ TEST(EventLoop, ADeadlineMovedPastItsTimerSetsTheTimerAgainInsteadOfWakingForNot
 TEST(EventLoop, WithAWaiterADeadlineMovedPastItsTimerSetsTheTimerAgainInsteadOfWakingForNothing) {
   PollWaiter waiter;
   moved_past_its_timer(&waiter);
+}
+
+TEST(EventLoop, TheBellRunsTheSharedWorkAndIsEmptiedBeforeTheLoopSleeps) { bell(nullptr); }
+
+TEST(EventLoop, WithAWaiterTheBellRunsTheSharedWorkAndIsEmptiedBeforeTheLoopSleeps) {
+  PollWaiter waiter;
+  bell(&waiter);
 }
 
 }  // namespace

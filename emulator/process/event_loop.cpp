@@ -40,17 +40,15 @@ EventLoop::~EventLoop() {
 }
 
 void EventLoop::arm_timer(Time deadline) {
-  if (waiter_ && waiter_->take_timer_fired()) {
-    armed_.reset();
-    if (deadline > time_) ++empty_timer_fires_;
-  }
+  if (waiter_ && waiter_->take_timer_fired()) armed_.reset();
   const Time at = deadline + slack_;
   // A timer armed for no later than `at` stays (setting it costs a system call, and a trap on
   // a virtual machine), unless it would fire before the deadline: it would find nothing due,
   // and waking the chip for nothing costs more than setting the timer again. That is what a
   // deadline handled while the chip was awake for traffic leaves behind (an acknowledgement's
-  // delay): the next one is later than the timer.
-  if (armed_ && *armed_ <= at && *armed_ >= deadline) return;
+  // delay): the next one is later than the timer. Without a slack the timer stays even so: a
+  // deadline that moves later with every packet would otherwise set it on every sleep.
+  if (armed_ && *armed_ <= at && (*armed_ >= deadline || slack_.count() == 0)) return;
   armed_ = at;
   if (waiter_) {
     waiter_->arm_timer(at);
@@ -159,6 +157,11 @@ void EventLoop::run() {
       worked = true;
       t = time_ = now();
       last_event_ = t;
+    }
+    // A waiter's timer fired: its completion was just handled with the shared work.
+    if (waiter_ && waiter_->take_timer_fired()) {
+      armed_.reset();
+      if (!deadline_ || *deadline_ > t) ++empty_timer_fires_;
     }
     // t may be behind by the time the last handlers took; a deadline is then late by as much.
     if (deadline_ && *deadline_ <= t) {

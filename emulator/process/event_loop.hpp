@@ -10,8 +10,9 @@
 //   deadlines that can wait (a delayed acknowledgement, credits, a retransmission check) mostly
 //   ride on wake-ups that traffic causes anyway instead of costing their own. The timer stays
 //   armed across waits: it is set again only when the deadline plus the slack comes before the
-//   time it is armed for, after it has fired, or when it would fire before the deadline (and
-//   so wake the loop for nothing); a deadline that moves later within that costs nothing.
+//   time it is armed for, after it has fired, or (with a slack) when it would fire before the
+//   deadline and so wake the loop for nothing; a deadline that moves later within the slack
+//   costs nothing.
 //   (A timeout per wait would arm and cancel a kernel timer per packet, and a timer earlier
 //   than the scheduler's tick reprograms the processor's timer both times: on a virtual machine
 //   each is a trap to the hypervisor, 4-5 us per forward measured.) The timer may wake the loop
