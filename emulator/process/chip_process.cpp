@@ -105,7 +105,7 @@ class Chip final : public node::NodeObserver {
     loop_.watch(o_.control_fd, EPOLLIN, [this](uint32_t) { read_control(); });
     loop_.on_deadline([this](Time t) {
       // What the lazy inbox holds may make the deadline moot (an acknowledgement).
-      take_lazy_now(t);
+      take_lazy(t, /*at_once=*/true);
       if (node_) node_->on_timer(t);
       reschedule();
     });
@@ -114,7 +114,7 @@ class Chip final : public node::NodeObserver {
         // What came is forwarded first; the lazy inbox (a system call) is read after.
         const Time t = now();
         node_->end_of_batch(t);
-        if (take_lazy(t, false) > 0) node_->end_of_batch(t);
+        take_lazy(t);
       }
       reschedule();
     });
@@ -202,7 +202,7 @@ class Chip final : public node::NodeObserver {
                    [&](const msg::PeerDown& d) {
                      // What the dead peer sent without waking us is read first: read after
                      // its death, it would bring the link back up (a frame of its session).
-                     take_lazy_now(now());
+                     take_lazy(now(), /*at_once=*/true);
                      node().peer_down(d.port, now());
                    },
                    [&](const msg::Stall& st) { node().stall(st.fvc, st.stalled, now()); },
@@ -364,7 +364,7 @@ class Chip final : public node::NodeObserver {
           if (uring_) got += poll_uring(t);
           if (got > 0) node_->end_of_batch(t);
           if (loop_.rang() || node_->has_work()) node_->pump(t);
-          if (take_lazy(t, false) > 0) node_->end_of_batch(t);  // (after the forwards: a system call)
+          take_lazy(t);  // (after the forwards: a system call)
           reschedule();
         });
     ctl_->running.store(1);
@@ -404,16 +404,12 @@ class Chip final : public node::NodeObserver {
     if (ctl_->transport_mode.load(std::memory_order_relaxed) != mode) ctl_->transport_mode.store(mode);
   }
 
-  // Reads the lazy inbox if a read is due (or now, with `due`): what peers sent without
-  // waking this chip. Returns how many datagrams it delivered.
-  size_t take_lazy(Time t, bool due) {
-    if (!inbox_ || !node_ || !(due || inbox_->ready(t))) return 0;
-    return inbox_->read(t, [&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); });
-  }
-
-  // The same now, due or not, and the node answers what it brought.
-  void take_lazy_now(Time t) {
-    if (take_lazy(t, /*due=*/true) > 0) node_->end_of_batch(t);
+  // Reads the lazy inbox if a read is due (or at once, with `at_once`): what peers sent
+  // without waking this chip; the node then answers what it brought.
+  void take_lazy(Time t, bool at_once = false) {
+    if (!inbox_ || !node_ || !(at_once || inbox_->ready(t))) return;
+    const size_t n = inbox_->read(t, [&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); });
+    if (n > 0) node_->end_of_batch(t);
   }
 
   size_t poll_uring(Time t) {
