@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 
@@ -200,9 +201,10 @@ class Chip final : public node::NodeObserver {
                    [&](const msg::Stream& t) { node().start_stream(t.port, t.id, t.frames, t.size, now()); },
                    [&](const msg::Ping& p) { node().start_ping(p.port, p.id, p.count, p.size, now()); },
                    [&](const msg::PeerDown& d) {
-                     // What the dead peer sent without waking us is read first: read after
-                     // its death, it would bring the link back up (a frame of its session).
-                     take_lazy(now(), /*at_once=*/true);
+                     // What the dead peer sent without waking us (the lazy inbox, a shm ring it
+                     // wrote without ringing) is read first: read after its death, it would
+                     // bring the link back up (a frame of its session).
+                     take_unread(now());
                      node().peer_down(d.port, now());
                    },
                    [&](const msg::Stall& st) { node().stall(st.fvc, st.stalled, now()); },
@@ -402,6 +404,17 @@ class Chip final : public node::NodeObserver {
     const uint32_t mode = uring_->mode() == UringTransport::Mode::kMultishot ? kTransportUringMultishot
                                                                             : kTransportUringSingleShot;
     if (ctl_->transport_mode.load(std::memory_order_relaxed) != mode) ctl_->transport_mode.store(mode);
+  }
+
+  // Everything that came without waking the chip, read at once: the lazy inbox and, with
+  // --transport shm, the rings (a held acknowledgement goes in without a ring of the doorbell).
+  void take_unread(Time t) {
+    if (!node_) return;
+    if (shm_ && shm_->receive([&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); },
+                              std::numeric_limits<size_t>::max()) > 0) {
+      node_->end_of_batch(t);
+    }
+    take_lazy(t, /*at_once=*/true);
   }
 
   // Reads the lazy inbox if a read is due (or at once, with `at_once`): what peers sent
