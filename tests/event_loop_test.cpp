@@ -323,8 +323,8 @@ TEST(EventLoop, WithAWaiterItSleepsThereAndStillServesDescriptorsDeadlinesAndEnd
 
 // The timer stays armed across waits and is armed again only for an earlier deadline (or, with
 // a slack, one it would fire before): a deadline moved later must not fire when the timer
-// armed for the old one does, and one moved
-// earlier than the armed timer must fire at its own time, not the timer's.
+// armed for the old one does, and one moved earlier than the armed timer must fire at its own
+// time, not the timer's.
 void deadline_moved_later_then_earlier(EventLoop::Waiter* waiter) {
   EventLoop loop;
   loop.wait_in(waiter);

@@ -135,6 +135,11 @@ class Chip final : public node::NodeObserver {
   }
   Time now() const { return loop_.time(); }
 
+  // What hands a datagram that came on a port to the node, stamped `t`.
+  auto to_node(Time t) {
+    return [this, t](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); };
+  }
+
   void cleanup() {
     for (auto& e : udp_.endpoints()) loop_.forget(e->socket->fd());
     node_.reset();
@@ -362,7 +367,7 @@ class Chip final : public node::NodeObserver {
         [this] {
           const Time t = now();
           size_t got = 0;
-          if (shm_) got += shm_->receive([&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); });
+          if (shm_) got += shm_->receive(to_node(t));
           if (uring_) got += poll_uring(t);
           if (got > 0) node_->end_of_batch(t);
           if (loop_.rang() || node_->has_work()) node_->pump(t);
@@ -410,8 +415,7 @@ class Chip final : public node::NodeObserver {
   // --transport shm, the rings (a held acknowledgement goes in without a ring of the doorbell).
   void take_unread(Time t) {
     if (!node_) return;
-    if (shm_ && shm_->receive([&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); },
-                              std::numeric_limits<size_t>::max()) > 0) {
+    if (shm_ && shm_->receive(to_node(t), std::numeric_limits<size_t>::max()) > 0) {
       node_->end_of_batch(t);
     }
     take_lazy(t, /*at_once=*/true);
@@ -421,13 +425,13 @@ class Chip final : public node::NodeObserver {
   // without waking this chip; the node then answers what it brought.
   void take_lazy(Time t, bool at_once = false) {
     if (!inbox_ || !node_ || !(at_once || inbox_->ready(t))) return;
-    const size_t n = inbox_->read(t, [&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); });
+    const size_t n = inbox_->read(t, to_node(t));
     if (n > 0) node_->end_of_batch(t);
   }
 
   size_t poll_uring(Time t) {
     const size_t n = uring_->poll({
-        [&](uint8_t port, std::span<const uint8_t> bytes) { node_->on_datagram(port, bytes, t); },
+        to_node(t),
         [&](uint8_t port) { node_->on_writable(port, t); },
         [&](uint8_t port) { count(port, &link::LinkCounters::foreign); },
         [&](uint8_t port) { count(port, &link::LinkCounters::wire_drops); },  // a staged send refused
