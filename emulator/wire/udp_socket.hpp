@@ -74,7 +74,9 @@ class UdpSocket {
   const Address& inbox() const { return inbox_; }
   const Address& address_for(const Datagram& d) const { return destination(d, peer_, &inbox_); }
   // Receives up to the batch size without blocking; the spans stay valid until the next call.
-  std::span<const Received> receive();
+  // With `one`, at most one datagram, by recvmsg: when only one waits (a sparse link, a hop on
+  // a latency path) that costs less than recvmmsg, which tries again for a second.
+  std::span<const Received> receive(bool one = false);
   // Sends datagrams to the peer without blocking, each gathered from its pieces (no copy in
   // user space); returns how many went out (fewer when the socket buffer is full: wait until
   // writable and call again with the rest).
