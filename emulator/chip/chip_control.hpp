@@ -37,7 +37,7 @@ enum TransportMode : uint32_t {
 };
 inline const char* to_string(TransportMode m) {
   switch (m) {
-    case kTransportUdp: return "udp: a socket per port, sendmmsg/recvmmsg";
+    case kTransportUdp: return "udp: a socket per port, sendmmsg/recvmmsg (sendmsg/recvmsg for one)";
     case kTransportShm: return "shm: datagram rings in shared memory";
     case kTransportUringMultishot: return "uring: multishot receives into a provided buffer ring";
     case kTransportUringSingleShot: return "uring: single-shot receives (no multishot or buffer ring here)";

@@ -1,6 +1,7 @@
 // One link endpoint's UDP socket: non-blocking, moving datagrams in batches (recvmmsg /
-// sendmmsg: one system call for many). IPv4 or IPv6, by the address it is bound to; only
-// datagrams from the peer's address and port are the link's (accepts() tells).
+// sendmmsg: one system call for many), or one at a time where that is all there is. IPv4 or
+// IPv6, by the address it is bound to; only datagrams from the peer's address and port are the
+// link's (accepts() tells).
 #pragma once
 
 #include <sys/socket.h>
