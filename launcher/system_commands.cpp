@@ -89,6 +89,11 @@ void print_status(const json& s) {
   uint64_t refused = 0;
   for (const auto& c : s["chips"]) refused += c.value("memory_refused", uint64_t{0});
   fmt::print("memory: {}, {} packet(s) refused for their key\n", s.value("memory", std::string("open")), refused);
+  uint64_t inbox_strays = 0;  // (the links' own strays are in the table below)
+  for (const auto& c : s["chips"]) {
+    if (c.contains("lazy_inbox")) inbox_strays += c["lazy_inbox"].value("foreign", uint64_t{0});
+  }
+  if (inbox_strays > 0) fmt::print("lazy inboxes: {} stray datagram(s) dropped\n", inbox_strays);
   uint64_t injected = 0, delivered = 0, events = 0;
   for (const auto& c : s["chips"]) {
     injected += c.value("packets_injected", uint64_t{0});

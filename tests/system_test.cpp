@@ -414,6 +414,56 @@ TEST(System, StrayDatagramsAreDroppedAndCounted) {
   EXPECT_EQ(rx["state"], "up");
 }
 
+// A chip's lazy inbox, where its peers send the acknowledgements that need not wake it, takes
+// datagrams from those peers only: anyone else's are dropped and counted (`ttemu status`), and
+// the chip's links go on. The chip reads its inbox while it is awake, so traffic brings the
+// count up to date.
+TEST(System, StrayDatagramsToALazyInboxAreDroppedAndCounted) {
+  if (transport_under_test() == "shm") GTEST_SKIP() << "shm chips have no lazy inbox";
+  System sys({topo("n300.yaml")});
+  auto inbox_of = [](const json& status, const std::string& chip) {
+    for (const auto& c : status["chips"]) {
+      if (c["name"] == chip) return c.value("lazy_inbox", json::object());
+    }
+    return json::object();
+  };
+  const json inbox = inbox_of(sys.status(), "M0D1");
+  ASSERT_TRUE(inbox.contains("udp")) << inbox;
+  EXPECT_EQ(inbox["foreign"], 0);
+  int sock = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(inbox["udp"].get<uint16_t>());
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  std::mt19937 rng(7);
+  const int sent = 30;
+  for (int i = 0; i < sent; ++i) {
+    std::vector<uint8_t> junk(1 + rng() % 500);
+    for (auto& b : junk) b = static_cast<uint8_t>(rng());
+    ASSERT_GT(sendto(sock, junk.data(), junk.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+  }
+  close(sock);
+  uint64_t foreign = 0;
+  EXPECT_TRUE(test::eventually(
+      [&] {
+        json r = stream(sys, "M0D1P6", 500, 256);  // M0D1 sends: its peer's acknowledgements come lazily
+        EXPECT_EQ(r["verified"], 500);
+        EXPECT_EQ(r["errors"], 0);
+        foreign = inbox_of(sys.status(), "M0D1").value("foreign", uint64_t{0});
+        return foreign >= sent;
+      },
+      std::chrono::seconds(60)));
+  EXPECT_EQ(foreign, static_cast<uint64_t>(sent));  // each stray once
+  RunResult text = sys.ttemu({"status"});
+  EXPECT_NE(text.out.find("lazy inboxes: 30 stray datagram(s) dropped"), std::string::npos) << text.out;
+  const json s = sys.status();
+  for (const auto& l : s["links"]) {
+    EXPECT_EQ(l["ends"][0]["state"], "up");
+    EXPECT_EQ(l["ends"][0]["counters"]["foreign"], 0);  // the strays were the inbox's, not a link's
+    EXPECT_EQ(l["ends"][1]["counters"]["foreign"], 0);
+  }
+}
+
 // The stale-packet problem across processes: datagrams captured at the start of a link test
 // are sent again to the receiving port (spoofed as coming from the sending port) once the
 // 16-bit sequence numbers have wrapped. They must be refused as stale, never delivered.

@@ -25,7 +25,7 @@ namespace ttemu::chip {
 
 inline constexpr uint64_t kControlMagic = 0x4c5254434d455454ull;  // "TTEMCTRL"
 inline constexpr uint64_t kRouterMagic = 0x52544f524d455454ull;   // "TTEMROTR"
-inline constexpr uint32_t kControlVersion = 14;  // bumped whenever the layout below changes
+inline constexpr uint32_t kControlVersion = 15;  // bumped whenever the layout below changes
 
 // How the chip's links move datagrams, as the chip found it could (ChipControl::transport_mode).
 enum TransportMode : uint32_t {
@@ -171,6 +171,10 @@ struct ChipControl {
   // 1 while the control plane holds workers' injection (ttemu injection pause): the router
   // takes no new commands; what is in the fabric moves on.
   std::atomic<uint32_t> injection_paused{0};
+  // The chip's lazy inbox (wire/lazy_inbox.hpp; 0: none, as over shm): its UDP port, and the
+  // datagrams it read from anyone but a peer (dropped).
+  std::atomic<uint32_t> inbox_udp{0};
+  std::atomic<uint64_t> inbox_foreign{0};
   StatusQueue status;  // the fabric node status queue (spec 1.1.2.1): the router's messages
   uint32_t data_fvcs = 0;  // the router's (FVCs 1 .. data_fvcs-1 are reservable by SSockets)
   std::atomic<uint64_t> center_reserved[kMaxReservableFvcs];  // reservations of deliveries here

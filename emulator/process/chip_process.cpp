@@ -314,6 +314,7 @@ class Chip final : public node::NodeObserver {
     if (!shm_) {
       inbox_ = std::make_unique<wire::LazyInbox>(m.bind);
       bound.lazy = inbox_->local_port();
+      ctl_->inbox_udp.store(bound.lazy, std::memory_order_relaxed);
     }
     for (const auto& l : m.links) {
       node::PortConfig pc;
@@ -428,6 +429,7 @@ class Chip final : public node::NodeObserver {
   void take_lazy(Time t, bool at_once = false) {
     if (!inbox_ || !node_ || !(at_once || inbox_->ready(t))) return;
     const size_t n = inbox_->read(t, to_node(t));
+    ctl_->inbox_foreign.store(inbox_->foreign(), std::memory_order_relaxed);
     if (n > 0) node_->end_of_batch(t);
   }
 

@@ -2,7 +2,8 @@
 // peers send the datagrams that need not wake it (Datagram::lazy: acknowledgements that can
 // wait). The chip never waits on it, so they cost it no wake-up; it reads the inbox when it
 // is awake anyway (ready()) and before a deadline fires (a retransmission timeout that such
-// an acknowledgement makes moot). A datagram from anyone but a known peer is dropped.
+// an acknowledgement makes moot). A datagram from anyone but a known peer is dropped and
+// counted (foreign()).
 #pragma once
 
 #include <chrono>
@@ -43,7 +44,10 @@ class LazyInbox {
       const auto batch = socket_.receive();
       for (const auto& d : batch) {
         const uint8_t* port = port_of(*d.from);
-        if (!port) continue;  // not a peer's
+        if (!port) {  // not a peer's
+          ++foreign_;
+          continue;
+        }
         deliver(*port, d.bytes);
         ++n;
       }
@@ -51,6 +55,9 @@ class LazyInbox {
     }
     return n;
   }
+  // Datagrams read from anyone but a peer (dropped), since the inbox was made.
+  uint64_t foreign() const { return foreign_; }
+
  private:
   const uint8_t* port_of(const Address& from) const {
     for (const auto& p : peers_) {
@@ -61,6 +68,7 @@ class LazyInbox {
   UdpSocket socket_;
   std::vector<std::pair<Address, uint8_t>> peers_;
   Time last_{};
+  uint64_t foreign_ = 0;
 };
 
 }  // namespace ttemu::wire
