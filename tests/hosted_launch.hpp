@@ -53,6 +53,23 @@ class HostedLaunch {
     args.push_back(hosts.names());
     return HostedLaunch(hosts, args);
   }
+  // The host agents started by a plain mpirun, one app context per host, so that host i's
+  // agent can run under wrap[i] (a command and its arguments, before ttemu's; none: as is):
+  // `mpirun --enable-recovery MPIRUN-ARGS -np 1 --host host0 [wrap0] ttemu host-agent SYSTEM
+  // --network SUBNET [options] : -np 1 --host host1 [wrap1] ttemu host-agent ...`.
+  static HostedLaunch agents(const NetnsHosts& hosts, const std::string& system,
+                             const std::vector<std::vector<std::string>>& wrap, const std::vector<std::string>& options = {}) {
+    std::vector<std::string> args{"mpirun", "--enable-recovery"};
+    for (const auto& a : hosts.mpirun_args()) args.push_back(a);
+    for (int i = 0; i < hosts.size(); ++i) {
+      if (i > 0) args.push_back(":");
+      args.insert(args.end(), {"-np", "1", "--host", hosts.name(i)});
+      if (static_cast<size_t>(i) < wrap.size()) args.insert(args.end(), wrap[static_cast<size_t>(i)].begin(), wrap[static_cast<size_t>(i)].end());
+      args.insert(args.end(), {TTEMU_BINARY, "host-agent", system, "--network", hosts.subnet()});
+      args.insert(args.end(), options.begin(), options.end());
+    }
+    return HostedLaunch(hosts, args);
+  }
   // `ttemu launch SYSTEM [options]` in host0 alone.
   static HostedLaunch launch(const NetnsHosts& hosts, const std::string& system, const std::vector<std::string>& options = {}) {
     std::vector<std::string> args{TTEMU_BINARY, "launch", system};

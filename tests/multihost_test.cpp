@@ -266,6 +266,42 @@ TEST(MultiHostPartition, ACutBetweenHostsIsALinkFailureRoutedAroundAndHealed) {
   }
 }
 
+// A host where io_uring is refused (host1's agent runs under a seccomp filter that refuses
+// io_uring_setup, as a container's default profile does): its chips fall back to plain sockets
+// by themselves and say so, host0's keep io_uring, and the links between them carry every
+// pattern both ways, every byte verified (the two speak the same datagrams).
+TEST(MultiHostUring, AHostThatRefusesIoUringFallsBackAloneAndItsChipsTalkToTheOthers) {
+  if (const std::string why = NetnsHosts::unsupported(); !why.empty()) GTEST_SKIP() << why;
+  NetnsHosts hosts(2);
+  HostedLaunch sys = HostedLaunch::agents(hosts, topo("tgg.yaml"), {{}, {TTEMU_NO_URING}});
+  ASSERT_TRUE(sys.wait_for("ready in", std::chrono::seconds(120))) << sys.output();
+  const json s = sys.status(0);
+  const ChipHosts where(s);
+  int on_uring = 0, fell_back = 0;
+  for (const auto& c : s["chips"]) {
+    const std::string mode = c["transport_mode"].get<std::string>();
+    if (c["host"] == hosts.name(0)) {
+      on_uring += mode.rfind("uring: ", 0) == 0;
+      EXPECT_EQ(mode.rfind("uring: ", 0), 0u) << c["name"] << ": " << mode;
+    } else {
+      fell_back += mode.rfind("udp: io_uring is refused here", 0) == 0;
+      EXPECT_EQ(mode.rfind("udp: io_uring is refused here", 0), 0u) << c["name"] << ": " << mode;
+    }
+  }
+  EXPECT_GT(on_uring, 0);
+  EXPECT_GT(fell_back, 0);
+  int crossing = 0;
+  for (const auto& l : s["links"]) crossing += where.crosses(l);
+  EXPECT_GT(crossing, 0);
+  EXPECT_EQ(ends_up(s), 2 * static_cast<int>(s["links"].size()));
+  expect_all_patterns_verified_across(hosts);
+  if (HasFailure()) print_what_the_system_saw(hosts, sys);
+  EXPECT_GE(sys.stop(), 0);
+  for (int i = 0; i < hosts.size(); ++i) {
+    EXPECT_TRUE(eventually([&] { return nothing_of_ttemu_in(hosts, i); }, std::chrono::seconds(20))) << hosts.name(i);
+  }
+}
+
 // Two hosts as spec 7.3 has them (host1: gateways M4-M7 and Galaxy 9); four, two gateways each
 // (host1: M2D0 and M3D0; the Galaxies on host0 and host2).
 INSTANTIATE_TEST_SUITE_P(Tgg, MultiHost,
