@@ -46,14 +46,14 @@ json chip_report(const control::System& sys, int v, const chip::ChipControl& blo
   const auto& chip = sys.chips[static_cast<size_t>(v)];
   const auto& mesh = sys.mesh_of(v);
   json r = {{"name", to_string(chip.id)}, {"mesh", chip.id.mesh}, {"device", chip.id.device}, {"row", chip.coord.row},
-          {"col", chip.coord.col}, {"mesh_rows", mesh.chips.rows}, {"mesh_cols", mesh.chips.cols},
-          {"l1_bytes", block.l1_bytes}, {"dram_bytes", block.dram_bytes},
-          {"packets_injected", block.packets_injected.load()},
-          {"packets_delivered", block.packets_delivered.load()},
-          {"router_events", block.router_events.load()},
-          {"transport_mode", chip::to_string(static_cast<chip::TransportMode>(block.transport_mode.load()))},
-          {"memory_refused", block.windows.refused.load(std::memory_order_relaxed)},
-          {"sockets", node::socket_states(block)}, {"reservations", node::reservations(block, chip.id)}};
+           {"col", chip.coord.col}, {"mesh_rows", mesh.chips.rows}, {"mesh_cols", mesh.chips.cols},
+           {"l1_bytes", block.l1_bytes}, {"dram_bytes", block.dram_bytes},
+           {"packets_injected", block.packets_injected.load()},
+           {"packets_delivered", block.packets_delivered.load()},
+           {"router_events", block.router_events.load()},
+           {"transport_mode", chip::to_string(static_cast<chip::TransportMode>(block.transport_mode.load()))},
+           {"memory_refused", block.windows.refused.load(std::memory_order_relaxed)},
+           {"sockets", node::socket_states(block)}, {"reservations", node::reservations(block, chip.id)}};
   if (const uint32_t udp = block.inbox_udp.load(std::memory_order_relaxed)) {
     r["lazy_inbox"] = {{"udp", udp}, {"foreign", block.inbox_foreign.load(std::memory_order_relaxed)}};
   }
