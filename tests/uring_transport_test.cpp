@@ -126,5 +126,33 @@ TEST(UringTransport, AStagedSendTheKernelRefusesIsReportedAsDropped) {
   EXPECT_EQ(dropped, 4u);
 }
 
+// The loop's timer moved later (a deadline that moved while the chip slept) is moved in place:
+// nothing completes until the new time, so the chip's next wait is not ended for nothing (a
+// timer removed and added again posted the old one's cancellation at once), and the timer
+// fires once, at the new time, not the old.
+TEST(UringTransport, ATimerMovedLaterPostsNothingAndFiresAtItsNewTime) {
+  UringTransport t;
+  const UringTransport::Handlers h{[](uint8_t, std::span<const uint8_t>) {}, [](uint8_t) {}, [](uint8_t) {}, [](uint8_t) {}};
+  const auto start = EventLoop::now();
+  t.arm_timer(start + 100ms);
+  const timespec look{};
+  t.wait(&look);  // the timer is in the ring
+  const auto moved_to = start + 1500ms;
+  t.arm_timer(moved_to);
+  const timespec slice{0, 500'000'000};
+  EXPECT_FALSE(t.wait(&slice)) << "a completion came before the timer's new time";
+  t.poll(h);
+  EXPECT_FALSE(t.take_timer_fired()) << "the timer fired at its old time";
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  bool fired = false;
+  while (!fired && std::chrono::steady_clock::now() < end) {
+    t.wait(&slice);
+    t.poll(h);
+    fired = t.take_timer_fired();
+  }
+  EXPECT_TRUE(fired);
+  EXPECT_GE(EventLoop::now(), moved_to);
+}
+
 }  // namespace
 }  // namespace ttemu::process

@@ -323,6 +323,18 @@ bool UringTransport::wait(const timespec* timeout) {
 bool UringTransport::take_epoll_ready() { return std::exchange(epoll_ready_, false); }
 
 void UringTransport::arm_timer(std::chrono::nanoseconds at) {
+  timer_at_ = {at.count() / 1'000'000'000, at.count() % 1'000'000'000};
+  if (timer_armed_ && (ring_.features & IORING_FEAT_CQE_SKIP)) {
+    // Moved in place, posting nothing if it works: a timer removed and added again posts the
+    // old one's cancellation, which ends the chip's next wait at once for nothing. If the
+    // timer fires first, its firing is handled as any other and the update fails unseen.
+    io_uring_sqe* e = sqe();
+    io_uring_prep_timeout_update(e, &timer_at_, tag(kTimer, 0, timer_generation_), IORING_TIMEOUT_ABS);
+    io_uring_sqe_set_data64(e, tag(kTimerRemove, 0));
+    e->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    timer_fired_ = false;
+    return;
+  }
   if (timer_armed_) {  // replaced: its cancellation posts -ECANCELED under the old generation
     io_uring_sqe* e = sqe();
     io_uring_prep_timeout_remove(e, tag(kTimer, 0, timer_generation_), 0);
@@ -330,7 +342,6 @@ void UringTransport::arm_timer(std::chrono::nanoseconds at) {
     if (ring_.features & IORING_FEAT_CQE_SKIP) e->flags |= IOSQE_CQE_SKIP_SUCCESS;
   }
   ++timer_generation_;
-  timer_at_ = {at.count() / 1'000'000'000, at.count() % 1'000'000'000};
   io_uring_sqe* e = sqe();
   io_uring_prep_timeout(e, &timer_at_, 0, IORING_TIMEOUT_ABS);  // CLOCK_MONOTONIC: the steady clock's
   io_uring_sqe_set_data64(e, tag(kTimer, 0, timer_generation_));

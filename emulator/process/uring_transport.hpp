@@ -17,7 +17,9 @@
 // Waking: the chip's event loop sleeps in this ring (it is the loop's Waiter): one
 // io_uring_enter submits what is prepared and waits for the first completion; the loop's
 // timer is a timeout request in the ring, armed again only when the loop's deadline (plus its
-// slack) comes before it, or after it fired, not with every wait. The loop's epoll set
+// slack) comes before it, or after it fired, not with every wait; a timer armed again before
+// it fired is moved in place (a timeout update that posts nothing: a removal would post the
+// old request's cancellation and end the next wait for nothing). The loop's epoll set
 // (control socket, signals, doorbell) is one more source, a poll request on the epoll
 // descriptor re-armed after each time it fires. With
 // DEFER_TASKRUN (kernel 6.1+), the kernel posts completions only when the chip asks, on its
