@@ -144,6 +144,7 @@ class Chip final : public node::NodeObserver {
 
   void cleanup() {
     for (auto& e : udp_.endpoints()) loop_.forget(e->socket->fd());
+    for (const int fd : strays_watched_) loop_.forget(fd);
     node_.reset();
     tap_.reset();
     udp_.endpoints().clear();
@@ -463,13 +464,13 @@ class Chip final : public node::NodeObserver {
         continue;
       }
       const wire::Address addr = wire::make_address(peer->second.addr, peer->second.udp);
-      if (uring_) uring_->set_peer(port, addr);
-      else udp_.at(port).socket->set_peer(addr);
+      wire::UdpSocket& sock = uring_ ? uring_->udp(port) : *udp_.at(port).socket;
+      sock.set_peer(addr);
+      watch_strays(port, sock);
       // Lazy datagrams go to the peer chip's inbox, and ours come from the peer's socket.
       if (peer->second.lazy) {
         const wire::Address inbox = wire::make_address(peer->second.addr, peer->second.lazy);
-        if (uring_) uring_->set_inbox(port, inbox);
-        else udp_.at(port).socket->set_inbox(inbox);
+        sock.set_inbox(inbox);
       }
       if (inbox_) inbox_->set_peer(port, addr);
     }
@@ -516,6 +517,27 @@ class Chip final : public node::NodeObserver {
     }
   }
 
+  // A socket connected to its peer has a twin that takes anyone else's datagrams
+  // (udp_socket.hpp); it is watched from when it exists, over either socket transport.
+  void watch_strays(uint8_t port, wire::UdpSocket& sock) {
+    const int fd = sock.strays_fd();
+    if (fd < 0 || std::find(strays_watched_.begin(), strays_watched_.end(), fd) != strays_watched_.end()) return;
+    strays_watched_.push_back(fd);
+    loop_.watch(fd, EPOLLIN, [this, port, &sock](uint32_t) { take_strays(port, sock); });
+  }
+
+  // A stray is counted and dropped, as one on the link's own socket would be; the peer's own
+  // datagram (it came while the socket was being connected to it) goes to the node.
+  void take_strays(uint8_t port, wire::UdpSocket& sock) {
+    const Time t = now();
+    for (int i = 0; i < 64; ++i) {  // more waiting: the loop comes back (level-triggered)
+      const auto d = sock.receive_stray();
+      if (!d) return;
+      if (sock.accepts(*d->from)) node_->on_datagram(port, d->bytes, t);
+      else count(port, &link::LinkCounters::foreign);
+    }
+  }
+
   // --- what the node tells the launcher -------------------------------------------------
 
   void link_state(uint8_t port, link::LinkState state) override {
@@ -557,6 +579,7 @@ class Chip final : public node::NodeObserver {
   int planes_ = 1;
   std::vector<uint8_t> wired_;  // the ports the configuration wired
   bool connected_ = false;      // the first Peers came
+  std::vector<int> strays_watched_;  // the sockets' twins (watch_strays)
   session::Deliveries deliveries_;        // while ttemu traffic --replay records them
   std::unique_ptr<wire::CaptureTap> tap_;  // between the node and its transport (ttemu capture)
   std::unique_ptr<node::ChipNode> node_;

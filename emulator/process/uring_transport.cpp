@@ -127,7 +127,7 @@ uint16_t UringTransport::add(uint8_t port, const std::string& bind) {
 }
 
 void UringTransport::set_peer(uint8_t port, const wire::Address& peer) { socket(port).sock->set_peer(peer); }
-void UringTransport::set_inbox(uint8_t port, const wire::Address& inbox) { socket(port).sock->set_inbox(inbox); }
+wire::UdpSocket& UringTransport::udp(uint8_t port) { return *socket(port).sock; }
 
 io_uring_sqe* UringTransport::sqe() {
   io_uring_sqe* e = io_uring_get_sqe(&ring_);
@@ -214,9 +214,9 @@ bool UringTransport::defer(Socket& s, std::span<const wire::Datagram> datagrams)
     d.copy_to(bytes);
     st.iov = {bytes, d.size()};
     st.msg = {};
-    const wire::Address& to = s.sock->address_for(d);
-    st.msg.msg_name = const_cast<sockaddr_storage*>(&to.storage);
-    st.msg.msg_namelen = to.length;
+    const wire::Address* to = s.sock->name_for(d);  // none: the connected peer
+    st.msg.msg_name = to ? const_cast<sockaddr_storage*>(&to->storage) : nullptr;
+    st.msg.msg_namelen = to ? to->length : 0;
     st.msg.msg_iov = &st.iov;
     st.msg.msg_iovlen = 1;
     io_uring_sqe* e = sqe();
@@ -236,7 +236,7 @@ size_t UringTransport::send(uint8_t port, std::span<const wire::Datagram> datagr
   size_t done = 0;
   while (done < datagrams.size()) {
     const size_t n = std::min(datagrams.size() - done, kSendBatch);
-    batch_.prepare(datagrams.subspan(done, n), s.sock->peer(), &s.sock->inbox());
+    batch_.prepare(datagrams.subspan(done, n), s.sock->peer_name(), &s.sock->inbox());
     send_res_.assign(n, 0);
     if (io_uring_sq_space_left(&ring_) < n) submit_all();  // one chain, whole
     for (size_t i = 0; i < n; ++i) {

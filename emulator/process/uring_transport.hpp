@@ -66,8 +66,9 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
   // Binds a socket for `port`; returns its UDP port.
   uint16_t add(uint8_t port, const std::string& bind);
   void set_peer(uint8_t port, const wire::Address& peer);
-  // Where the peer's chip takes lazy datagrams (wire::LazyInbox): they go there, not waking it.
-  void set_inbox(uint8_t port, const wire::Address& inbox);
+  // The port's socket: its peer's lazy inbox (wire::LazyInbox) is set there, and its twin,
+  // which takes strays, is read by the owner of the event loop, not by the ring.
+  wire::UdpSocket& udp(uint8_t port);
   // Arms the receives of every socket (after set_peer).
   void start();
 

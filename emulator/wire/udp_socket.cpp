@@ -63,6 +63,7 @@ UdpSocket::UdpSocket(const std::string& address, size_t batch)
     ::close(fd_);
     throw Error(fmt::format("cannot bind a UDP socket to {}: {}", address, std::strerror(e)));
   }
+  local_ = local;
   port_ = ntohs(local.storage.ss_family == AF_INET ? reinterpret_cast<sockaddr_in&>(local.storage).sin_port
                                                    : reinterpret_cast<sockaddr_in6&>(local.storage).sin6_port);
   received_.reserve(batch);
@@ -83,16 +84,71 @@ UdpSocket::UdpSocket(const std::string& address, size_t batch)
 
 UdpSocket::~UdpSocket() {
   if (fd_ >= 0) ::close(fd_);
+  if (twin_ >= 0) ::close(twin_);
+}
+
+// The twin joins the socket's port. The socket itself takes SO_REUSEPORT only now, after its
+// ephemeral bind: binding with the option, it could have been given a port that another
+// socket with the option holds. (A later ephemeral bind with the option, by the same user,
+// may still land on this port; the peer's datagrams then still reach the connected socket
+// alone.)
+bool UdpSocket::open_twin() {
+  static constexpr int kOn = 1;
+  if (::setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &kOn, sizeof kOn) != 0) return false;
+  const int twin = ::socket(local_.storage.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (twin < 0) return false;
+  if (::setsockopt(twin, SOL_SOCKET, SO_REUSEPORT, &kOn, sizeof kOn) != 0 ||
+      ::bind(twin, local_.get(), local_.length) != 0) {
+    ::close(twin);
+    return false;
+  }
+  twin_ = twin;
+  return true;
+}
+
+void UdpSocket::set_peer(const Address& peer) {
+  peer_ = peer;
+  // The twin first, so that no stray is refused in between (the kernel refuses a datagram for
+  // a port whose only socket is connected to someone else).
+  if (twin_ < 0 && !open_twin()) return;
+  connected_ = ::connect(fd_, peer.get(), peer.length) == 0;
+  unchecked_ = connected_;
+  if (!connected_) {  // not left connected to a former peer: the socket and its twin share all
+    sockaddr none{};
+    none.sa_family = AF_UNSPEC;
+    ::connect(fd_, &none, sizeof none);
+  }
+}
+
+std::optional<Received> UdpSocket::receive_stray() {
+  if (twin_ < 0) return std::nullopt;
+  if (!stray_buf_) stray_buf_.reset(new uint8_t[kMaxUdpPayload]);
+  stray_from_.length = sizeof stray_from_.storage;
+  const ssize_t n = ::recvfrom(twin_, stray_buf_.get(), kMaxUdpPayload, MSG_DONTWAIT,
+                               reinterpret_cast<sockaddr*>(&stray_from_.storage), &stray_from_.length);
+  if (n < 0) return std::nullopt;
+  return Received{{stray_buf_.get(), static_cast<size_t>(n)}, &stray_from_};
 }
 
 std::span<const Received> UdpSocket::receive(bool one) {
   received_.clear();
+  if (one && connected_ && !unchecked_) {
+    // Only the peer's datagrams reach a connected socket: no need to ask whose it is.
+    const ssize_t n = ::recv(fd_, buffers_.get(), kMaxUdpPayload, MSG_DONTWAIT);
+    if (n >= 0) received_.push_back({{buffers_.get(), static_cast<size_t>(n)}, &peer_});
+    return received_;
+  }
   int got = 0;
-  if (one) {
+  if (one && !unchecked_) {
     const ssize_t n = ::recvmsg(fd_, &msgs_[0].msg_hdr, MSG_DONTWAIT);
     if (n >= 0) msgs_[0].msg_len = static_cast<unsigned>(n), got = 1;
   } else {
     got = ::recvmmsg(fd_, msgs_.data(), static_cast<unsigned>(msgs_.size()), MSG_DONTWAIT, nullptr);
+    // Less than a batch, or nothing at all, and what came before the connection has been read.
+    // (An error of the connection, reported before what is queued, says nothing of the queue.)
+    if (unchecked_ && (got >= 0 ? static_cast<size_t>(got) < msgs_.size() : errno == EAGAIN || errno == EWOULDBLOCK)) {
+      unchecked_ = false;
+    }
   }
   for (size_t i = 0; got > 0 && i < static_cast<size_t>(got); ++i) {
     // A datagram longer than the buffer arrives truncated; the parser rejects what is cut off.
@@ -103,7 +159,7 @@ std::span<const Received> UdpSocket::receive(bool one) {
   return received_;
 }
 
-void SendBatch::prepare(std::span<const Datagram> datagrams, const Address& peer, const Address* inbox) {
+void SendBatch::prepare(std::span<const Datagram> datagrams, const Address* peer, const Address* inbox) {
   iov_.clear();
   first_.clear();
   for (const auto& d : datagrams) {
@@ -116,9 +172,9 @@ void SendBatch::prepare(std::span<const Datagram> datagrams, const Address& peer
     msghdr& m = msgs_[i].msg_hdr;
     m.msg_iov = iov_.data() + first_[i];
     m.msg_iovlen = first_[i + 1] - first_[i];
-    const Address& to = destination(datagrams[i], peer, inbox);
-    m.msg_name = const_cast<sockaddr_storage*>(&to.storage);
-    m.msg_namelen = to.length;
+    const Address* to = destination(datagrams[i], peer, inbox);
+    m.msg_name = to ? const_cast<sockaddr_storage*>(&to->storage) : nullptr;
+    m.msg_namelen = to ? to->length : 0;
   }
 }
 
@@ -126,7 +182,7 @@ size_t UdpSocket::send(std::span<const Datagram> datagrams) {
   size_t sent = 0;
   while (sent < datagrams.size()) {
     const size_t n = std::min<size_t>(datagrams.size() - sent, 64);
-    batch_.prepare(datagrams.subspan(sent, n), peer_, &inbox_);
+    batch_.prepare(datagrams.subspan(sent, n), peer_name(), &inbox_);
     // One datagram goes by sendmsg, which costs less than sendmmsg's loop around it.
     const int out = n == 1 ? (::sendmsg(fd_, &batch_.msg(0), MSG_DONTWAIT) >= 0 ? 1 : -1)
                            : ::sendmmsg(fd_, batch_.mmsgs(), static_cast<unsigned>(n), MSG_DONTWAIT);

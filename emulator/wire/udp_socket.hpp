@@ -2,6 +2,12 @@
 // sendmmsg: one system call for many), or one at a time where that is all there is. IPv4 or
 // IPv6, by the address it is bound to; only datagrams from the peer's address and port are the
 // link's (accepts() tells).
+//
+// Once the peer is known the socket is connected to it: the kernel then keeps the route
+// instead of looking it up for every send, and hands the socket the peer's datagrams only, so
+// that a lone one is read without asking who sent it. Anyone else's datagrams to the port go to
+// the socket's twin, bound to the same address and port (SO_REUSEPORT), where receive_stray()
+// reads them: strays are still seen and counted, as before the connection.
 #pragma once
 
 #include <sys/socket.h>
@@ -9,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,9 +35,9 @@ struct Address {
 Address make_address(const std::string& ip, uint16_t port);
 
 // Where a datagram goes: a lazy one to the peer chip's inbox if there is one (lazy_inbox.hpp),
-// any other to the peer.
-inline const Address& destination(const Datagram& d, const Address& peer, const Address* inbox) {
-  return d.lazy && inbox && inbox->length ? *inbox : peer;
+// any other to the peer (nullptr: the peer a connected socket sends to without a name).
+inline const Address* destination(const Datagram& d, const Address* peer, const Address* inbox) {
+  return d.lazy && inbox && inbox->length ? inbox : peer;
 }
 
 inline constexpr size_t kMaxUdpPayload = 65507;  // IPv4's limit; receive buffers hold this
@@ -46,8 +53,9 @@ struct Received {
 // passes them on as they are.
 class SendBatch {
  public:
-  // Lazy datagrams go to `inbox` when there is one (lazy_inbox.hpp), the others to `peer`.
-  void prepare(std::span<const Datagram> datagrams, const Address& peer, const Address* inbox = nullptr);
+  // Lazy datagrams go to `inbox` when there is one (lazy_inbox.hpp), the others to `peer`
+  // (nullptr: no name, for a connected socket's peer).
+  void prepare(std::span<const Datagram> datagrams, const Address* peer, const Address* inbox = nullptr);
   msghdr& msg(size_t i) { return msgs_[i].msg_hdr; }
   mmsghdr* mmsgs() { return msgs_.data(); }
 
@@ -67,26 +75,46 @@ class UdpSocket {
 
   int fd() const { return fd_; }
   uint16_t local_port() const { return port_; }
-  void set_peer(const Address& peer) { peer_ = peer; }
+  // The peer, again when it restarted elsewhere: the socket is connected to it, with its twin
+  // for strays. Where that cannot be done (e.g. no twin can be bound) the socket stays
+  // unconnected and names every datagram's sender and destination, as it did before.
+  void set_peer(const Address& peer);
   const Address& peer() const { return peer_; }
+  bool connected() const { return connected_; }
   bool accepts(const Address& from) const { return from == peer_; }
   // Where the peer's chip takes lazy datagrams (its LazyInbox); none (the default): with the rest.
   void set_inbox(const Address& inbox) { inbox_ = inbox; }
   const Address& inbox() const { return inbox_; }
-  const Address& address_for(const Datagram& d) const { return destination(d, peer_, &inbox_); }
+  // The name to send the peer's datagrams to: none once connected (the kernel's route is kept).
+  const Address* peer_name() const { return connected_ ? nullptr : &peer_; }
+  const Address* name_for(const Datagram& d) const { return destination(d, peer_name(), &inbox_); }
   // Receives up to the batch size without blocking; the spans stay valid until the next call.
   // With `one`, at most one datagram, by recvmsg: when only one waits (a sparse link, a hop on
   // a latency path) that costs less than recvmmsg, which tries again for a second.
   std::span<const Received> receive(bool one = false);
+  // The twin's descriptor (-1 while unconnected), and its next datagram if one waits: someone
+  // other than the peer, or the peer itself in the moment of a reconnection. Strays are rare,
+  // so they are read one at a time, into a buffer of their own.
+  int strays_fd() const { return twin_; }
+  std::optional<Received> receive_stray();
   // Sends datagrams to the peer without blocking, each gathered from its pieces (no copy in
   // user space); returns how many went out (fewer when the socket buffer is full: wait until
   // writable and call again with the rest).
   size_t send(std::span<const Datagram> datagrams);
 
  private:
+  bool open_twin();
+
   int fd_ = -1;
+  int twin_ = -1;
   uint16_t port_ = 0;
-  Address peer_, inbox_;
+  Address local_, peer_, inbox_;
+  bool connected_ = false;
+  // Set by a connection: datagrams that came before it may be anyone's, so reads name their
+  // senders until the queue has been seen empty once.
+  bool unchecked_ = false;
+  std::unique_ptr<uint8_t[]> stray_buf_;
+  Address stray_from_;
   // batch x kMaxUdpPayload bytes, not zero-filled: a page costs memory only once a datagram
   // has landed in it (a Galaxy has 416 sockets).
   std::unique_ptr<uint8_t[]> buffers_;
