@@ -65,26 +65,30 @@ EventLoop::Time EventLoop::now() {
 }
 
 void EventLoop::watch(int fd, uint32_t events, Handler handler) {
+  auto w = std::make_unique<Watch>(Watch{std::move(handler)});
   epoll_event ev{};
   ev.events = events;
-  ev.data.fd = fd;
+  ev.data.ptr = w.get();
   if (epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) fail("epoll_ctl add");
-  handlers_[fd] = std::make_unique<Handler>(std::move(handler));
+  watches_[fd] = std::move(w);
 }
 
 void EventLoop::change(int fd, uint32_t events) {
+  const auto it = watches_.find(fd);
+  if (it == watches_.end()) throw Error("event loop: a descriptor that is not watched cannot change");
   epoll_event ev{};
   ev.events = events;
-  ev.data.fd = fd;
+  ev.data.ptr = it->second.get();
   if (epoll_ctl(epoll_, EPOLL_CTL_MOD, fd, &ev) != 0) fail("epoll_ctl mod");
 }
 
 void EventLoop::forget(int fd) {
   epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
-  const auto it = handlers_.find(fd);
-  if (it == handlers_.end()) return;
+  const auto it = watches_.find(fd);
+  if (it == watches_.end()) return;
+  it->second->live = false;
   retired_.push_back(std::move(it->second));  // it may be the handler running now
-  handlers_.erase(it);
+  watches_.erase(it);
 }
 
 void EventLoop::on_shared_work(std::atomic<uint32_t>* asleep, std::function<bool()> ready,
@@ -95,11 +99,10 @@ void EventLoop::on_shared_work(std::atomic<uint32_t>* asleep, std::function<bool
 }
 
 void EventLoop::on_bell(int fd, std::function<void()> empty) {
-  bell_ = fd;
   empty_bell_ = std::move(empty);
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLET;  // one event per ring, read or not
-  ev.data.fd = fd;
+  ev.data.ptr = nullptr;          // (the bell has no Watch)
   if (epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) fail("epoll_ctl add");
 }
 
@@ -121,13 +124,12 @@ int EventLoop::dispatch(const timespec* timeout) {
   last_event_ = time_;
   bool handled = false;
   for (int i = 0; i < n && !stopping_; ++i) {
-    const int fd = events[static_cast<size_t>(i)].data.fd;
-    if (fd == bell_) {
+    auto* w = static_cast<Watch*>(events[static_cast<size_t>(i)].data.ptr);
+    if (!w) {
       rang_ = bell_full_ = true;  // the shared work runs next turn
       continue;
     }
-    auto it = handlers_.find(fd);
-    if (it != handlers_.end()) (*it->second)(events[static_cast<size_t>(i)].events);
+    if (w->live) w->handler(events[static_cast<size_t>(i)].events);
     handled = true;
   }
   retired_.clear();

@@ -132,15 +132,20 @@ class EventLoop {
   static constexpr int kMaxUnlooked = 16;
   int unlooked_ = 0;  // turns with work in a row that did not look at descriptors
   bool looked_ = false;  // the sources were looked at for the deadline that has passed
-  std::unordered_map<int, std::unique_ptr<Handler>> handlers_;
-  std::vector<std::unique_ptr<Handler>> retired_;  // forgotten during a dispatch: kept until it ends
+  // A watched descriptor's handler. epoll hands back the Watch itself with each event, so that
+  // a wake-up finds its handler without a lookup (a hash table's buckets are cold by then).
+  struct Watch {
+    Handler handler;
+    bool live = true;  // false once forgotten: an event fetched before is then ignored
+  };
+  std::unordered_map<int, std::unique_ptr<Watch>> watches_;  // by descriptor: change, forget
+  std::vector<std::unique_ptr<Watch>> retired_;  // forgotten during a dispatch: kept until it ends
   std::optional<Time> deadline_;
   std::function<void(Time)> on_deadline_;
   std::function<void()> on_batch_end_;
   std::atomic<uint32_t>* asleep_ = nullptr;
   std::function<bool()> shared_ready_;
   std::function<void()> shared_run_;
-  int bell_ = -1;
   std::function<void()> empty_bell_;
   bool rang_ = false;      // rung since the shared work last ran
   bool bell_full_ = false;  // rung since it was last emptied
