@@ -94,6 +94,13 @@ void print_status(const json& s) {
     if (c.contains("lazy_inbox")) inbox_strays += c["lazy_inbox"].value("foreign", uint64_t{0});
   }
   if (inbox_strays > 0) fmt::print("lazy inboxes: {} stray datagram(s) dropped\n", inbox_strays);
+  std::vector<std::string> voided;  // command slots whose workers died while writing them
+  for (const auto& c : s["chips"]) {
+    if (const auto n = c.value("command_slots_voided", uint64_t{0})) voided.push_back(fmt::format("{} on {}", n, c["name"].get<std::string>()));
+  }
+  if (!voided.empty()) {
+    fmt::print("command slots voided (a worker died while writing a command): {}\n", fmt::join(voided, ", "));
+  }
   uint64_t injected = 0, delivered = 0, events = 0;
   for (const auto& c : s["chips"]) {
     injected += c.value("packets_injected", uint64_t{0});

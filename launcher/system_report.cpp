@@ -53,6 +53,7 @@ json chip_report(const control::System& sys, int v, const chip::ChipControl& blo
            {"router_events", block.router_events.load()},
            {"transport_mode", chip::to_string(static_cast<chip::TransportMode>(block.transport_mode.load()))},
            {"memory_refused", block.windows.refused.load(std::memory_order_relaxed)},
+           {"command_slots_voided", block.commands.voided.load(std::memory_order_relaxed)},
            {"sockets", node::socket_states(block)}, {"reservations", node::reservations(block, chip.id)}};
   if (const uint32_t udp = block.inbox_udp.load(std::memory_order_relaxed)) {
     r["lazy_inbox"] = {{"udp", udp}, {"foreign", block.inbox_foreign.load(std::memory_order_relaxed)}};

@@ -141,6 +141,43 @@ TEST(FabricSim, AWorkerRingsASleepingChipAndItsWritesLand) {
   EXPECT_EQ(sim.doorbell_rings(b), 0u) << "nobody rang the chip that only answered";
 }
 
+// A worker process that dies after taking a ticket, before its command is ready, would hold
+// its slot, and with it every slot behind it: once the other workers had gone round the
+// buffer, no command would be taken again. The chip voids the slot once the worker is gone
+// (its claim's pid, or no claim after a second), and the other workers' commands all go.
+TEST(FabricSim, AWorkerThatDiesWhileSubmittingDoesNotHoldTheCommandBuffer) {
+  for (const bool claimed : {false, true}) {
+    SCOPED_TRACE(claimed ? "died while writing its command" : "died between its ticket and its claim");
+    auto sys = load("n300.yaml");
+    auto tables = control::compute_tables(sys);
+    FabricSim sim(sys, tables, {});
+    ASSERT_TRUE(sim.run());
+    const ChipId a{0, 0}, b{0, 1};
+    sim.worker_dies_submitting(a, claimed);
+    chip::CommandRequest r;
+    r.dst_mesh = b.mesh;
+    r.dst_device = b.device;
+    r.size = 64;
+    r.src_addr = 0x1000;
+    r.dst_addr = 0x8000;
+    auto& w = sim.worker(a, 1);
+    // Three times round the buffer: a slot held for good stops this at the first lap's end.
+    const uint32_t want = 3 * chip::kCommandSlots;
+    uint32_t submitted = 0;
+    for (int turn = 0; turn < 100 && submitted < want; ++turn) {
+      while (submitted < want && w.try_submit(r)) ++submitted;
+      sim.run(std::chrono::milliseconds(500));
+      chip::Completion c[chip::kCompletionSlots];
+      while (w.poll(c) > 0) {
+      }
+    }
+    EXPECT_EQ(submitted, want);
+    EXPECT_TRUE(sim.run());
+    EXPECT_EQ(w.in_flight(0), 0u) << "every write acknowledged";
+    EXPECT_EQ(sim.control(a).commands.voided.load(), 1u);
+  }
+}
+
 TEST(FabricSim, AllToAllAcrossTheFourMeshes) {
   auto sys = load("spec_4mesh_3x3.yaml");
   auto tables = control::compute_tables(sys);

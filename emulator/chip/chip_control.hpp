@@ -25,7 +25,7 @@ namespace ttemu::chip {
 
 inline constexpr uint64_t kControlMagic = 0x4c5254434d455454ull;  // "TTEMCTRL"
 inline constexpr uint64_t kRouterMagic = 0x52544f524d455454ull;   // "TTEMROTR"
-inline constexpr uint32_t kControlVersion = 15;  // bumped whenever the layout below changes
+inline constexpr uint32_t kControlVersion = 16;  // bumped whenever the layout below changes
 
 // How the chip's links move datagrams, as the chip found it could (ChipControl::transport_mode).
 enum TransportMode : uint32_t {
@@ -78,14 +78,27 @@ inline constexpr uint32_t kCommandSlots = 256;
 inline constexpr int kMaxWorkers = 128;  // cores that may issue, per chip
 inline constexpr int kTxnIds = 16;       // spec 3.1
 
-// A slot is free, ready (a worker wrote a command), or done (the router took it before an
-// earlier ticket's command: FVCs are served independently); the router frees done slots, and
+// A slot is free for a ticket, being filled by the worker that took the ticket, ready (the
+// command is written), or done (the router took it, perhaps before an earlier ticket's
+// command: FVCs are served independently, or voided it); the router frees done slots, and
 // advances `served`, in ticket order.
-enum SlotState : uint32_t { kSlotFree = 0, kSlotReady = 1, kSlotDone = 2 };
+//
+// The state is one word: the ticket, the phase and, while a worker fills the slot, that
+// worker's pid. A worker claims its ticket's slot, and the router voids the slot of a worker
+// that died before its command was ready, each by one compare-and-swap, so that neither
+// half-happens: a worker stopped after taking its ticket for so long that the router voided
+// the slot finds out when it claims, and takes another ticket; a slot a worker claimed is
+// voided only once that worker is gone, so nobody writes into a slot that went on to another.
+enum SlotPhase : uint32_t { kSlotFree = 0, kSlotFilling = 1, kSlotReady = 2, kSlotDone = 3 };
+constexpr uint64_t slot_state(uint32_t ticket, SlotPhase phase, uint32_t pid = 0) {
+  return uint64_t{ticket} | uint64_t{phase} << 32 | uint64_t{pid} << 34;  // (pids < 2^22)
+}
+constexpr SlotPhase slot_phase(uint64_t state) { return static_cast<SlotPhase>(state >> 32 & 3); }
+constexpr uint32_t slot_ticket(uint64_t state) { return static_cast<uint32_t>(state); }
+constexpr uint32_t slot_pid(uint64_t state) { return static_cast<uint32_t>(state >> 34); }
 
 struct FabricCommand {
-  std::atomic<uint32_t> state{kSlotFree};
-  uint32_t ticket = 0;
+  std::atomic<uint64_t> state{0};  // slot_state(); slot i starts free for ticket i
   routing::Command command = routing::Command::kWrite;
   int8_t fvc = -1;  // -1: the router chooses
   uint8_t plane = 0, txn_id = 0;
@@ -152,6 +165,12 @@ struct CommandBuffer {
   std::atomic<uint32_t> socket_pokes{0};    // bumped by a worker that set an endpoint's `poked` flag
   FabricCommand slots[kCommandSlots];
   WorkerState workers[kMaxWorkers];
+  // Slots the router voided because their worker died after taking the ticket (counted up).
+  std::atomic<uint64_t> voided{0};
+
+  CommandBuffer() {
+    for (uint32_t i = 0; i < kCommandSlots; ++i) slots[i].state.store(slot_state(i, kSlotFree), std::memory_order_relaxed);
+  }
 };
 
 struct ChipControl {

@@ -1,23 +1,59 @@
 #include "emulator/chip/command_buffer.hpp"
 
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+
 #include "emulator/chip/doorbell.hpp"
 #include "emulator/common/futex.hpp"
 
 namespace ttemu::chip {
+
+namespace {
+
+// This process's pid for the claims, kept right in a child of fork() (a claim with a parent's
+// pid could be voided while the child still writes the slot).
+uint32_t own_pid() {
+  static std::atomic<uint32_t> pid{0};
+  static const bool once = [] {
+    pid = static_cast<uint32_t>(::getpid());
+    return ::pthread_atfork(nullptr, nullptr, [] { pid = static_cast<uint32_t>(::getpid()); }) == 0;
+  }();
+  (void)once;
+  return pid.load(std::memory_order_relaxed);
+}
+
+}  // namespace
 
 CommandBufferClient::CommandBufferClient(ChipControl& control, uint16_t core, std::function<void()> ring)
     : ctl_(control), core_(core), ring_(std::move(ring)) {}
 
 bool CommandBufferClient::try_submit(const CommandRequest& r) {
   auto& cb = ctl_.commands;
-  // Take a ticket only when its slot is free: the router has served the ticket kCommandSlots
-  // before it (slots come back in ticket order), so no taken ticket ever waits for a slot.
-  uint32_t ticket = cb.next_ticket.load(std::memory_order_relaxed);
-  do {
-    if (ticket - cb.served.load(std::memory_order_acquire) >= kCommandSlots) return false;
-  } while (!cb.next_ticket.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel));
-  FabricCommand& slot = cb.slots[ticket % kCommandSlots];
-  slot.ticket = ticket;
+  for (;;) {
+    // Take a ticket only when its slot is free: the router has served the ticket kCommandSlots
+    // before it (slots come back in ticket order), so no taken ticket ever waits for a slot.
+    uint32_t ticket = cb.next_ticket.load(std::memory_order_relaxed);
+    do {
+      if (ticket - cb.served.load(std::memory_order_acquire) >= kCommandSlots) return false;
+    } while (!cb.next_ticket.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel));
+    FabricCommand& slot = cb.slots[ticket % kCommandSlots];
+    // Claimed with this process's pid, so that the router can tell a worker that died here
+    // from a slow one. The claim fails only if the router voided the slot (this worker was
+    // stopped right after its ticket for longer than the router waits): another ticket then.
+    uint64_t free = slot_state(ticket, kSlotFree);
+    const uint64_t mine = slot_state(ticket, kSlotFilling, own_pid());
+    if (!slot.state.compare_exchange_strong(free, mine, std::memory_order_acq_rel)) continue;
+    if (publish(slot, mine, r)) return true;
+  }
+}
+
+// Writes the command into the claimed slot and marks it ready; false if the router voided the
+// claim (it found this worker's pid gone: only a worker in another pid namespace than the
+// chip's, which ttemu does not support, can see that).
+bool CommandBufferClient::publish(FabricCommand& slot, uint64_t mine, const CommandRequest& r) {
+  auto& cb = ctl_.commands;
   slot.command = r.command;
   slot.fvc = r.fvc;
   slot.plane = r.plane;
@@ -35,8 +71,14 @@ bool CommandBufferClient::try_submit(const CommandRequest& r) {
   slot.status_addr = r.status_addr;
   slot.copies = r.copies;
   slot.key = r.key;
-  cb.workers[core_ % kMaxWorkers].txn[r.txn_id % kTxnIds].fetch_add(routing::packets_for(r.command, r.size) * r.copies);
-  slot.state.store(kSlotReady, std::memory_order_release);
+  // Counted before the command is ready: the router may answer it at once.
+  auto& txn = cb.workers[core_ % kMaxWorkers].txn[r.txn_id % kTxnIds];
+  const uint32_t packets = routing::packets_for(r.command, r.size) * r.copies;
+  txn.fetch_add(packets);
+  if (!slot.state.compare_exchange_strong(mine, slot_state(slot_ticket(mine), kSlotReady), std::memory_order_acq_rel)) {
+    txn.fetch_sub(packets);
+    return false;
+  }
   // The router looks for ready slots after it says it sleeps; ring only if it has said so.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (ring_ && should_ring(cb.router_asleep)) ring_();

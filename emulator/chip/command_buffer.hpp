@@ -56,6 +56,8 @@ class CommandBufferClient {
   uint32_t nacked(uint8_t txn) const;
 
  private:
+  bool publish(FabricCommand& slot, uint64_t claim, const CommandRequest& request);
+
   ChipControl& ctl_;
   uint16_t core_;
   std::function<void()> ring_;

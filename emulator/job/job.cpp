@@ -30,6 +30,18 @@ std::string user_prefix() { return fmt::format("ttemu.{}.", getuid()); }
 
 bool process_alive(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
+bool process_running(int pid) {
+  if (!process_alive(pid)) return false;
+  // /proc/PID/stat: "PID (COMM) STATE ..."; COMM may hold spaces and parentheses, STATE
+  // follows the last ')'.
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat;
+  std::getline(in, stat);
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return true;  // unreadable: assume it runs
+  return stat[close + 2] != 'Z';
+}
+
 std::string JobId::text() const { return fmt::format("{}-{:08x}", pid, nonce); }
 
 JobId JobId::create() {

@@ -319,6 +319,7 @@ void ChipNode::settle(Time now) {
 
 std::optional<Time> ChipNode::next_deadline() const {
   std::optional<Time> next = earlier(fabric_.next_deadline(), rates_.next_deadline());
+  next = earlier(next, intake_.next_deadline());  // a head slot whose worker may be gone
   for (const auto& p : ports_) {
     next = earlier(next, p->link->next_deadline());
     next = earlier(next, p->efc.next_deadline());

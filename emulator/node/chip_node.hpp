@@ -135,6 +135,8 @@ class ChipNode {
   // The owners of sockets opened here since the last call (worker processes' pids), each
   // once: the chip's process watches each, and calls owner_gone() when one is gone.
   std::vector<uint32_t> take_new_owners() { return intake_.take_new_owners(); }
+  // How to tell that a worker process is gone (CommandIntake::set_liveness).
+  void set_liveness(std::function<bool(uint32_t pid)> alive) { intake_.set_liveness(std::move(alive)); }
   // `owner` is gone without closing (a worker process died): its sockets close as its own
   // closes would, and their endpoints are freed (CommandIntake::owner_gone).
   void owner_gone(uint32_t owner, Time now);

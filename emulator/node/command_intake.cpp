@@ -27,14 +27,14 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
     const size_t i = t % kCommandSlots;
     FabricCommand& slot = cb.slots[i];
     blocked_[i] = false;
-    if (slot.state.load(std::memory_order_acquire) != kSlotReady || slot.ticket != t) continue;
+    if (slot.state.load(std::memory_order_acquire) != slot_state(t, kSlotReady)) continue;
     Progress& pr = progress_[i];
     const int fvc = pr.fvc >= 0 ? pr.fvc : slot.fvc;  // -1: chosen when it starts
     // An earlier command of its FVC waits; or an automatic choice found every data FVC full,
     // and then nothing else goes either (a pass over a long queue stays cheap).
     if (routing::is_socket(slot.command)) {  // taken at once (its sends run as the socket's jobs)
       took = take_socket(slot, node, now) || took;
-      slot.state.store(kSlotDone, std::memory_order_release);
+      slot.state.store(slot_state(t, kSlotDone), std::memory_order_release);
       continue;
     }
     if (all_full || (fvc >= 0 && fvc < 32 && (full >> fvc) & 1u)) {
@@ -49,16 +49,26 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
       continue;
     }
     pr = {};
-    slot.state.store(kSlotDone, std::memory_order_release);
+    slot.state.store(slot_state(t, kSlotDone), std::memory_order_release);
     took = true;
   }
-  // Slots go back to the workers in ticket order.
+  // Slots go back to the workers in ticket order, each free for the ticket that comes to it
+  // next; a head slot whose worker died is voided on the way.
   uint32_t served = start;
   for (; served != end; ++served) {
     FabricCommand& slot = cb.slots[served % kCommandSlots];
-    if (slot.state.load(std::memory_order_acquire) != kSlotDone || slot.ticket != served) break;
-    slot.state.store(kSlotFree, std::memory_order_release);
+    uint64_t state = slot.state.load(std::memory_order_acquire);
+    if (state != slot_state(served, kSlotDone)) {
+      if (!head_abandoned(state, served, now) ||
+          !slot.state.compare_exchange_strong(state, slot_state(served, kSlotDone), std::memory_order_acq_rel)) {
+        break;
+      }
+      cb.voided.fetch_add(1, std::memory_order_relaxed);
+      head_since_.reset();
+    }
+    slot.state.store(slot_state(served + kCommandSlots, kSlotFree), std::memory_order_release);
   }
+  if (served == end) head_since_.reset();
   if (served != start) {
     cb.served.store(served, std::memory_order_seq_cst);
     if (cb.served_waiters.load(std::memory_order_seq_cst) > 0) futex_wake(cb.served);
@@ -77,11 +87,33 @@ bool CommandIntake::has_work() const {
   const uint32_t end = cb.next_ticket.load(std::memory_order_acquire);
   for (uint32_t t = start; t != end && t - start < kCommandSlots; ++t) {
     const FabricCommand& slot = cb.slots[t % kCommandSlots];
-    if (slot.state.load(std::memory_order_acquire) == kSlotReady && slot.ticket == t && !blocked_[t % kCommandSlots]) {
+    if (slot.state.load(std::memory_order_acquire) == slot_state(t, kSlotReady) && !blocked_[t % kCommandSlots]) {
       return true;
     }
   }
   return false;
+}
+
+bool CommandIntake::head_abandoned(uint64_t state, uint32_t head, routing::Time now) {
+  const SlotPhase phase = slot_phase(state);
+  if (slot_ticket(state) != head || (phase != kSlotFree && phase != kSlotFilling)) {
+    head_since_.reset();  // ready: the worker is done with it
+    return false;
+  }
+  if (!head_since_ || head_ != head) {  // the head starts to wait: looked at again later
+    head_ = head;
+    head_since_ = now;
+    head_look_ = now + kLookAgain;
+    return false;
+  }
+  if (now < head_look_) return false;
+  head_look_ = now + kLookAgain;
+  // A live worker claims and fills its slot in microseconds, so after kGrace only a stopped or
+  // dead one is still at it; the grace also keeps a live worker whose pid the chip cannot see
+  // (another pid namespace) from being voided while it writes. A ticket taken (the head is
+  // behind next_ticket) and never claimed is a worker that died between the two.
+  if (now - *head_since_ < kGrace) return false;
+  return phase == kSlotFree || (alive_ && !alive_(slot_pid(state)));
 }
 
 bool CommandIntake::issue(const FabricCommand& c, Progress& pr, session::FabricNode& node, routing::Time now,

@@ -37,6 +37,13 @@ class CommandIntake {
   bool has_work() const;
   // Whether the last drain() left commands blocked by a full FVC.
   bool waiting() const { return waiting_; }
+  // Tells whether a worker's process (by pid) still runs; without it (the simulator, whose
+  // workers do not die) a slot a worker claimed is never voided.
+  void set_liveness(std::function<bool(uint32_t pid)> alive) { alive_ = std::move(alive); }
+  // When drain() looks again at a head slot that waits for its worker (none: no such slot).
+  std::optional<routing::Time> next_deadline() const {
+    return head_since_ ? std::optional<routing::Time>(head_look_) : std::nullopt;
+  }
   // An answer for one of this chip's workers arrived from the fabric.
   void answer(const routing::Packet& packet);
   // The owners (SocketEndpoint::owner: worker processes' pids) of the sockets opened since
@@ -85,6 +92,13 @@ class CommandIntake {
   bool close_for_gone_owners(session::FabricNode& node, routing::Time now);
   // Endpoints whose owners consumed data since the last look (their `poked` flags).
   bool take_pokes(session::FabricNode& node);
+  // Whether the head slot (ticket `head`, in `state`) was left by a worker that died after it
+  // took the ticket: after kGrace of waiting, a claim whose pid is gone, or a ticket nobody
+  // claimed (a worker that died between its ticket and its claim; a stopped one finds the slot
+  // voided when it claims, and takes another ticket). Looked at every kLookAgain while the
+  // head waits, so a slow worker costs no system call per pass. Without this a dead worker
+  // would hold every slot behind its own for good, and the chip would take no command again.
+  bool head_abandoned(uint64_t state, uint32_t head, routing::Time now);
   void refuse(const chip::FabricCommand& c, int32_t status);
   void write_status(const chip::FabricCommand& c, int32_t status, int32_t fvc);
   // Counts answered packets down in the worker's transaction and posts a completion.
@@ -102,6 +116,12 @@ class CommandIntake {
   uint32_t pokes_seen_ = 0;    // ChipControl's socket_pokes when last looked
   std::vector<uint32_t> new_owners_;  // owners of endpoints opened since take_new_owners()
   std::vector<uint32_t> gone_;        // owners gone whose endpoints drain() closes next
+  static constexpr routing::Time kLookAgain = std::chrono::milliseconds(100);
+  static constexpr routing::Time kGrace = std::chrono::seconds(1);
+  std::function<bool(uint32_t)> alive_;  // set_liveness
+  uint32_t head_ = 0;                    // the head slot's ticket, while it waits
+  std::optional<routing::Time> head_since_;  // since when it waits (none: it does not)
+  routing::Time head_look_{};               // when it is looked at next
 };
 
 }  // namespace ttemu::node

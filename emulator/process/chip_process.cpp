@@ -20,6 +20,7 @@
 #include "emulator/chip/doorbell.hpp"
 #include "emulator/common/error.hpp"
 #include "emulator/job/description.hpp"
+#include "emulator/job/job.hpp"
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/node/chip_node.hpp"
 #include "emulator/process/chip_messages.hpp"
@@ -344,6 +345,8 @@ class Chip final : public node::NodeObserver {
     nc.tables = read_tables();
     tap_ = std::make_unique<wire::CaptureTap>(transport);  // records nothing until a capture starts
     node_ = std::make_unique<node::ChipNode>(std::move(nc), memory, *ctl_, *tap_, *this);
+    // A worker that died while it wrote a command: its slot is voided (CommandIntake).
+    node_->set_liveness([](uint32_t pid) { return job::process_running(static_cast<int>(pid)); });
     for (const auto& l : m.links) {
       if (!l.faults.is_null()) install_faults(l.port, l.faults);
     }

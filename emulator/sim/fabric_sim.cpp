@@ -10,6 +10,7 @@
 
 #include "emulator/chip/address_space.hpp"
 #include "emulator/common/deadline.hpp"
+#include "emulator/common/error.hpp"
 
 namespace ttemu::sim {
 
@@ -21,6 +22,9 @@ using routing::to_string;
 namespace {
 // A simulated worker's owner number in its chip's socket table (a worker process's is its pid).
 uint32_t sim_worker_owner(uint16_t core) { return uint32_t{core} + 1; }
+// The pid a simulated worker that dies mid-submission claims its slot with; every other pid
+// (the simulator's own, which its live workers claim with) runs.
+constexpr uint32_t kDeadWorkerPid = (1u << 22) - 1;
 }  // namespace
 
 // One end of a link: the wire from it toward its peer.
@@ -161,6 +165,7 @@ void FabricSim::build(Node& n, int v) {
   n.chip = std::make_unique<node::ChipNode>(
       std::move(nc), [raw](uint64_t addr, size_t size) { return chip::locate(addr, size, raw->l1, raw->dram); },
       *n.control, n, n);
+  n.chip->set_liveness([](uint32_t pid) { return pid != kDeadWorkerPid; });
   for (const auto& pc : n.chip->ports()) {
     const PortId self{n.id, pc.number};
     auto named = cfg_.link_faults.find(self);
@@ -314,6 +319,14 @@ void FabricSim::worker_gone(ChipId chip, uint16_t core) {
   if (n.dead) return;  // (a dead chip serves nobody)
   n.socket_clients.erase(core);
   n.chip->owner_gone(sim_worker_owner(core), now_);
+}
+
+void FabricSim::worker_dies_submitting(ChipId chip, bool claimed) {
+  auto& cb = node(chip).control->commands;
+  const uint32_t ticket = cb.next_ticket.load();
+  if (ticket - cb.served.load() >= chip::kCommandSlots) throw Error("worker_dies_submitting: every slot is taken");
+  cb.next_ticket.store(ticket + 1);
+  if (claimed) cb.slots[ticket % chip::kCommandSlots].state.store(chip::slot_state(ticket, chip::kSlotFilling, kDeadWorkerPid));
 }
 
 void FabricSim::final_rates() {
