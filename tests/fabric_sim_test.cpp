@@ -144,16 +144,18 @@ TEST(FabricSim, AWorkerRingsASleepingChipAndItsWritesLand) {
 // A worker process that dies after taking a ticket, before its command is ready, would hold
 // its slot, and with it every slot behind it: once the other workers had gone round the
 // buffer, no command would be taken again. The chip voids the slot once the worker is gone
-// (its claim's pid, or no claim after a second), and the other workers' commands all go.
+// (its claim's pid, or no claim after a second), and the other workers' commands all go; a
+// count the dead worker had made in its transaction is taken back.
 TEST(FabricSim, AWorkerThatDiesWhileSubmittingDoesNotHoldTheCommandBuffer) {
-  for (const bool claimed : {false, true}) {
-    SCOPED_TRACE(claimed ? "died while writing its command" : "died between its ticket and its claim");
+  using DiedAt = FabricSim::DiedAt;
+  for (const DiedAt when : {DiedAt::kBeforeClaim, DiedAt::kWhileWriting, DiedAt::kAfterCounting}) {
+    SCOPED_TRACE(static_cast<int>(when));
     auto sys = load("n300.yaml");
     auto tables = control::compute_tables(sys);
     FabricSim sim(sys, tables, {});
     ASSERT_TRUE(sim.run());
     const ChipId a{0, 0}, b{0, 1};
-    sim.worker_dies_submitting(a, claimed);
+    sim.worker_dies_submitting(a, 2, when);
     chip::CommandRequest r;
     r.dst_mesh = b.mesh;
     r.dst_device = b.device;
@@ -175,6 +177,7 @@ TEST(FabricSim, AWorkerThatDiesWhileSubmittingDoesNotHoldTheCommandBuffer) {
     EXPECT_TRUE(sim.run());
     EXPECT_EQ(w.in_flight(0), 0u) << "every write acknowledged";
     EXPECT_EQ(sim.control(a).commands.voided.load(), 1u);
+    EXPECT_EQ(sim.control(a).commands.workers[2].txn[0].load(), 0u) << "the dead worker's count was taken back";
   }
 }
 

@@ -469,9 +469,9 @@ TEST(System, StrayDatagramsToALazyInboxAreDroppedAndCounted) {
 // A worker process killed in the middle of a submission, after it took a ticket and before
 // its command was ready, held that slot, and with it every slot behind it: once other workers
 // had gone round the buffer the chip took no command again. Here one worker takes a ticket
-// and dies before it claims the slot, and another claims its slot and dies while it writes
-// the command; the chip voids both slots, says so, and a traffic run of three laps of the
-// buffer goes through. (The seeded simulator test FabricSim.AWorkerThatDies... replays both.)
+// and dies before it claims the slot, and another claims its slot and dies once it has
+// counted its command's packets; the chip voids both slots, takes the count back, says so,
+// and a traffic run of three laps of the buffer goes through. (The seeded simulator test FabricSim.AWorkerThatDies... replays both.)
 TEST(System, AWorkerKilledWhileSubmittingDoesNotHoldTheCommandBuffer) {
   TTEMU_ONCE_FOR_ALL_TRANSPORTS();
   System sys({topo("n300.yaml")});
@@ -487,9 +487,15 @@ TEST(System, AWorkerKilledWhileSubmittingDoesNotHoldTheCommandBuffer) {
   };
   take_ticket();  // a worker that dies between its ticket and its claim
   const pid_t child = fork();
-  if (child == 0) {  // a worker that dies while it writes its command
+  if (child == 0) {  // a worker (core 5) that dies once it has counted its command's 7 packets
     const uint32_t t = take_ticket();
-    cb.slots[t % chip::kCommandSlots].state.store(chip::slot_state(t, chip::kSlotFilling, static_cast<uint32_t>(getpid())));
+    chip::FabricCommand& slot = cb.slots[t % chip::kCommandSlots];
+    slot.state.store(chip::slot_state(t, chip::kSlotFilling, static_cast<uint32_t>(getpid())));
+    slot.core = 5;
+    slot.txn_id = 3;
+    slot.counted = 7;
+    slot.counted_ticket = t;
+    cb.workers[5].txn[3].fetch_add(7);
     _exit(0);
   }
   ASSERT_GT(child, 0);
@@ -509,6 +515,7 @@ TEST(System, AWorkerKilledWhileSubmittingDoesNotHoldTheCommandBuffer) {
     if (c["name"] == "M0D0") voided = c["command_slots_voided"].get<uint64_t>();
   }
   EXPECT_EQ(voided, 2u);
+  EXPECT_EQ(cb.workers[5].txn[3].load(), 0u) << "the dead worker's count was taken back";
   RunResult text = sys.ttemu({"status"});
   EXPECT_NE(text.out.find("command slots voided (a worker died while writing a command): 2 on M0D0"), std::string::npos)
       << text.out;

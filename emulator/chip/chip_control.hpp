@@ -113,6 +113,10 @@ struct FabricCommand {
   uint64_t status_addr = 0;  // local: a FabricStatus the router fills in; 0 for none
   uint16_t copies = 1;       // a multicast write: the devices that acknowledge each packet
   uint64_t key = 0;          // the remote memory window's key (0: none); dst_addr is then its offset
+  // Written by the worker just before it counts the command's packets in its transaction
+  // (the ticket, and how many): a slot voided after that has its count taken back.
+  uint32_t counted_ticket = ~0u;
+  uint32_t counted = 0;
 };
 
 enum FabricStatusCode : int32_t {  // mirrored by libfabric_tt/tt_fabric.h

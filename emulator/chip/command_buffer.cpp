@@ -50,8 +50,8 @@ bool CommandBufferClient::try_submit(const CommandRequest& r) {
 }
 
 // Writes the command into the claimed slot and marks it ready; false if the router voided the
-// claim (it found this worker's pid gone: only a worker in another pid namespace than the
-// chip's, which ttemu does not support, can see that).
+// claim (it found this worker's pid gone after a second: only a worker whose pid the chip
+// cannot see, in another pid namespace, stopped in the middle of its command, can see that).
 bool CommandBufferClient::publish(FabricCommand& slot, uint64_t mine, const CommandRequest& r) {
   auto& cb = ctl_.commands;
   slot.command = r.command;
@@ -71,9 +71,12 @@ bool CommandBufferClient::publish(FabricCommand& slot, uint64_t mine, const Comm
   slot.status_addr = r.status_addr;
   slot.copies = r.copies;
   slot.key = r.key;
-  // Counted before the command is ready: the router may answer it at once.
+  // Counted before the command is ready: the router may answer it at once. The slot says so
+  // first, so that the router takes the count back if this worker dies before it is ready.
   auto& txn = cb.workers[core_ % kMaxWorkers].txn[r.txn_id % kTxnIds];
   const uint32_t packets = routing::packets_for(r.command, r.size) * r.copies;
+  slot.counted = packets;
+  slot.counted_ticket = slot_ticket(mine);
   txn.fetch_add(packets);
   if (!slot.state.compare_exchange_strong(mine, slot_state(slot_ticket(mine), kSlotReady), std::memory_order_acq_rel)) {
     txn.fetch_sub(packets);

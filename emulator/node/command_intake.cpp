@@ -63,6 +63,12 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
           !slot.state.compare_exchange_strong(state, slot_state(served, kSlotDone), std::memory_order_acq_rel)) {
         break;
       }
+      // A worker that died after it counted the command's packets in its transaction: taken
+      // back, or a later worker on its core would wait for them for ever. (Died between saying
+      // so and counting: the take-back stops at zero, on the dead worker's own counter.)
+      if (slot_phase(state) == kSlotFilling && slot.counted_ticket == served) {
+        take_back(cb.workers[slot.core % kMaxWorkers], slot.txn_id, slot.counted);
+      }
       cb.voided.fetch_add(1, std::memory_order_relaxed);
       head_since_.reset();
     }
@@ -385,6 +391,10 @@ void CommandIntake::count_down(uint16_t core, uint8_t txn_id, uint32_t packets, 
   if (answer == Command::kNack) ws.txn_nacks[txn_id % kTxnIds].fetch_add(packets);
   if (answer == Command::kNack && reason == routing::kNackPermission) ws.permission_nacks.fetch_add(packets);
   post_completion(ws, {static_cast<uint8_t>(txn_id % kTxnIds), answer, reason, packets});
+  take_back(ws, txn_id, packets);
+}
+
+void CommandIntake::take_back(WorkerState& ws, uint8_t txn_id, uint32_t packets) {
   auto& txn = ws.txn[txn_id % kTxnIds];
   for (uint32_t i = 0; i < packets && txn.load() > 0; ++i) {
     // A worker that sleeps on the word said so first; one that spins will see the zero.

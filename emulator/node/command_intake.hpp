@@ -103,6 +103,8 @@ class CommandIntake {
   void write_status(const chip::FabricCommand& c, int32_t status, int32_t fvc);
   // Counts answered packets down in the worker's transaction and posts a completion.
   void count_down(uint16_t core, uint8_t txn, uint32_t packets, routing::Command answer, uint16_t reason = 0);
+  // Counts packets down in a transaction (not below zero), waking its sleepers at zero.
+  static void take_back(chip::WorkerState& worker, uint8_t txn, uint32_t packets);
 
   routing::ChipId self_;
   chip::ChipControl& ctl_;

@@ -321,12 +321,20 @@ void FabricSim::worker_gone(ChipId chip, uint16_t core) {
   n.chip->owner_gone(sim_worker_owner(core), now_);
 }
 
-void FabricSim::worker_dies_submitting(ChipId chip, bool claimed) {
+void FabricSim::worker_dies_submitting(ChipId chip, uint16_t core, DiedAt when) {
   auto& cb = node(chip).control->commands;
   const uint32_t ticket = cb.next_ticket.load();
   if (ticket - cb.served.load() >= chip::kCommandSlots) throw Error("worker_dies_submitting: every slot is taken");
   cb.next_ticket.store(ticket + 1);
-  if (claimed) cb.slots[ticket % chip::kCommandSlots].state.store(chip::slot_state(ticket, chip::kSlotFilling, kDeadWorkerPid));
+  if (when == DiedAt::kBeforeClaim) return;
+  chip::FabricCommand& slot = cb.slots[ticket % chip::kCommandSlots];
+  slot.state.store(chip::slot_state(ticket, chip::kSlotFilling, kDeadWorkerPid));
+  if (when == DiedAt::kWhileWriting) return;
+  slot.core = core;  // a one-packet write in transaction 0, counted
+  slot.txn_id = 0;
+  slot.counted = 1;
+  slot.counted_ticket = ticket;
+  cb.workers[core % chip::kMaxWorkers].txn[0].fetch_add(1);
 }
 
 void FabricSim::final_rates() {

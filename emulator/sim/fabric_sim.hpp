@@ -112,11 +112,13 @@ class FabricSim {
   // closes them as its closes would, and frees them (ChipNode::owner_gone, which a chip process
   // calls when a worker's process ends). Its socket client is no longer valid.
   void worker_gone(routing::ChipId chip, uint16_t core);
-  // A worker process on `chip` died in the middle of a submission, after it took a ticket:
-  // before it claimed the ticket's slot (`claimed` false), or while it wrote its command there.
-  // The chip voids the slot once it finds the worker gone (CommandIntake), so the slots behind
-  // it come back to the other workers. Throws if every slot is taken.
-  void worker_dies_submitting(routing::ChipId chip, bool claimed);
+  // A worker process on `chip` (core `core`) died in the middle of a submission, after it took
+  // a ticket: before it claimed the ticket's slot, while it wrote its command there, or after
+  // it counted the command's one packet in its transaction 0. The chip voids the slot once it
+  // finds the worker gone (CommandIntake), taking the count back, so the slots behind it come
+  // back to the other workers. Throws if every slot is taken.
+  enum class DiedAt { kBeforeClaim, kWhileWriting, kAfterCounting };
+  void worker_dies_submitting(routing::ChipId chip, uint16_t core, DiedAt when);
   // A window of `chip`'s memory registered by its worker on `core` (chip/window_client.hpp),
   // as tt_fabric_mr_register does; its key comes from the seed (the same run, the same keys).
   // A restarted chip has none.
