@@ -4,7 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <csignal>
 #include <cstring>
+#include <mutex>
+#include <stop_token>
+#include <thread>
 #include <map>
 #include <memory>
 #include <set>
@@ -179,6 +184,44 @@ TEST(FabricSim, AWorkerThatDiesWhileSubmittingDoesNotHoldTheCommandBuffer) {
     EXPECT_EQ(sim.control(a).commands.voided.load(), 1u);
     EXPECT_EQ(sim.control(a).commands.workers[2].txn[0].load(), 0u) << "the dead worker's count was taken back";
   }
+}
+
+// While the control plane holds a chip's injection, it takes no command, and voids no slot
+// either: the slot a dead worker left waits, and the chip sleeps (it once kept waking for the
+// look at that slot it would not take, at the same instant, for ever). Resumed, it voids it.
+TEST(FabricSim, AHeldChipNeitherVoidsNorSpinsOnASlotADeadWorkerLeft) {
+  auto sys = load("n300.yaml");
+  auto tables = control::compute_tables(sys);
+  FabricSim sim(sys, tables, {});
+  ASSERT_TRUE(sim.run());
+  const ChipId a{0, 0}, b{0, 1};
+  sim.worker_dies_submitting(a, 2, FabricSim::DiedAt::kBeforeClaim);
+  chip::CommandRequest r;
+  r.dst_mesh = b.mesh;
+  r.dst_device = b.device;
+  r.size = 64;
+  r.src_addr = 0x1000;
+  r.dst_addr = 0x8000;
+  auto& w = sim.worker(a, 1);
+  ASSERT_TRUE(w.try_submit(r));
+  ASSERT_TRUE(sim.run(std::chrono::milliseconds(50)));  // the chip has seen the head wait
+  sim.pause_injection(a, true);
+  // A run that stands still at one instant never returns: a watchdog stops it.
+  static volatile std::sig_atomic_t stuck = 0;
+  stuck = 0;
+  sim.interrupt_on(&stuck);
+  std::jthread dog([](std::stop_token st) {
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock lock(m);
+    if (!cv.wait_for(lock, st, std::chrono::seconds(30), [] { return false; }) && !st.stop_requested()) stuck = 1;
+  });
+  EXPECT_NO_THROW(sim.run(std::chrono::seconds(5)));
+  EXPECT_EQ(sim.control(a).commands.voided.load(), 0u) << "nothing is voided while the chip is held";
+  sim.pause_injection(a, false);
+  EXPECT_NO_THROW(EXPECT_TRUE(sim.run()));
+  EXPECT_EQ(sim.control(a).commands.voided.load(), 1u);
+  EXPECT_EQ(w.in_flight(0), 0u) << "the live worker's write went and was acknowledged";
 }
 
 TEST(FabricSim, AllToAllAcrossTheFourMeshes) {

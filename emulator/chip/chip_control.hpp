@@ -113,10 +113,10 @@ struct FabricCommand {
   uint64_t status_addr = 0;  // local: a FabricStatus the router fills in; 0 for none
   uint16_t copies = 1;       // a multicast write: the devices that acknowledge each packet
   uint64_t key = 0;          // the remote memory window's key (0: none); dst_addr is then its offset
-  // Written by the worker just before it counts the command's packets in its transaction
-  // (the ticket, and how many): a slot voided after that has its count taken back.
-  uint32_t counted_ticket = ~0u;
+  // Written by the worker once it has counted the command's packets in its transaction (how
+  // many, then the ticket): a slot voided after that has its count taken back.
   uint32_t counted = 0;
+  std::atomic<uint32_t> counted_ticket{~0u};
 };
 
 enum FabricStatusCode : int32_t {  // mirrored by libfabric_tt/tt_fabric.h
@@ -181,6 +181,9 @@ struct ChipControl {
   uint64_t magic = 0;
   uint32_t version = kControlVersion;
   std::atomic<uint32_t> pid{0};
+  // The chip's pid namespace (job::pid_namespace(); 0: unknown). A worker in another one claims
+  // command slots without its pid, which the chip could not check (CommandBufferClient).
+  std::atomic<uint64_t> pid_namespace{0};
   std::atomic<uint32_t> running{0};
   uint16_t mesh = 0, device = 0;
   uint64_t l1_bytes = 0, dram_bytes = 0;

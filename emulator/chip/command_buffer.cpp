@@ -7,6 +7,7 @@
 
 #include "emulator/chip/doorbell.hpp"
 #include "emulator/common/futex.hpp"
+#include "emulator/job/job.hpp"
 
 namespace ttemu::chip {
 
@@ -27,7 +28,10 @@ uint32_t own_pid() {
 }  // namespace
 
 CommandBufferClient::CommandBufferClient(ChipControl& control, uint16_t core, std::function<void()> ring)
-    : ctl_(control), core_(core), ring_(std::move(ring)) {}
+    : ctl_(control), core_(core), ring_(std::move(ring)) {
+  const uint64_t chip_ns = control.pid_namespace.load(std::memory_order_relaxed);
+  visible_ = chip_ns == 0 || chip_ns == job::pid_namespace();
+}
 
 bool CommandBufferClient::try_submit(const CommandRequest& r) {
   auto& cb = ctl_.commands;
@@ -43,15 +47,14 @@ bool CommandBufferClient::try_submit(const CommandRequest& r) {
     // from a slow one. The claim fails only if the router voided the slot (this worker was
     // stopped right after its ticket for longer than the router waits): another ticket then.
     uint64_t free = slot_state(ticket, kSlotFree);
-    const uint64_t mine = slot_state(ticket, kSlotFilling, own_pid());
+    const uint64_t mine = slot_state(ticket, kSlotFilling, visible_ ? own_pid() : 0);
     if (!slot.state.compare_exchange_strong(free, mine, std::memory_order_acq_rel)) continue;
     if (publish(slot, mine, r)) return true;
   }
 }
 
 // Writes the command into the claimed slot and marks it ready; false if the router voided the
-// claim (it found this worker's pid gone after a second: only a worker whose pid the chip
-// cannot see, in another pid namespace, stopped in the middle of its command, can see that).
+// claim.
 bool CommandBufferClient::publish(FabricCommand& slot, uint64_t mine, const CommandRequest& r) {
   auto& cb = ctl_.commands;
   slot.command = r.command;
@@ -71,15 +74,19 @@ bool CommandBufferClient::publish(FabricCommand& slot, uint64_t mine, const Comm
   slot.status_addr = r.status_addr;
   slot.copies = r.copies;
   slot.key = r.key;
-  // Counted before the command is ready: the router may answer it at once. The slot says so
-  // first, so that the router takes the count back if this worker dies before it is ready.
+  // Counted before the command is ready: the router may answer it at once. Then the slot says
+  // so, and the router takes the count back if this worker dies before the command is ready.
+  // (Killed between the two, a few instructions, the count stays: a later worker on this core
+  // would wait for it and time out, which is better than a take-back of what was never added
+  // finishing that worker's barrier early.)
   auto& txn = cb.workers[core_ % kMaxWorkers].txn[r.txn_id % kTxnIds];
   const uint32_t packets = routing::packets_for(r.command, r.size) * r.copies;
-  slot.counted = packets;
-  slot.counted_ticket = slot_ticket(mine);
   txn.fetch_add(packets);
+  slot.counted = packets;
+  slot.counted_ticket.store(slot_ticket(mine), std::memory_order_release);
+  // The router voids a claim only once its pid is gone, so this cannot fail for a live worker;
+  // if it did, the router has taken the count back.
   if (!slot.state.compare_exchange_strong(mine, slot_state(slot_ticket(mine), kSlotReady), std::memory_order_acq_rel)) {
-    txn.fetch_sub(packets);
     return false;
   }
   // The router looks for ready slots after it says it sleeps; ring only if it has said so.

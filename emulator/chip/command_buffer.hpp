@@ -61,6 +61,7 @@ class CommandBufferClient {
   ChipControl& ctl_;
   uint16_t core_;
   std::function<void()> ring_;
+  bool visible_ = true;  // the chip sees this process's pid (same pid namespace): claims carry it
 };
 
 // The router's side of a completion: appended to the worker's queue, or counted as overflow.

@@ -39,7 +39,20 @@ bool process_running(int pid) {
   std::getline(in, stat);
   const auto close = stat.rfind(')');
   if (close == std::string::npos || close + 2 >= stat.size()) return true;  // unreadable: assume it runs
-  return stat[close + 2] != 'Z';
+  if (stat[close + 2] != 'Z') return true;
+  // The first thread's state: a zombie whose other threads run is a running process.
+  size_t threads = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++threads;
+  }
+  return threads > 1;
+}
+
+uint64_t pid_namespace() {
+  struct stat st{};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? st.st_ino : 0;
 }
 
 std::string JobId::text() const { return fmt::format("{}-{:08x}", pid, nonce); }

@@ -37,8 +37,10 @@ bool job_alive(const JobId& job);
 // Whether a process with this pid exists (a pid of 0 or less: no).
 bool process_alive(int pid);
 // Whether it exists and still runs: a process that ended but was not yet reaped by its parent
-// (a zombie) does not.
+// (a zombie) does not; one whose first thread ended while others run does.
 bool process_running(int pid);
+// This process's pid namespace (the inode of /proc/self/ns/pid), 0 if it cannot be read.
+uint64_t pid_namespace();
 // This user's jobs whose launchers run (none when the runtime directory does not exist yet).
 std::vector<JobId> live_jobs();
 // The job named, else $TTEMU_JOB, else the only live job of this user; throws Error saying

@@ -16,7 +16,10 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
   auto& cb = ctl_.commands;
   bool took = false;
   waiting_ = false;
-  if (ctl_.injection_paused.load(std::memory_order_relaxed)) return false;  // the control plane holds it
+  if (ctl_.injection_paused.load(std::memory_order_relaxed)) {  // the control plane holds it
+    head_since_.reset();  // (no look at the head meanwhile: its deadline would pass unheeded)
+    return false;
+  }
   took = take_pokes(node) || took;
   took = run_all_jobs(node, now) || took;  // earlier sockets' jobs go before newer commands
   uint32_t full = 0;  // FVCs found without room in this pass: their later commands wait too
@@ -64,9 +67,8 @@ bool CommandIntake::drain(session::FabricNode& node, routing::Time now) {
         break;
       }
       // A worker that died after it counted the command's packets in its transaction: taken
-      // back, or a later worker on its core would wait for them for ever. (Died between saying
-      // so and counting: the take-back stops at zero, on the dead worker's own counter.)
-      if (slot_phase(state) == kSlotFilling && slot.counted_ticket == served) {
+      // back, or a later worker on its core would wait for them for ever.
+      if (slot_phase(state) == kSlotFilling && slot.counted_ticket.load(std::memory_order_acquire) == served) {
         take_back(cb.workers[slot.core % kMaxWorkers], slot.txn_id, slot.counted);
       }
       cb.voided.fetch_add(1, std::memory_order_relaxed);
@@ -115,11 +117,12 @@ bool CommandIntake::head_abandoned(uint64_t state, uint32_t head, routing::Time 
   if (now < head_look_) return false;
   head_look_ = now + kLookAgain;
   // A live worker claims and fills its slot in microseconds, so after kGrace only a stopped or
-  // dead one is still at it; the grace also keeps a live worker whose pid the chip cannot see
-  // (another pid namespace) from being voided while it writes. A ticket taken (the head is
-  // behind next_ticket) and never claimed is a worker that died between the two.
+  // dead one is still at it. A ticket taken (the head is behind next_ticket) and never claimed
+  // is a worker that died between the two.
   if (now - *head_since_ < kGrace) return false;
-  return phase == kSlotFree || (alive_ && !alive_(slot_pid(state)));
+  if (phase == kSlotFree) return true;
+  const uint32_t pid = slot_pid(state);  // 0: a worker whose pid the chip cannot see
+  return pid != 0 && alive_ && !alive_(pid);
 }
 
 bool CommandIntake::issue(const FabricCommand& c, Progress& pr, session::FabricNode& node, routing::Time now,

@@ -97,6 +97,7 @@ class Chip final : public node::NodeObserver {
     ctl_ = ctl_seg_.as<ChipControl>();
     if (ctl_->magic != kControlMagic) throw Error("control block not initialised by the launcher");
     ctl_->pid.store(static_cast<uint32_t>(getpid()));
+    ctl_->pid_namespace.store(job::pid_namespace());
     // Termination arrives as a readable descriptor.
     sigset_t stop_signals;
     sigemptyset(&stop_signals);

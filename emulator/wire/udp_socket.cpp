@@ -96,28 +96,40 @@ bool UdpSocket::open_twin() {
   static constexpr int kOn = 1;
   if (::setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &kOn, sizeof kOn) != 0) return false;
   const int twin = ::socket(local_.storage.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (twin < 0) return false;
-  if (::setsockopt(twin, SOL_SOCKET, SO_REUSEPORT, &kOn, sizeof kOn) != 0 ||
-      ::bind(twin, local_.get(), local_.length) != 0) {
-    ::close(twin);
-    return false;
+  if (twin >= 0 && ::setsockopt(twin, SOL_SOCKET, SO_REUSEPORT, &kOn, sizeof kOn) == 0 &&
+      ::bind(twin, local_.get(), local_.length) == 0) {
+    twin_ = twin;
+    return true;
   }
-  twin_ = twin;
-  return true;
+  if (twin >= 0) ::close(twin);
+  close_twin();
+  return false;
+}
+
+// Back to one socket on the port, which takes everything (as before a connection).
+void UdpSocket::close_twin() {
+  static constexpr int kOff = 0;
+  if (twin_ >= 0) ::close(twin_);
+  twin_ = -1;
+  ::setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &kOff, sizeof kOff);
 }
 
 void UdpSocket::set_peer(const Address& peer) {
   peer_ = peer;
   // The twin first, so that no stray is refused in between (the kernel refuses a datagram for
   // a port whose only socket is connected to someone else).
-  if (twin_ < 0 && !open_twin()) return;
+  const bool fresh = twin_ < 0;
+  if (fresh && !open_twin()) return;
   connected_ = ::connect(fd_, peer.get(), peer.length) == 0;
   unchecked_ = connected_;
-  if (!connected_) {  // not left connected to a former peer: the socket and its twin share all
-    sockaddr none{};
-    none.sa_family = AF_UNSPEC;
-    ::connect(fd_, &none, sizeof none);
-  }
+  if (connected_) return;
+  // Not left connected to a former peer; and a twin nobody watches yet goes, so that the
+  // socket takes everything again. (One already watched stays: the two sockets then share the
+  // datagrams, each named, and both are read.)
+  sockaddr none{};
+  none.sa_family = AF_UNSPEC;
+  ::connect(fd_, &none, sizeof none);
+  if (fresh) close_twin();
 }
 
 std::optional<Received> UdpSocket::receive_stray() {
@@ -144,9 +156,12 @@ std::span<const Received> UdpSocket::receive(bool one) {
     if (n >= 0) msgs_[0].msg_len = static_cast<unsigned>(n), got = 1;
   } else {
     got = ::recvmmsg(fd_, msgs_.data(), static_cast<unsigned>(msgs_.size()), MSG_DONTWAIT, nullptr);
-    // Less than a batch, or nothing at all, and what came before the connection has been read.
-    // (An error of the connection, reported before what is queued, says nothing of the queue.)
-    if (unchecked_ && (got >= 0 ? static_cast<size_t>(got) < msgs_.size() : errno == EAGAIN || errno == EWOULDBLOCK)) {
+    // Nothing left, and what came before the connection has been read. A short batch alone
+    // does not say so (an error of the connection, a refusal by the peer's host, cuts a batch
+    // short and is reported before what is queued): a look without reading does.
+    if (unchecked_ && got >= 0 && static_cast<size_t>(got) < msgs_.size()) {
+      if (::recv(fd_, nullptr, 0, MSG_PEEK | MSG_DONTWAIT) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) unchecked_ = false;
+    } else if (unchecked_ && got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       unchecked_ = false;
     }
   }

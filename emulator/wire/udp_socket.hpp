@@ -76,8 +76,9 @@ class UdpSocket {
   int fd() const { return fd_; }
   uint16_t local_port() const { return port_; }
   // The peer, again when it restarted elsewhere: the socket is connected to it, with its twin
-  // for strays. Where that cannot be done (e.g. no twin can be bound) the socket stays
-  // unconnected and names every datagram's sender and destination, as it did before.
+  // for strays. Where that cannot be done (no twin can be bound, the connection is refused)
+  // the socket stays unconnected and names every datagram's sender and destination, as it did
+  // before.
   void set_peer(const Address& peer);
   const Address& peer() const { return peer_; }
   bool connected() const { return connected_; }
@@ -104,6 +105,7 @@ class UdpSocket {
 
  private:
   bool open_twin();
+  void close_twin();
 
   int fd_ = -1;
   int twin_ = -1;
