@@ -146,6 +146,17 @@ TEST(FabricSim, AWorkerRingsASleepingChipAndItsWritesLand) {
   EXPECT_EQ(sim.doorbell_rings(b), 0u) << "nobody rang the chip that only answered";
 }
 
+// A 64-byte write to `to`, from and to fixed addresses.
+chip::CommandRequest write_64(ChipId to) {
+  chip::CommandRequest r;
+  r.dst_mesh = to.mesh;
+  r.dst_device = to.device;
+  r.size = 64;
+  r.src_addr = 0x1000;
+  r.dst_addr = 0x8000;
+  return r;
+}
+
 // A worker process that dies after taking a ticket, before its command is ready, would hold
 // its slot, and with it every slot behind it: once the other workers had gone round the
 // buffer, no command would be taken again. The chip voids the slot once the worker is gone
@@ -161,12 +172,7 @@ TEST(FabricSim, AWorkerThatDiesWhileSubmittingDoesNotHoldTheCommandBuffer) {
     ASSERT_TRUE(sim.run());
     const ChipId a{0, 0}, b{0, 1};
     sim.worker_dies_submitting(a, 2, when);
-    chip::CommandRequest r;
-    r.dst_mesh = b.mesh;
-    r.dst_device = b.device;
-    r.size = 64;
-    r.src_addr = 0x1000;
-    r.dst_addr = 0x8000;
+    const chip::CommandRequest r = write_64(b);
     auto& w = sim.worker(a, 1);
     // Three times round the buffer: a slot held for good stops this at the first lap's end.
     const uint32_t want = 3 * chip::kCommandSlots;
@@ -196,12 +202,7 @@ TEST(FabricSim, AHeldChipNeitherVoidsNorSpinsOnASlotADeadWorkerLeft) {
   ASSERT_TRUE(sim.run());
   const ChipId a{0, 0}, b{0, 1};
   sim.worker_dies_submitting(a, 2, FabricSim::DiedAt::kBeforeClaim);
-  chip::CommandRequest r;
-  r.dst_mesh = b.mesh;
-  r.dst_device = b.device;
-  r.size = 64;
-  r.src_addr = 0x1000;
-  r.dst_addr = 0x8000;
+  const chip::CommandRequest r = write_64(b);
   auto& w = sim.worker(a, 1);
   ASSERT_TRUE(w.try_submit(r));
   ASSERT_TRUE(sim.run(std::chrono::milliseconds(50)));  // the chip has seen the head wait
