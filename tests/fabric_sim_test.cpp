@@ -14,6 +14,7 @@
 #include <memory>
 #include <set>
 
+#include "tests/sim_support.hpp"
 #include "tests/test_support.hpp"
 
 namespace ttemu::sim {
@@ -102,9 +103,8 @@ void expect_all_to_all_landed(FabricSim& sim, const control::System& sys, size_t
 }
 
 TEST(FabricSim, GalaxyAllToAllWritesLandBitExact) {
-  auto sys = load("galaxy.yaml");
-  auto tables = control::compute_tables(sys);
-  FabricSim sim(sys, tables, {});
+  test::BootedSim booted("galaxy.yaml");
+  auto& [sys, tables, sim] = booted;
   AllToAll run(sim, sys);
   ASSERT_EQ(run.injected, run.pending.size());
   EXPECT_TRUE(run.idle);
@@ -117,9 +117,8 @@ TEST(FabricSim, GalaxyAllToAllWritesLandBitExact) {
 // leave the write in the command buffer and fail this test); while it is awake, commands need
 // no ring, and neither do commands that come while it is being woken.
 TEST(FabricSim, AWorkerRingsASleepingChipAndItsWritesLand) {
-  auto sys = load("n300.yaml");
-  auto tables = control::compute_tables(sys);
-  FabricSim sim(sys, tables, {});
+  test::BootedSim booted("n300.yaml");
+  auto& [sys, tables, sim] = booted;
   ASSERT_TRUE(sim.run());  // the links come up and every chip goes to sleep
   const ChipId a{0, 0}, b{0, 1};
   const auto data = pattern(0, 1, 3 * 4096);
@@ -166,9 +165,8 @@ TEST(FabricSim, AWorkerThatDiesWhileSubmittingDoesNotHoldTheCommandBuffer) {
   using DiedAt = FabricSim::DiedAt;
   for (const DiedAt when : {DiedAt::kBeforeClaim, DiedAt::kWhileWriting, DiedAt::kAfterCounting}) {
     SCOPED_TRACE(static_cast<int>(when));
-    auto sys = load("n300.yaml");
-    auto tables = control::compute_tables(sys);
-    FabricSim sim(sys, tables, {});
+    test::BootedSim booted("n300.yaml");
+    auto& sim = booted.sim;
     ASSERT_TRUE(sim.run());
     const ChipId a{0, 0}, b{0, 1};
     sim.worker_dies_submitting(a, 2, when);
@@ -196,9 +194,8 @@ TEST(FabricSim, AWorkerThatDiesWhileSubmittingDoesNotHoldTheCommandBuffer) {
 // either: the slot a dead worker left waits, and the chip sleeps (it once kept waking for the
 // look at that slot it would not take, at the same instant, for ever). Resumed, it voids it.
 TEST(FabricSim, AHeldChipNeitherVoidsNorSpinsOnASlotADeadWorkerLeft) {
-  auto sys = load("n300.yaml");
-  auto tables = control::compute_tables(sys);
-  FabricSim sim(sys, tables, {});
+  test::BootedSim booted("n300.yaml");
+  auto& [sys, tables, sim] = booted;
   ASSERT_TRUE(sim.run());
   const ChipId a{0, 0}, b{0, 1};
   sim.worker_dies_submitting(a, 2, FabricSim::DiedAt::kBeforeClaim);
@@ -226,9 +223,8 @@ TEST(FabricSim, AHeldChipNeitherVoidsNorSpinsOnASlotADeadWorkerLeft) {
 }
 
 TEST(FabricSim, AllToAllAcrossTheFourMeshes) {
-  auto sys = load("spec_4mesh_3x3.yaml");
-  auto tables = control::compute_tables(sys);
-  FabricSim sim(sys, tables, {});
+  test::BootedSim booted("spec_4mesh_3x3.yaml");
+  auto& [sys, tables, sim] = booted;
   AllToAll run(sim, sys);
   EXPECT_TRUE(run.idle);
   expect_all_to_all_landed(sim, sys);
@@ -379,9 +375,8 @@ TEST(FabricSim, ALostAckIsReportedButNackedToNobody) {
 }
 
 TEST(FabricSim, ReadsAndAtomicsAnswerTheSource) {
-  auto sys = load("galaxy.yaml");
-  auto tables = control::compute_tables(sys);
-  FabricSim sim(sys, tables, {});
+  test::BootedSim booted("galaxy.yaml");
+  auto& [sys, tables, sim] = booted;
   auto far = sim.memory({0, 31}, 100, 8);
   for (size_t i = 0; i < 8; ++i) far[i] = static_cast<uint8_t>(0xA0 + i);
   Packet rd;
@@ -550,9 +545,8 @@ TEST(FabricSim, AKilledChipACutWireAndPerLinkFaultsLeaveNoWriteUnanswered) {
 }
 
 TEST(FabricSim, AKilledChipRestartsWithFreshMemoryAndItsNeighboursHearOfBoth) {
-  auto sys = load("n300.yaml");
-  auto tables = control::compute_tables(sys);
-  FabricSim sim(sys, tables, {});
+  test::BootedSim booted("n300.yaml");
+  auto& [sys, tables, sim] = booted;
   ASSERT_TRUE(sim.inject({0, 0}, write({0, 1}, 0, std::vector<uint8_t>(64, 7))));
   ASSERT_TRUE(sim.run());
   ASSERT_EQ(sim.memory({0, 1}, 0, 1)[0], 7);

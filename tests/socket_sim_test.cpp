@@ -15,6 +15,7 @@
 #include "emulator/chip/address_space.hpp"
 #include "emulator/control/routing_tables.hpp"
 #include "emulator/sim/fabric_sim.hpp"
+#include "tests/sim_support.hpp"
 #include "tests/test_support.hpp"
 
 namespace ttemu::sim {
@@ -137,9 +138,8 @@ void connect(Pair& p, uint32_t id, uint32_t epoch, const chip::SocketClient::Opt
 }
 
 TEST(SocketSim, ADSocketStreamCrossesMeshesByteForByte) {
-  auto sys = load("spec_4mesh_3x3.yaml");
-  auto tables = control::compute_tables(sys);
-  FabricSim sim(sys, tables, {});
+  test::BootedSim booted("spec_4mesh_3x3.yaml");
+  auto& [sys, tables, sim] = booted;
   ASSERT_TRUE(sim.run());
   Pair p{sim, {0, 0}, {3, 8}};
   connect(p, 7, 1, receiver_options(7, 1, kEndToEnd, 16 << 10, 64 << 10));
@@ -154,9 +154,8 @@ TEST(SocketSim, ADSocketStreamCrossesMeshesByteForByte) {
 // ready for epoch 2, connects with that sender only; the other waits (told why) and connects
 // once the receiver moves to epoch 1. Neither stream mixes into the other's epoch.
 TEST(SocketSim, EpochsKeepTwoSendersApart) {
-  auto sys = load("spec_4mesh_3x3.yaml");
-  auto tables = control::compute_tables(sys);
-  FabricSim sim(sys, tables, {});
+  test::BootedSim booted("spec_4mesh_3x3.yaml");
+  auto& [sys, tables, sim] = booted;
   ASSERT_TRUE(sim.run());
   const ChipId a{1, 4}, b{2, 0}, r{0, 8};
   auto& sa = sim.sockets(a, kCore);
@@ -287,9 +286,8 @@ TEST(SocketSim, DscbSpillKeepsOrderUnderARandomlyStallingConsumer) {
 }
 
 TEST(SocketSim, ErrorsAreNamedNeverAHang) {
-  auto sys = load("n300.yaml");
-  auto tables = control::compute_tables(sys);
-  FabricSim sim(sys, tables, {});
+  test::BootedSim booted("n300.yaml");
+  auto& [sys, tables, sim] = booted;
   ASSERT_TRUE(sim.run());
   auto& rx = sim.sockets({0, 1}, kCore);
   auto bad = receiver_options(1, 1, kEndToEnd, 100, 0);
@@ -344,9 +342,8 @@ chip::CommandRequest write_to(ChipId dst, uint8_t fvc, uint8_t txn) {
 // that shares no segment, flow; another SSocket wanting D1 -> D2 waits to connect. Closing
 // frees every reservation: the waiting writes land, the other socket connects.
 TEST(SocketSim, AnSSocketReservesItsFvcAlongItsRouteUntilClosed) {
-  auto sys = load("spec_4mesh_3x3.yaml");
-  auto tables = control::compute_tables(sys);
-  FabricSim sim(sys, tables, {});
+  test::BootedSim booted("spec_4mesh_3x3.yaml");
+  auto& [sys, tables, sim] = booted;
   ASSERT_TRUE(sim.run());
   const ChipId d0{0, 0}, d1{0, 1}, d2{0, 2}, d3{0, 3}, d4{0, 4};
   Pair p{sim, d0, d2};
@@ -553,9 +550,8 @@ TEST_F(SSocketChipDeath, TheReceiversChipLeavesNoReservation) {
 // (Its close once went straight to the router, ahead of the open still queued, and the open
 // then reserved the route for good.)
 TEST(SocketSim, AnSSocketClosedBeforeItConnectsLeavesNoReservation) {
-  auto sys = load("spec_4mesh_3x3.yaml");
-  auto tables = control::compute_tables(sys);
-  FabricSim sim(sys, tables, {});
+  test::BootedSim booted("spec_4mesh_3x3.yaml");
+  auto& [sys, tables, sim] = booted;
   ASSERT_TRUE(sim.run());
   auto& s = sim.sockets({0, 0}, kCore);
   auto o = sender_options(8, 1, {3, 8});
@@ -613,9 +609,8 @@ TEST(SocketSim, ExhaustingTheReservableFvcsIsAnOpenError) {
 // socket connects once all four are ready, each gets the whole stream, and the close reaches
 // each and frees every reservation.
 TEST(SocketSim, AMulticastSSocketReachesEveryReceiver) {
-  auto sys = load("spec_4mesh_3x3.yaml");
-  auto tables = control::compute_tables(sys);
-  FabricSim sim(sys, tables, {});
+  test::BootedSim booted("spec_4mesh_3x3.yaml");
+  auto& [sys, tables, sim] = booted;
   ASSERT_TRUE(sim.run());
   const ChipId from{1, 4};
   const std::vector<uint16_t> group{0, 1, 3, 4};  // origin M0D0, 1 east, 1 south
@@ -672,9 +667,8 @@ TEST(SocketSim, AMulticastSSocketReachesEveryReceiver) {
 // are dropped, not sent as the new socket's bytes or used to close it. (They once were: the
 // new receiver got the old data at the new offsets, and the old close ended the new socket.)
 TEST(SocketSim, AnEndpointClaimedAgainDropsTheOldClaimsJobs) {
-  auto sys = load("n300.yaml");
-  auto tables = control::compute_tables(sys);
-  FabricSim sim(sys, tables, {});
+  test::BootedSim booted("n300.yaml");
+  auto& [sys, tables, sim] = booted;
   ASSERT_TRUE(sim.run());
   const ChipId a{0, 0}, b{0, 1};
   Pair old{sim, a, b};

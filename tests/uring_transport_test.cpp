@@ -37,8 +37,8 @@ TEST(UringTransport, SmallAndLargeSendsArriveInOrderAndIntactAcrossManyStagedBat
   UringTransport a, b;
   const uint16_t pa = a.add(0, "127.0.0.1");
   const uint16_t pb = b.add(0, "127.0.0.1");
-  a.set_peer(0, wire::make_address("127.0.0.1", pb));
-  b.set_peer(0, wire::make_address("127.0.0.1", pa));
+  a.udp(0).set_peer(wire::make_address("127.0.0.1", pb));
+  b.udp(0).set_peer(wire::make_address("127.0.0.1", pa));
   a.start();
   b.start();
 
@@ -101,7 +101,7 @@ TEST(UringTransport, SmallAndLargeSendsArriveInOrderAndIntactAcrossManyStagedBat
 TEST(UringTransport, AStagedSendTheKernelRefusesIsReportedAsDropped) {
   UringTransport a;
   a.add(0, "127.0.0.1");
-  a.set_peer(0, wire::make_address("255.255.255.255", 9));
+  a.udp(0).set_peer(wire::make_address("255.255.255.255", 9));
   a.start();
   std::vector<wire::Datagram> batch;
   for (uint32_t i = 0; i < 3; ++i) batch.push_back(numbered(i, 100));

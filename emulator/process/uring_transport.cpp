@@ -126,7 +126,6 @@ uint16_t UringTransport::add(uint8_t port, const std::string& bind) {
   return sockets_.back()->sock->local_port();
 }
 
-void UringTransport::set_peer(uint8_t port, const wire::Address& peer) { socket(port).sock->set_peer(peer); }
 wire::UdpSocket& UringTransport::udp(uint8_t port) { return *socket(port).sock; }
 
 io_uring_sqe* UringTransport::sqe() {

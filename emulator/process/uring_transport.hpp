@@ -65,11 +65,10 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
 
   // Binds a socket for `port`; returns its UDP port.
   uint16_t add(uint8_t port, const std::string& bind);
-  void set_peer(uint8_t port, const wire::Address& peer);
   // The port's socket: its peer's lazy inbox (wire::LazyInbox) is set there, and its twin,
   // which takes strays, is read by the owner of the event loop, not by the ring.
   wire::UdpSocket& udp(uint8_t port);
-  // Arms the receives of every socket (after set_peer).
+  // Arms the receives of every socket (after each socket's peer is set through udp()).
   void start();
 
   size_t send(uint8_t port, std::span<const wire::Datagram> datagrams) override;

@@ -80,7 +80,6 @@ class UdpSocket {
   // the socket stays unconnected and names every datagram's sender and destination, as it did
   // before.
   void set_peer(const Address& peer);
-  const Address& peer() const { return peer_; }
   bool connected() const { return connected_; }
   bool accepts(const Address& from) const { return from == peer_; }
   // Where the peer's chip takes lazy datagrams (its LazyInbox); none (the default): with the rest.
