@@ -180,12 +180,13 @@ uint64_t key_of(const tt_fabric* f) { return f ? f->key : 0; }
 
 // submit_checked, and in retry mode the write kept for its barrier.
 int submit(tt_fabric* f, const Request& r, tt_fabric_status* status) {
+  const bool journal = f && f->retry_rounds > 0 && r.command == routing::Command::kWrite && r.txn < chip::kTxnIds;
+  // The transaction's NACKs count from before its first write: the source's own router may
+  // NACK the write (a down link, no route) before this call returns, and a count taken after
+  // it would hide that NACK from the barrier.
+  if (journal && f->journal[r.txn].writes.empty()) f->begin_journal(r.txn);
   const int rc = submit_checked(f, r, status, f && !f->nonblocking);
-  if (rc == TT_FABRIC_OK && f->retry_rounds > 0 && r.command == routing::Command::kWrite) {
-    auto& j = f->journal[r.txn];
-    if (j.writes.empty()) f->begin_journal(r.txn);
-    j.writes.push_back(r);
-  }
+  if (rc == TT_FABRIC_OK && journal) f->journal[r.txn].writes.push_back(r);
   return rc;
 }
 

@@ -200,6 +200,23 @@ TEST(DeadChip, WritesToADeadChipAreNackedAtOnceAndWritesPastItGoAround) {
   EXPECT_EQ(d[0], 0x5d) << "the write past the dead chip went around it";
 }
 
+// In retry mode a transaction's NACKs are counted from before its first write. The source's own
+// router NACKs a write to the dead chip at once, often before the write's call has returned
+// (the chip, woken by the write, runs first on the writer's CPU); counted from after that
+// call, the first write's NACK went unseen and the barrier called the transaction done
+// (ttemu campaign's swarm found it as a write that was neither landed nor reported).
+TEST(DeadChip, InRetryModeAWriteNackedBeforeItsCallReturnsIsStillReported) {
+  Handle src;
+  open_on(src, {0, 4}, 3);
+  ASSERT_TRUE(src.f);
+  ASSERT_EQ(tt_fabric_set_retry(src.f, 1, 1), TT_FABRIC_OK);
+  std::memset(tt_fabric_memory(src.f, kSrc, 64), 0x5e, 64);
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_EQ(fabric_async_write(src.f, 0, kSrc, {0, 5}, kDst, 64, 0, 1, nullptr), TT_FABRIC_OK);
+    ASSERT_EQ(fabric_async_write_barrier(src.f, 1), TT_FABRIC_ENACKED) << "transaction " << i;
+  }
+}
+
 // Used by the FVC-independence test on an n300 whose M0D1 has stopped consuming FVC 0 (router
 // timeout a minute): writes on FVC 0 fill the buffers on the way and then the command buffer;
 // writes on FVC 1 submitted after them still land at once (spec 2.3.1, 5.3).
