@@ -223,6 +223,31 @@ int wait_answers(tt_fabric* f, uint8_t txn, bool* lost = nullptr) {
   }
 }
 
+// The control plane gives new tables to one chip after another, so a source can hold tables
+// that a router on the way has not loaded yet: writes sent again then meet the old routes and
+// are NACKed where those end, a round lost. Before writing again, this waits, until
+// `deadline`, for every running chip of this host to hold `version` or later (a chip of
+// another host cannot be seen, and is not waited for).
+void await_tables_everywhere(const tt_fabric* f, uint32_t version, std::chrono::steady_clock::time_point deadline) {
+  for (const auto& [id, target] : f->targets) {
+    const routing::ChipId chip{id.first, id.second};
+    if (chip == f->self) continue;
+    chip::Segment seg;
+    try {
+      seg = chip::Segment::open(chip::segment_name(f->job, chip, chip::SegmentKind::kControl));
+    } catch (const std::exception&) {
+      continue;  // another host's
+    }
+    auto& c = *seg.as<chip::ChipControl>();
+    for (uint32_t v = c.tables_version.load(std::memory_order_acquire); v < version && chip::chip_running(c);
+         v = c.tables_version.load(std::memory_order_acquire)) {
+      const auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= std::chrono::nanoseconds::zero()) return;
+      futex_wait(c.tables_version, v, std::min<std::chrono::nanoseconds>(left, std::chrono::milliseconds(100)));
+    }
+  }
+}
+
 int barrier(tt_fabric* f, uint8_t txn) {
   if (!f) return TT_FABRIC_EARG;
   if (txn >= chip::kTxnIds) return TT_FABRIC_ETXN;
@@ -234,18 +259,25 @@ int barrier(tt_fabric* f, uint8_t txn) {
   int rc = wait_answers(f, txn, retrying ? &lost : nullptr);
   for (int round = 0; rc == TT_FABRIC_OK && retrying; ++round) {
     if (!lost && nacks.load(std::memory_order_acquire) == j.nacks_before) break;  // nothing NACKed or lost
-    // Again only over new routes: the same ones would fail the same way. The first round waits
-    // for them (a NACK may come before the reload it causes); later rounds do not.
-    if (round == f->retry_rounds || (round > 0 && version.load(std::memory_order_acquire) == j.tables_version)) {
+    if (round == f->retry_rounds) {
       rc = TT_FABRIC_ENACKED;
       break;
     }
+    // Again over new routes, waited for: a NACK may come before the reload it causes, and a
+    // reload may follow another (a chip that comes back is routed through again only by the
+    // next). The first round writes again without them too; a later round that waits in vain
+    // gives up, for the same routes would fail the same way.
     const auto until = std::chrono::steady_clock::now() + f->retry_wait;
     for (uint32_t v = version.load(std::memory_order_acquire); v == j.tables_version; v = version.load(std::memory_order_acquire)) {
       const auto left = until - std::chrono::steady_clock::now();
       if (left <= std::chrono::nanoseconds::zero()) break;
       futex_wait(version, v, std::min<std::chrono::nanoseconds>(left, std::chrono::milliseconds(100)));
     }
+    if (round > 0 && version.load(std::memory_order_acquire) == j.tables_version) {
+      rc = TT_FABRIC_ENACKED;
+      break;
+    }
+    await_tables_everywhere(f, version.load(std::memory_order_acquire), std::chrono::steady_clock::now() + f->retry_wait);
     std::vector<Request> again = std::move(j.writes);
     j.writes.clear();
     f->begin_journal(txn);

@@ -217,6 +217,27 @@ TEST(DeadChip, InRetryModeAWriteNackedBeforeItsCallReturnsIsStillReported) {
   }
 }
 
+// Used on an n300 whose two links are out of service, so that the tables leave M0D1 with no
+// route: the system test loads the same tables again once the write was NACKed, and brings a
+// link back once it was NACKed again. Each round of retry mode waits for new tables: the
+// second, after a reload that still left no route, waits for the one after the link's return,
+// and the write lands (a later round used to give up at once, finding no tables newer than
+// those its writes had met).
+TEST(Retry, ALaterRoundWaitsForTheTablesThatRouteAgain) {
+  Handle src, dst;
+  open_on(src, {0, 0}, 4), open_on(dst, {0, 1}, 4);
+  ASSERT_TRUE(src.f && dst.f);
+  auto* d = static_cast<uint8_t*>(tt_fabric_memory(dst.f, kDst, 64));
+  std::memset(d, 0, 64);
+  std::memset(tt_fabric_memory(src.f, kSrc, 64), 0x6a, 64);
+  ASSERT_EQ(tt_fabric_set_retry(src.f, 3, 60000), TT_FABRIC_OK);
+  ASSERT_EQ(fabric_async_write(src.f, 0, kSrc, {0, 1}, kDst, 64, 0, 1, nullptr), TT_FABRIC_OK);
+  ASSERT_EQ(fabric_async_write_barrier(src.f, 1), TT_FABRIC_OK);
+  EXPECT_EQ(tt_fabric_retried(src.f), 2u) << "written again after each reload";
+  EXPECT_EQ(d[0], 0x6a);
+  EXPECT_EQ(d[63], 0x6a);
+}
+
 // Used by the FVC-independence test on an n300 whose M0D1 has stopped consuming FVC 0 (router
 // timeout a minute): writes on FVC 0 fill the buffers on the way and then the command buffer;
 // writes on FVC 1 submitted after them still land at once (spec 2.3.1, 5.3).

@@ -1106,6 +1106,36 @@ TEST(Fabric, WritesToADeadChipAreNackedAtOnceAndWritesPastItGoAround) {
   expect_nothing_left(held);
 }
 
+// The client library's retry mode over three reloads (Retry.* in the fabric client): the first
+// leaves M0D1 with no route, the second (the operator's) still none, the third, after a link
+// came back, routes again; the write goes again after each and lands.
+TEST(Fabric, RetriedWritesWaitInEachRoundForTablesThatRouteThem) {
+  TTEMU_ONCE_FOR_ALL_TRANSPORTS();
+  System sys({topo("n300.yaml")});
+  const Held held = held_by(sys, sys.status());
+  for (const char* port : {"M0D0P2", "M0D0P3"}) {
+    RunResult down = sys.ttemu({"links", "down", port});
+    ASSERT_EQ(down.status, 0) << down.out;
+  }
+  ASSERT_TRUE(sys.wait_for("routing tables v2 loaded", 30s)) << sys.output();
+  ::setenv("TTEMU_JOB", sys.job().c_str(), 1);
+  auto client = std::async(std::launch::async, [] { return run({TTEMU_FABRIC_CLIENT, "--gtest_filter=Retry.*"}); });
+  auto nacked = [&](size_t n) {
+    return sys.wait_until([&] { return lines_with(sys.output(), "at M0D0: write packet").size() >= n; }, 30s);
+  };
+  EXPECT_TRUE(nacked(1)) << sys.output();
+  RunResult reload = sys.ttemu({"tables", "reload"});
+  EXPECT_EQ(reload.status, 0) << reload.out;
+  EXPECT_TRUE(nacked(2)) << sys.output();
+  RunResult up = sys.ttemu({"links", "up", "M0D0P2"});
+  EXPECT_EQ(up.status, 0) << up.out;
+  const RunResult r = client.get();
+  ::unsetenv("TTEMU_JOB");
+  expect_client_passed(r, {"Retry.ALaterRoundWaitsForTheTablesThatRouteAgain"});
+  EXPECT_EQ(sys.stop(), 0);
+  expect_nothing_left(held);
+}
+
 // Also the non-blocking client: a full command buffer says try again, completions are polled.
 TEST(Fabric, AFullFvcAtTheSourceDoesNotHoldBackAnotherFvcsInjections) {
   ::setenv("TTEMU_BARRIER_TIMEOUT_MS", "10000", 1);
