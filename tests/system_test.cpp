@@ -1136,6 +1136,28 @@ TEST(Fabric, RetriedWritesWaitInEachRoundForTablesThatRouteThem) {
   expect_nothing_left(held);
 }
 
+// ttemu traffic's latency probes over a pair with no route: the first is NACKed, and the pair
+// is not probed again; probes are never written again by retry mode (they used to be, each
+// probe waiting for tables that would not come: a second or more per sample).
+TEST(Fabric, ALatencyProbeNackedIsNotWrittenAgainNorItsPairProbedAgain) {
+  TTEMU_ONCE_FOR_ALL_TRANSPORTS();
+  System sys({topo("n300.yaml")});
+  for (const char* port : {"M0D0P2", "M0D0P3"}) {
+    RunResult down = sys.ttemu({"links", "down", port});
+    ASSERT_EQ(down.status, 0) << down.out;
+  }
+  ASSERT_TRUE(sys.wait_for("routing tables v2 loaded", 30s)) << sys.output();
+  RunResult r = sys.ttemu({"traffic", "--pattern", "unicast", "--src", "M0D0", "--dst", "M0D1", "--count", "1",
+                           "--size", "64", "--retry", "1", "--latency-samples", "10", "--json"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json p = json_lines(r.stdout_text).at(0);
+  EXPECT_EQ(p["unverified"], 64) << p.dump();
+  EXPECT_EQ(p["errors"], 0) << p.dump();
+  EXPECT_EQ(p["nacks"], 3) << "the write, its one retry and one probe: " << p.dump();
+  EXPECT_EQ(p["latency_us"]["p50"], 0) << p.dump();
+  EXPECT_EQ(sys.stop(), 0);
+}
+
 // Also the non-blocking client: a full command buffer says try again, completions are polled.
 TEST(Fabric, AFullFvcAtTheSourceDoesNotHoldBackAnotherFvcsInjections) {
   ::setenv("TTEMU_BARRIER_TIMEOUT_MS", "10000", 1);

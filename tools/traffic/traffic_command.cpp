@@ -162,7 +162,7 @@ struct RunContext {
       if (Clock::now() > give_up) throw Error(err);
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    if (retry > 0) tt_fabric_set_retry(w, retry, 1000);
+    if (retry > 0) tt_fabric_set_retry(w, retry, kRetryWaitMs);
     return workers_[i] = w;
   }
   // Which chips' processes run now, by index; spread over hosts, each host tells of its own.
@@ -203,7 +203,8 @@ struct RunContext {
 
   job::SystemDescription desc;
   Spread spread;
-  int retry = 0;
+  int retry = 0;  // --retry: rounds of the client library's retry mode
+  static constexpr uint32_t kRetryWaitMs = 1000;
   std::vector<control::PatternChip> where;  // the chips as the patterns see them
   LinkBytes links;
   std::optional<control::System> sys;
@@ -331,20 +332,31 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   // Hops per pair, from the system's computed routing tables (the description lists chips in
   // node order).
   const double hops = run.sys ? mean_hops(*run.sys, run.tables, o.plane, pairs) : 0.0;
-  // Latency: single small writes, each waited for (write and its acknowledgement).
+  // Latency: single small writes, each waited for (write and its acknowledgement), never
+  // written again (a retried probe would time its retries).
   std::vector<double> rtt;
+  for (auto& [s, w] : workers) tt_fabric_set_retry(w, 0, 0);
+  std::set<std::pair<int, int>> unanswered;  // probed in vain: not again
   for (auto [s, d] : latency_pairs(split.live, o.samples)) {
-    if (!spread.mine(s)) continue;
+    if (!spread.mine(s) || unanswered.count({s, d})) continue;
+    const uint32_t nacks_before_probe = tt_fabric_nacks(workers[s]);
     auto t0 = Clock::now();
     tt_fabric_status st;
     int wrc = fabric_async_write(workers[s], static_cast<uint8_t>(o.plane), src_addr(s, d),
                                  {chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device}, dst_addr(s), 64, o.fvc, 1, &st);
     if (wrc == TT_FABRIC_OK) wrc = fabric_async_write_barrier(workers[s], 1);
+    if (wrc == TT_FABRIC_OK && tt_fabric_nacks(workers[s]) != nacks_before_probe) wrc = TT_FABRIC_ENACKED;
     // A chip that died meanwhile, or a route through one before the tables changed, costs the
     // sample, not the run (as in ttemu sim); anything else is an error.
-    if (wrc == TT_FABRIC_ECHIPDOWN || wrc == TT_FABRIC_ENACKED) continue;
+    if (wrc == TT_FABRIC_ECHIPDOWN || wrc == TT_FABRIC_ENACKED) {
+      unanswered.insert({s, d});
+      continue;
+    }
     if (wrc != TT_FABRIC_OK) throw Error(fmt::format("pattern {}: latency probe: {}", pattern, tt_fabric_strerror(wrc)));
     rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  for (auto& [s, w] : workers) {
+    if (run.retry > 0) tt_fabric_set_retry(w, run.retry, RunContext::kRetryWaitMs);
   }
   uint32_t nacks = 0;
   uint64_t retried = 0;
