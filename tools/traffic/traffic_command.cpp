@@ -217,6 +217,9 @@ struct RunContext {
 };
 
 // A pattern by name, or (`given`) the pairs of a tt-metal test, named `pattern` in the report.
+// How long a latency probe's retry mode waits before it takes the probe as lost.
+constexpr uint32_t kProbeRetryWaitMs = 100;
+
 json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext& run,
                  const std::vector<std::pair<int, int>>* given = nullptr) {
   const job::SystemDescription& desc = run.desc;
@@ -332,32 +335,36 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   // Hops per pair, from the system's computed routing tables (the description lists chips in
   // node order).
   const double hops = run.sys ? mean_hops(*run.sys, run.tables, o.plane, pairs) : 0.0;
-  // Latency: single small writes, each waited for (write and its acknowledgement), never
-  // written again (a retried probe would time its retries).
+  // Latency: single small writes, each waited for (write and its acknowledgement). A probe the
+  // fabric NACKed, or lost in a chip that died, costs its sample (as in ttemu sim), and its
+  // pair is not probed again: retry mode only finds a lost probe out for it (one round, a short
+  // wait), and a probe written again is no sample (it would time its retry).
   std::vector<double> rtt;
-  for (auto& [s, w] : workers) tt_fabric_set_retry(w, 0, 0);
-  std::set<std::pair<int, int>> unanswered;  // probed in vain: not again
+  for (auto& [s, w] : workers) tt_fabric_set_retry(w, 1, kProbeRetryWaitMs);
+  std::set<std::pair<int, int>> unanswered;
+  std::vector<bool> up = run.running_here();
   for (auto [s, d] : latency_pairs(split.live, o.samples)) {
-    if (!spread.mine(s) || unanswered.count({s, d})) continue;
-    const uint32_t nacks_before_probe = tt_fabric_nacks(workers[s]);
+    if (!spread.mine(s) || unanswered.count({s, d}) || !up[static_cast<size_t>(s)] || !up[static_cast<size_t>(d)]) continue;
+    tt_fabric* w = workers[s];
+    const uint32_t nacks_then = tt_fabric_nacks(w);
+    const uint64_t retried_then = tt_fabric_retried(w);
     auto t0 = Clock::now();
     tt_fabric_status st;
-    int wrc = fabric_async_write(workers[s], static_cast<uint8_t>(o.plane), src_addr(s, d),
+    int wrc = fabric_async_write(w, static_cast<uint8_t>(o.plane), src_addr(s, d),
                                  {chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device}, dst_addr(s), 64, o.fvc, 1, &st);
-    if (wrc == TT_FABRIC_OK) wrc = fabric_async_write_barrier(workers[s], 1);
-    if (wrc == TT_FABRIC_OK && tt_fabric_nacks(workers[s]) != nacks_before_probe) wrc = TT_FABRIC_ENACKED;
-    // A chip that died meanwhile, or a route through one before the tables changed, costs the
-    // sample, not the run (as in ttemu sim); anything else is an error.
-    if (wrc == TT_FABRIC_ECHIPDOWN || wrc == TT_FABRIC_ENACKED) {
-      unanswered.insert({s, d});
+    if (wrc == TT_FABRIC_OK) wrc = fabric_async_write_barrier(w, 1);
+    const auto took = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    if (wrc == TT_FABRIC_OK && tt_fabric_nacks(w) == nacks_then && tt_fabric_retried(w) == retried_then) {
+      rtt.push_back(took);
       continue;
     }
-    if (wrc != TT_FABRIC_OK) throw Error(fmt::format("pattern {}: latency probe: {}", pattern, tt_fabric_strerror(wrc)));
-    rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    if (wrc != TT_FABRIC_OK && wrc != TT_FABRIC_ECHIPDOWN && wrc != TT_FABRIC_ENACKED) {
+      throw Error(fmt::format("pattern {}: latency probe: {}", pattern, tt_fabric_strerror(wrc)));
+    }
+    unanswered.insert({s, d});
+    up = run.running_here();
   }
-  for (auto& [s, w] : workers) {
-    if (run.retry > 0) tt_fabric_set_retry(w, run.retry, RunContext::kRetryWaitMs);
-  }
+  for (auto& [s, w] : workers) tt_fabric_set_retry(w, run.retry, RunContext::kRetryWaitMs);
   uint32_t nacks = 0;
   uint64_t retried = 0;
   for (auto& [s, w] : workers) nacks += tt_fabric_nacks(w), retried += tt_fabric_retried(w);
