@@ -83,6 +83,24 @@ TEST(LiveRoutes, ADeadChipIsRoutedAroundAndUnreachable) {
   EXPECT_EQ(r->switch_risk, "");
 }
 
+// A chip killed and restarted within one settling time, its links up again by the reload:
+// the routes are what they were, but packets inside the dead chip were lost, and clients'
+// retry mode takes unanswered packets as lost only once the tables changed. So the death alone
+// makes a new version (it used to make none, and such a client waited for its barrier's limit).
+TEST(LiveRoutes, AChipThatDiedAndCameBackBeforeTheReloadStillMakesNewTables) {
+  const System sys = load("galaxy.yaml");
+  LiveRoutes live(sys, compute_tables(sys), true);
+  const int v = *sys.node({0, 5});
+  live.chip_alive(v, false);
+  live.chip_restarted(v);
+  for (uint8_t port : sys.wired_ports(v)) live.link_up({sys.chips[static_cast<size_t>(v)].id, port}, true);
+  auto r = live.reload();
+  ASSERT_TRUE(r) << "a death is news even when the routes come back the same";
+  EXPECT_EQ(r->version, 2);
+  EXPECT_EQ(r->summary(sys), "nothing failed");
+  EXPECT_FALSE(live.reload()) << "and once only";
+}
+
 TEST(LiveRoutes, OperatorFailuresForceTheirOwnTables) {
   const System sys = load("galaxy.yaml");
   LiveRoutes live(sys, compute_tables(sys), true);

@@ -59,7 +59,10 @@ void LiveRoutes::link_up(PortId end, bool up) {
   if (const auto v = sys_.node(end.chip); v && end.port < routing::kMaxPorts) up_[static_cast<size_t>(*v)][end.port] = up;
 }
 
-void LiveRoutes::chip_alive(int node, bool alive) { alive_.at(static_cast<size_t>(node)) = alive; }
+void LiveRoutes::chip_alive(int node, bool alive) {
+  alive_.at(static_cast<size_t>(node)) = alive;
+  if (!alive) died_ = true;
+}
 
 void LiveRoutes::chip_restarted(int node) {
   chip_alive(node, true);
@@ -90,7 +93,8 @@ Failures LiveRoutes::failures() const {
 std::optional<Reload> LiveRoutes::reload(bool force) {
   reload_due_ = false;
   Failures now = failures();
-  if (!force && now == in_force_) return std::nullopt;
+  const bool died = std::exchange(died_, false);
+  if (!force && !died && now == in_force_) return std::nullopt;
   Reload r;
   r.version = ++version_;
   r.tables = compute_tables(sys_, now);

@@ -60,8 +60,10 @@ class LiveRoutes {
 
   // What routing must go around now.
   Failures failures() const;
-  // New tables if failures() differs from what the tables in force were computed for (or
-  // `force`); they are in force from then on.
+  // New tables if failures() differs from what the tables in force were computed for, or a
+  // chip died since the last reload (even one back already: packets inside it were lost, and
+  // clients' retry mode takes unanswered packets as lost only once the tables changed), or
+  // `force`; they are in force from then on.
   std::optional<Reload> reload(bool force = false);
   // News came (a link state, a death): true if it is the first since the last reload, and the
   // caller reloads kSettle from now (one reload per burst of news).
@@ -76,6 +78,7 @@ class LiveRoutes {
   bool efc_;
   int version_ = 1;
   bool reload_due_ = false;  // news() came since the last reload()
+  bool died_ = false;        // a chip died since the last reload()
   Failures in_force_;
   Failures operator_;
   std::vector<std::array<bool, routing::kMaxPorts>> up_;  // by node and port
