@@ -226,8 +226,9 @@ int wait_answers(tt_fabric* f, uint8_t txn, bool* lost = nullptr) {
 // The control plane gives new tables to one chip after another, so a source can hold tables
 // that a router on the way has not loaded yet: writes sent again then meet the old routes and
 // are NACKed where those end, a round lost. Before writing again, this waits, until
-// `deadline`, for every running chip of this host to hold `version` or later (a chip of
-// another host cannot be seen, and is not waited for).
+// `deadline`, for every running chip of this host to hold `version` or later. Not waited for: a
+// chip of another host (it cannot be seen from here), one whose block is being made anew (a
+// restart: it starts with the tables in force) or not yet claimed by its process (pid 0).
 void await_tables_everywhere(const tt_fabric* f, uint32_t version, std::chrono::steady_clock::time_point deadline) {
   for (const auto& [id, target] : f->targets) {
     const routing::ChipId chip{id.first, id.second};
@@ -236,9 +237,11 @@ void await_tables_everywhere(const tt_fabric* f, uint32_t version, std::chrono::
     try {
       seg = chip::Segment::open(chip::segment_name(f->job, chip, chip::SegmentKind::kControl));
     } catch (const std::exception&) {
-      continue;  // another host's
+      continue;
     }
+    if (seg.size() < sizeof(chip::ChipControl)) continue;
     auto& c = *seg.as<chip::ChipControl>();
+    if (c.magic != chip::kControlMagic || c.version != chip::kControlVersion || c.pid.load() == 0) continue;
     for (uint32_t v = c.tables_version.load(std::memory_order_acquire); v < version && chip::chip_running(c);
          v = c.tables_version.load(std::memory_order_acquire)) {
       const auto left = deadline - std::chrono::steady_clock::now();

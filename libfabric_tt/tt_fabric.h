@@ -110,12 +110,13 @@ uint32_t tt_fabric_permission_nacks(tt_fabric* f);
 /* Retry mode (opt-in; rounds 0 turns it off). The library keeps the writes of each transaction
  * until its barrier. When the barrier finds that some of them were NACKed (a link or chip
  * failed on their way) or lost (see tt_fabric_lost), it writes the whole transaction again
- * (waiting for slots, even on a non-blocking worker) over new routes: once the control plane has loaded new routing tables (each round
- * waits up to wait_ms for them; the first writes again without them, a later one that waited in
- * vain gives up) and every running chip of this host holds them, at most `rounds` times. Writes are idempotent while their source data stays as it was, which the
- * caller keeps until the barrier returns. The barrier then returns TT_FABRIC_OK if the last
- * round had no NACK, else TT_FABRIC_ENACKED (writes to a chip that died stay NACKed). Reads
- * and atomics are not retried (an atomic is not idempotent). */
+ * (waiting for slots, even on a non-blocking worker) over new routes, at most `rounds` times:
+ * each round waits up to wait_ms for the control plane to load new routing tables (the first
+ * writes again without them, a later one that waited in vain gives up), then up to wait_ms
+ * until every running chip of this host holds them. Writes are idempotent while their source
+ * data stays as it was, which the caller keeps until the barrier returns. The barrier then
+ * returns TT_FABRIC_OK if the last round had no NACK, else TT_FABRIC_ENACKED (writes to a chip
+ * that died stay NACKed). Reads and atomics are not retried (an atomic is not idempotent). */
 int tt_fabric_set_retry(tt_fabric* f, int rounds, uint32_t wait_ms);
 /* Writes the retry mode issued again so far. */
 uint64_t tt_fabric_retried(tt_fabric* f);

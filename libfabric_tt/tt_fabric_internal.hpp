@@ -64,7 +64,7 @@ struct tt_fabric {
   };
   std::map<std::pair<uint16_t, uint16_t>, Target> targets;
   // Retry mode: each transaction's writes since its last barrier, the transaction's NACK count
-  // and the tables version when the first was issued.
+  // and the tables version from just before the first was issued.
   struct Journal {
     std::vector<Request> writes;
     uint32_t nacks_before = 0, tables_version = 0;

@@ -399,11 +399,15 @@ void CommandIntake::count_down(uint16_t core, uint8_t txn_id, uint32_t packets, 
 
 void CommandIntake::take_back(WorkerState& ws, uint8_t txn_id, uint32_t packets) {
   auto& txn = ws.txn[txn_id % kTxnIds];
-  for (uint32_t i = 0; i < packets && txn.load() > 0; ++i) {
+  for (uint32_t i = 0; i < packets; ++i) {
+    // Never below zero, even racing the worker's barrier that takes what is left as lost
+    // (exchange(0)): a late answer then counts nothing, and the next barrier is not wrapped.
+    uint32_t v = txn.load(std::memory_order_seq_cst);
+    do {
+      if (v == 0) return;
+    } while (!txn.compare_exchange_weak(v, v - 1, std::memory_order_seq_cst));
     // A worker that sleeps on the word said so first; one that spins will see the zero.
-    if (txn.fetch_sub(1, std::memory_order_seq_cst) == 1 && ws.sleepers.load(std::memory_order_seq_cst) > 0) {
-      futex_wake(txn);
-    }
+    if (v == 1 && ws.sleepers.load(std::memory_order_seq_cst) > 0) futex_wake(txn);
   }
 }
 

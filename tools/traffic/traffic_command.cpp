@@ -216,10 +216,10 @@ struct RunContext {
   std::map<size_t, chip::Segment> controls_;
 };
 
-// A pattern by name, or (`given`) the pairs of a tt-metal test, named `pattern` in the report.
 // How long a latency probe's retry mode waits before it takes the probe as lost.
 constexpr uint32_t kProbeRetryWaitMs = 100;
 
+// A pattern by name, or (`given`) the pairs of a tt-metal test, named `pattern` in the report.
 json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext& run,
                  const std::vector<std::pair<int, int>>* given = nullptr) {
   const job::SystemDescription& desc = run.desc;
@@ -271,7 +271,8 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
     for (uint32_t k = 0; k < o.count; ++k) control::fill_pattern({mem + uint64_t{k} * o.size, o.size}, s, d, k);
   }
   uint32_t nacks_before = 0;
-  for (auto& [s, w] : workers) nacks_before += tt_fabric_nacks(w);
+  uint64_t retried_before = 0;
+  for (auto& [s, w] : workers) nacks_before += tt_fabric_nacks(w), retried_before += tt_fabric_retried(w);
   const auto before = run.links.sample();
   spread.barrier();  // every host starts together
   const auto start = Clock::now();
@@ -335,14 +336,21 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   // Hops per pair, from the system's computed routing tables (the description lists chips in
   // node order).
   const double hops = run.sys ? mean_hops(*run.sys, run.tables, o.plane, pairs) : 0.0;
+  // The pattern's writes written again by retry mode (not the probes').
+  uint64_t retried = 0;
+  for (auto& [s, w] : workers) retried += tt_fabric_retried(w);
+  retried -= retried_before;
   // Latency: single small writes, each waited for (write and its acknowledgement). A probe the
-  // fabric NACKed, or lost in a chip that died, costs its sample (as in ttemu sim), and its
-  // pair is not probed again: retry mode only finds a lost probe out for it (one round, a short
-  // wait), and a probe written again is no sample (it would time its retry).
+  // fabric NACKed for good, or lost in a chip that died, costs its sample (ttemu sim loses a
+  // probe to a dead chip too) and its pair is not probed again. The probes' own retry mode
+  // (one round, a short wait) is there to find a lost probe out; a probe it wrote again, or one
+  // NACKed and written again, gives no sample (it would time its retry). After any of these,
+  // the probes move to another transaction id, so that a late answer cannot end the next one.
   std::vector<double> rtt;
   for (auto& [s, w] : workers) tt_fabric_set_retry(w, 1, kProbeRetryWaitMs);
   std::set<std::pair<int, int>> unanswered;
   std::vector<bool> up = run.running_here();
+  uint8_t probe_txn = 1;
   for (auto [s, d] : latency_pairs(split.live, o.samples)) {
     if (!spread.mine(s) || unanswered.count({s, d}) || !up[static_cast<size_t>(s)] || !up[static_cast<size_t>(d)]) continue;
     tt_fabric* w = workers[s];
@@ -351,8 +359,9 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
     auto t0 = Clock::now();
     tt_fabric_status st;
     int wrc = fabric_async_write(w, static_cast<uint8_t>(o.plane), src_addr(s, d),
-                                 {chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device}, dst_addr(s), 64, o.fvc, 1, &st);
-    if (wrc == TT_FABRIC_OK) wrc = fabric_async_write_barrier(w, 1);
+                                 {chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device}, dst_addr(s), 64,
+                                 o.fvc, probe_txn, &st);
+    if (wrc == TT_FABRIC_OK) wrc = fabric_async_write_barrier(w, probe_txn);
     const auto took = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     if (wrc == TT_FABRIC_OK && tt_fabric_nacks(w) == nacks_then && tt_fabric_retried(w) == retried_then) {
       rtt.push_back(took);
@@ -361,13 +370,14 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
     if (wrc != TT_FABRIC_OK && wrc != TT_FABRIC_ECHIPDOWN && wrc != TT_FABRIC_ENACKED) {
       throw Error(fmt::format("pattern {}: latency probe: {}", pattern, tt_fabric_strerror(wrc)));
     }
+    probe_txn = static_cast<uint8_t>(probe_txn % (chip::kTxnIds - 1) + 1);  // 1 to 15: 0 is the pattern's
+    if (wrc == TT_FABRIC_OK) continue;  // landed once written again: the pair goes on being probed
     unanswered.insert({s, d});
     up = run.running_here();
   }
   for (auto& [s, w] : workers) tt_fabric_set_retry(w, run.retry, RunContext::kRetryWaitMs);
   uint32_t nacks = 0;
-  uint64_t retried = 0;
-  for (auto& [s, w] : workers) nacks += tt_fabric_nacks(w), retried += tt_fabric_retried(w);
+  for (auto& [s, w] : workers) nacks += tt_fabric_nacks(w);
   nacks -= nacks_before;
   nacks = static_cast<uint32_t>(spread.sum(nacks));
   retried = spread.sum(retried);
