@@ -1106,6 +1106,16 @@ TEST(Fabric, WritesToADeadChipAreNackedAtOnceAndWritesPastItGoAround) {
   expect_nothing_left(held);
 }
 
+// An n300 whose two links are out of service: the tables loaded after it (v2) leave M0D1 with
+// no route from M0D0.
+void cut_the_n300_in_two(System& sys) {
+  for (const char* port : {"M0D0P2", "M0D0P3"}) {
+    RunResult down = sys.ttemu({"links", "down", port});
+    ASSERT_EQ(down.status, 0) << down.out;
+  }
+  ASSERT_TRUE(sys.wait_for("routing tables v2 loaded", 30s)) << sys.output();
+}
+
 // The client library's retry mode over three reloads (Retry.* in the fabric client): the first
 // leaves M0D1 with no route, the second (the operator's) still none, the third, after a link
 // came back, routes again; the write goes again after each and lands.
@@ -1113,11 +1123,7 @@ TEST(Fabric, RetriedWritesWaitInEachRoundForTablesThatRouteThem) {
   TTEMU_ONCE_FOR_ALL_TRANSPORTS();
   System sys({topo("n300.yaml")});
   const Held held = held_by(sys, sys.status());
-  for (const char* port : {"M0D0P2", "M0D0P3"}) {
-    RunResult down = sys.ttemu({"links", "down", port});
-    ASSERT_EQ(down.status, 0) << down.out;
-  }
-  ASSERT_TRUE(sys.wait_for("routing tables v2 loaded", 30s)) << sys.output();
+  ASSERT_NO_FATAL_FAILURE(cut_the_n300_in_two(sys));
   ::setenv("TTEMU_JOB", sys.job().c_str(), 1);
   auto client = std::async(std::launch::async, [] { return run({TTEMU_FABRIC_CLIENT, "--gtest_filter=Retry.*"}); });
   auto nacked = [&](size_t n) {
@@ -1143,11 +1149,7 @@ TEST(Fabric, RetriedWritesWaitInEachRoundForTablesThatRouteThem) {
 TEST(Fabric, ALatencyProbeInVainCostsItsSampleAndItsPairIsNotProbedAgain) {
   TTEMU_ONCE_FOR_ALL_TRANSPORTS();
   System sys({topo("n300.yaml")});
-  for (const char* port : {"M0D0P2", "M0D0P3"}) {
-    RunResult down = sys.ttemu({"links", "down", port});
-    ASSERT_EQ(down.status, 0) << down.out;
-  }
-  ASSERT_TRUE(sys.wait_for("routing tables v2 loaded", 30s)) << sys.output();
+  ASSERT_NO_FATAL_FAILURE(cut_the_n300_in_two(sys));
   RunResult r = sys.ttemu({"traffic", "--pattern", "unicast", "--src", "M0D0", "--dst", "M0D1", "--count", "1",
                            "--size", "64", "--retry", "1", "--latency-samples", "10", "--json"});
   ASSERT_EQ(r.status, 0) << r.out;
