@@ -436,16 +436,31 @@ class Launcher : public ControlTarget {
             {"switch", e["switch"]}};
   }
 
+  // The operator's word holds for both ends whether or not their chips run: an end whose chip
+  // is dead takes it when the chip restarts (a cut that ends while its far end is dead would
+  // otherwise leave the near end out of service for good).
   json admin_link(const std::string& name, bool down) override {
-    const LiveLink l = live_link(name);
-    send(l.node, msg::AdminDown{l.port.port, down});
-    send(l.peer_node, msg::AdminDown{l.peer.port, down});
+    const LiveLink l = wired_link(name);
+    json later = json::array();  // ends that take it at their chip's restart
+    for (const auto& [node, end] : {std::pair{l.node, l.port}, std::pair{l.peer_node, l.peer}}) {
+      if (down) {
+        out_of_service_.insert(end);
+      } else {
+        out_of_service_.erase(end);
+      }
+      if (chips_->alive(node)) {
+        send(node, msg::AdminDown{end.port, down});
+      } else {
+        later.push_back(to_string(end));
+      }
+    }
     json e = launcher_event(l.port.chip, "link_admin", uptime());
     e["port"] = to_string(l.port);
     e["peer"] = to_string(l.peer);
     e["down"] = down;
+    if (!later.empty()) e["at_restart"] = later;
     record(e);
-    return {{"ok", true}, {"link", to_string(l.port)}, {"peer", to_string(l.peer)}, {"down", down}};
+    return {{"ok", true}, {"link", to_string(l.port)}, {"peer", to_string(l.peer)}, {"down", down}, {"at_restart", later}};
   }
 
   json chip_action(const std::string& name, bool restart) override {
@@ -468,6 +483,9 @@ class Launcher : public ControlTarget {
     for (uint8_t port : sys_.wired_ports(v)) link_state_[{v, port}] = "handshake";
     chips_->start(v, config_for(v));
     if (injection_paused_) send(v, msg::Injection{true});
+    for (uint8_t port : sys_.wired_ports(v)) {  // its far ends are out of service too: no hello is answered meanwhile
+      if (out_of_service_.count({id, port})) send(v, msg::AdminDown{port, true});
+    }
     json e = launcher_event(id, "chip_restarted", uptime());
     e["pid"] = chips_->pid(v);
     record(e);
@@ -540,6 +558,7 @@ class Launcher : public ControlTarget {
           ends.push_back(here(node) ? link_end_report(memory_->control(node), end, chips_->alive(node))
                          : remote_ends.contains(port) ? remote_ends[port]
                                                       : json{{"port", port}, {"state", chips_->alive(node) ? "unknown" : "dead"}});
+          if (out_of_service_.count(end)) ends.back()["out_of_service"] = true;
         }
         links.push_back({{"a", to_string(l.a)}, {"b", to_string(l.b)}, {"plane", l.plane}, {"ends", ends}});
       }
@@ -724,6 +743,13 @@ class Launcher : public ControlTarget {
     int node = 0, peer_node = 0;
   };
   LiveLink live_link(const std::string& name) const {
+    const LiveLink l = wired_link(name);
+    if (!chips_->alive(l.node)) throw Error(fmt::format("chip {} is not running", to_string(l.port.chip)));
+    if (!chips_->alive(l.peer_node)) throw Error(fmt::format("the far end {} is not running", to_string(l.peer.chip)));
+    return l;
+  }
+  // The same, whether or not its chips run.
+  LiveLink wired_link(const std::string& name) const {
     auto port = routing::parse_port(name);
     auto node = port ? sys_.node(port->chip) : std::nullopt;
     if (!node || sys_.link_at(*node, port->port) < 0) {
@@ -734,11 +760,8 @@ class Launcher : public ControlTarget {
       throw Error(fmt::format("'{}' is not a wired port of {}{}", printable(name), o_.file,
                               wired.empty() ? "" : fmt::format(" ({} has {})", to_string(port->chip), wired)));
     }
-    if (!chips_->alive(*node)) throw Error(fmt::format("chip {} is not running", to_string(port->chip)));
     const routing::PortId peer = *sys_.peer(*port);
-    const int peer_node = *sys_.node(peer.chip);
-    if (!chips_->alive(peer_node)) throw Error(fmt::format("the far end {} is not running", to_string(peer.chip)));
-    return {*port, peer, *node, peer_node};
+    return {*port, peer, *node, *sys_.node(peer.chip)};
   }
 
   // The counters of a link's two ends (link_end_report's), read here or, for an end on another
@@ -940,6 +963,7 @@ class Launcher : public ControlTarget {
   std::map<std::pair<int, int>, std::string> link_state_;
   std::unique_ptr<control::LiveRoutes> live_;  // from the moment the system is up
   bool injection_paused_ = false;
+  std::set<routing::PortId> out_of_service_;  // link ends the operator took down (ttemu links down)
   Clock::time_point drops_shown_since_{};  // the second whose drops stderr shows
   int drops_shown_ = 0;
   uint64_t drops_hidden_ = 0;

@@ -281,8 +281,13 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
       "PORT", "Either end, e.g. M0D0P4", job,
       [](bool down, const std::string& port) { return json{{"cmd", "link_admin"}, {"port", port}, {"down", down}}; },
       [](bool down, const json& r) {
-        return fmt::format("link {}-{} {}", r["link"].get<std::string>(), r["peer"].get<std::string>(),
-                           down ? "is out of service" : "is back in service");
+        std::string later;  // ends whose chip is not running take it when it restarts
+        for (const auto& end : r.value("at_restart", json::array())) {
+          later += fmt::format("{}{}", later.empty() ? "" : " and ", end.get<std::string>());
+        }
+        return fmt::format("link {}-{} {}{}", r["link"].get<std::string>(), r["peer"].get<std::string>(),
+                           down ? "is out of service" : "is back in service",
+                           later.empty() ? "" : fmt::format(" ({}: when its chip restarts)", later));
       });
 
   // tables reload

@@ -577,6 +577,43 @@ TEST(FabricSim, AKilledChipRestartsWithFreshMemoryAndItsNeighboursHearOfBoth) {
   EXPECT_EQ(sim.memory({0, 0}, 64, 1)[0], 5);
 }
 
+// The operator's word on a link end outlives its chip, as in processes (the launcher remembers
+// it): an end taken out of service while its chip is dead is out of service when it restarts
+// (its own wire carries nothing: the link is down, or its session rides the parallel link's
+// wire, the EFC), and its link returns to its own wire once both ends are back in service.
+TEST(FabricSim, ALinkEndTakenDownWhileItsChipIsDeadStaysDownWhenItRestarts) {
+  test::BootedSim booted("n300.yaml");
+  auto& [sys, tables, sim] = booted;
+  const auto& cut = sys.links.at(0);
+  const ChipId b{0, 1};
+  ASSERT_EQ(cut.b.chip, b);
+  auto end_state = [&](routing::PortId end) {
+    const node::SystemSnapshot snap = sim.snapshot();
+    for (const auto& p : snap.chips.at(static_cast<size_t>(*sys.node(end.chip))).ports) {
+      if (p.port == to_string(end)) return p;
+    }
+    ADD_FAILURE() << "no port " << to_string(end) << " in the snapshot";
+    return node::PortState{};
+  };
+  auto own_wire_up = [&](routing::PortId end) {
+    const node::PortState p = end_state(end);
+    return p.state == "up" && !p.fallback_via && !p.admin_down;
+  };
+  sim.kill(b);
+  sim.admin_down(cut.a, true);
+  sim.admin_down(cut.b, true);  // the dead end
+  sim.restart(b);
+  sim.run(std::chrono::milliseconds(200));
+  EXPECT_TRUE(own_wire_up(sys.links.at(1).b)) << "its other link came up";
+  EXPECT_TRUE(end_state(cut.b).admin_down) << "the restarted end is out of service";
+  EXPECT_FALSE(own_wire_up(cut.b));
+  sim.admin_down(cut.a, false);
+  sim.admin_down(cut.b, false);
+  sim.run(std::chrono::seconds(2));
+  EXPECT_TRUE(own_wire_up(cut.a));
+  EXPECT_TRUE(own_wire_up(cut.b));
+}
+
 // A chip dies with frames in flight on its links and comes back: what its neighbour's links
 // had sent and never had acknowledged is reported and NACKed to its sources, never lost in
 // silence; credits start afresh, so traffic through the new incarnation flows at full rate.

@@ -1192,6 +1192,56 @@ TEST(Fabric, ALatencyProbeThatIsNeverAnsweredIsTakenAsLost) {
   EXPECT_EQ(sys.stop(), 0);
 }
 
+// The operator's word on a link outlives the chips at its ends. Put back in service while its
+// far end is dead, a link comes up when that chip restarts; taken out of service while its far
+// end is dead, it stays out after the restart, at both ends. Both commands used to be refused
+// ("the far end M0D1 is not running"), and a cut ending during a kill left the near end out of
+// service for good.
+TEST(Fabric, TheOperatorsLinkStateHoldsForAChipThatRestarts) {
+  TTEMU_ONCE_FOR_ALL_TRANSPORTS();  // (the default transport restarts chips; shm cannot)
+  System sys({topo("n300.yaml")});
+  const Held held = held_by(sys, sys.status());
+  auto ends_of = [&](const std::string& port) {
+    const json s = sys.status();
+    for (const auto& l : s["links"]) {
+      if (l["a"] == port || l["b"] == port) return l["ends"];
+    }
+    return json();
+  };
+  auto both = [&](const std::string& port, const std::function<bool(const json&)>& is) {
+    const json ends = ends_of(port);
+    return ends.size() == 2 && is(ends[0]) && is(ends[1]);
+  };
+  // Up on its own wire, in service (an end out of service is down, or its session rides the
+  // parallel link's wire: the EFC).
+  auto up = [](const json& end) {
+    return end["state"] == "up" && !end.contains("fallback") && !end.contains("out_of_service");
+  };
+  RunResult r = sys.ttemu({"links", "down", "M0D0P2"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  r = sys.ttemu({"chip", "kill", "M0D1"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  ASSERT_TRUE(sys.wait_until([&] { return both("M0D0P3", [](const json& e) { return e["state"] != "up"; }); }, 30s))
+      << ends_of("M0D0P3").dump();
+  r = sys.ttemu({"links", "up", "M0D0P2"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("M0D1P6: when its chip restarts"), std::string::npos) << r.out;
+  r = sys.ttemu({"links", "down", "M0D0P3", "--json"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(json::parse(r.stdout_text)["at_restart"], json({"M0D1P7"})) << r.out;
+  r = sys.ttemu({"chip", "restart", "M0D1"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(sys.wait_until([&] { return both("M0D0P2", up); }, 30s)) << ends_of("M0D0P2").dump();
+  EXPECT_TRUE(both("M0D0P3", [&](const json& e) { return !up(e) && e["out_of_service"] == true; }))
+      << ends_of("M0D0P3").dump();
+  r = sys.ttemu({"links", "up", "M0D0P3"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("when its chip restarts"), std::string::npos) << r.out;
+  EXPECT_TRUE(sys.wait_until([&] { return both("M0D0P3", up); }, 30s)) << ends_of("M0D0P3").dump();
+  EXPECT_EQ(sys.stop(), 0);
+  expect_nothing_left(held);
+}
+
 // Also the non-blocking client: a full command buffer says try again, completions are polled.
 TEST(Fabric, AFullFvcAtTheSourceDoesNotHoldBackAnotherFvcsInjections) {
   ::setenv("TTEMU_BARRIER_TIMEOUT_MS", "10000", 1);

@@ -199,7 +199,12 @@ void FabricSim::pause_injection(ChipId at, bool paused) { node(at).chip->pause_i
 
 void FabricSim::admin_down(PortId end, bool down) {
   Node& n = node(end.chip);
-  if (n.dead) return;
+  if (down) {
+    out_of_service_.insert(end);
+  } else {
+    out_of_service_.erase(end);
+  }
+  if (n.dead) return;  // it takes it at its restart
   log("links {} {}", down ? "down" : "up", to_string(end));
   n.chip->admin_down(end.port, down, now_);
 }
@@ -376,6 +381,9 @@ void FabricSim::restart(ChipId chip) {
     control_log_.push_back({.at = now_, .kind = ControlRecord::Kind::kChipRestarted, .chip = chip});
   }
   n.chip->start(now_);
+  for (const PortId& end : out_of_service_) {
+    if (end.chip == chip) n.chip->admin_down(end.port, true, now_);
+  }
 }
 
 void FabricSim::drain_status(Node& n) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -152,7 +153,8 @@ class FabricSim {
   enum class Direction { kOut, kIn, kBoth };
   void cut(routing::PortId end, bool cut, Direction direction = Direction::kBoth);
   // `ttemu links down|up END`: the operator takes the port out of service (or back), as the
-  // launcher tells its chip in processes; the far end finds out over the wire.
+  // launcher tells its chip in processes; the far end finds out over the wire. An end whose
+  // chip is dead takes it when the chip restarts, as in processes.
   void admin_down(routing::PortId end, bool down);
   // A corrupted routing table (spec 5.4's forwarding loop): the next hop of `at` toward `dest`
   // sends packets for `dest` back to `at`, on every plane, until turned off (that chip gets the
@@ -223,6 +225,7 @@ class FabricSim {
   std::vector<EfcEvent> efc_events_;
   std::multimap<link::Time, std::function<void()>> actions_;
   std::map<routing::PortId, uint64_t> link_number_;  // nonces and fault seeds
+  std::set<routing::PortId> out_of_service_;         // ends the operator took down (admin_down)
   const control::TableSet& tables_;
   uint64_t next_packet_id_ = 1;
   std::mt19937_64 window_keys_;  // the upper bits of memory windows' keys, from the seed
