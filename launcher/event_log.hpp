@@ -17,7 +17,8 @@
 // "above", "threshold", "count", "frames", "interval_s") when a rate crosses its alarm
 // threshold. The launcher's own: "status_lost" ("lost": entries a full queue
 // overwrote); "chip_died" ("pid", "how"); "chip_killed"; "chip_restarted" ("pid");
-// "link_admin" ("port", "peer", "down"); and, about the whole system, "tables_reloaded"
+// "link_admin" ("port", "peer", "down", and "at_restart": ends that take it when their chip
+// restarts); and, about the whole system, "tables_reloaded"
 // ("version", "cause", "failed", "failed_links", "failed_chips", "unreachable_pairs",
 // "switch") and "injection" ("paused"). docs/architecture.md ("The status queue") describes the path.
 #pragma once

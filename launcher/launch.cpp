@@ -185,6 +185,8 @@ class Launcher : public ControlTarget {
   }
 
   bool here(int v) const { return !agents_ || agents_->here(v); }
+  // Whether `ttemu chip restart` can bring the chip back (chip_action says why not).
+  bool can_restart(int v) const { return o_.transport != "shm" && here(v); }
   const std::string& address_of(int v) const { return agents_ ? agents_->address_of(v) : o_.bind; }
 
   // --- the chips: configuration, wiring, readiness, deaths ---------------------------------
@@ -450,7 +452,7 @@ class Launcher : public ControlTarget {
       }
       if (chips_->alive(node)) {
         send(node, msg::AdminDown{end.port, down});
-      } else {
+      } else if (can_restart(node)) {
         later.push_back(to_string(end));
       }
     }

@@ -281,13 +281,12 @@ void add_system_commands(CLI::App& app, const std::vector<std::string>& client_c
       "PORT", "Either end, e.g. M0D0P4", job,
       [](bool down, const std::string& port) { return json{{"cmd", "link_admin"}, {"port", port}, {"down", down}}; },
       [](bool down, const json& r) {
-        std::string later;  // ends whose chip is not running take it when it restarts
-        for (const auto& end : r.value("at_restart", json::array())) {
-          later += fmt::format("{}{}", later.empty() ? "" : " and ", end.get<std::string>());
-        }
+        const json later = r.value("at_restart", json::array());  // ends that take it when their chip restarts
+        std::string ends;
+        for (const auto& end : later) ends += fmt::format("{}{}", ends.empty() ? "" : " and ", end.get<std::string>());
         return fmt::format("link {}-{} {}{}", r["link"].get<std::string>(), r["peer"].get<std::string>(),
                            down ? "is out of service" : "is back in service",
-                           later.empty() ? "" : fmt::format(" ({}: when its chip restarts)", later));
+                           later.empty() ? "" : fmt::format(" ({}: when {} restarts)", ends, later.size() > 1 ? "their chips" : "its chip"));
       });
 
   // tables reload

@@ -600,9 +600,11 @@ TEST(FabricSim, ALinkEndTakenDownWhileItsChipIsDeadStaysDownWhenItRestarts) {
     return p.state == "up" && !p.fallback_via && !p.admin_down;
   };
   sim.kill(b);
+  EXPECT_THROW(sim.admin_down(routing::PortId{b, 0}, true), std::invalid_argument) << "not wired: refused, not kept";
   sim.admin_down(cut.a, true);
   sim.admin_down(cut.b, true);  // the dead end
   sim.restart(b);
+  EXPECT_EQ(sim.counters(cut.b).state, static_cast<uint32_t>(link::LinkState::kDown)) << "not handshaking";
   sim.run(std::chrono::milliseconds(200));
   EXPECT_TRUE(own_wire_up(sys.links.at(1).b)) << "its other link came up";
   EXPECT_TRUE(end_state(cut.b).admin_down) << "the restarted end is out of service";

@@ -1221,7 +1221,7 @@ TEST(Fabric, TheOperatorsLinkStateHoldsForAChipThatRestarts) {
   ASSERT_EQ(r.status, 0) << r.out;
   r = sys.ttemu({"chip", "kill", "M0D1"});
   ASSERT_EQ(r.status, 0) << r.out;
-  ASSERT_TRUE(sys.wait_until([&] { return both("M0D0P3", [](const json& e) { return e["state"] != "up"; }); }, 30s))
+  ASSERT_TRUE(eventually([&] { return both("M0D0P3", [](const json& e) { return e["state"] != "up"; }); }, 30s))
       << ends_of("M0D0P3").dump();
   r = sys.ttemu({"links", "up", "M0D0P2"});
   ASSERT_EQ(r.status, 0) << r.out;
@@ -1231,13 +1231,13 @@ TEST(Fabric, TheOperatorsLinkStateHoldsForAChipThatRestarts) {
   EXPECT_EQ(json::parse(r.stdout_text)["at_restart"], json({"M0D1P7"})) << r.out;
   r = sys.ttemu({"chip", "restart", "M0D1"});
   ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_TRUE(sys.wait_until([&] { return both("M0D0P2", up); }, 30s)) << ends_of("M0D0P2").dump();
+  EXPECT_TRUE(eventually([&] { return both("M0D0P2", up); }, 30s)) << ends_of("M0D0P2").dump();
   EXPECT_TRUE(both("M0D0P3", [&](const json& e) { return !up(e) && e["out_of_service"] == true; }))
       << ends_of("M0D0P3").dump();
   r = sys.ttemu({"links", "up", "M0D0P3"});
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out.find("when its chip restarts"), std::string::npos) << r.out;
-  EXPECT_TRUE(sys.wait_until([&] { return both("M0D0P3", up); }, 30s)) << ends_of("M0D0P3").dump();
+  EXPECT_TRUE(eventually([&] { return both("M0D0P3", up); }, 30s)) << ends_of("M0D0P3").dump();
   EXPECT_EQ(sys.stop(), 0);
   expect_nothing_left(held);
 }

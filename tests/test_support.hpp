@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -49,11 +51,26 @@ inline std::string slurp(const fs::path& p) {
 
 inline void write_file(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
+// Directories of test processes that no longer run (killed, so their destructors never ran):
+// removed by the next test process that makes one. A directory's name carries its maker's pid.
+inline void remove_dead_processes_dirs() {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::temp_directory_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("ttemu-test-", 0) != 0) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + 11, &end, 10);
+    if (pid > 0 && *end == '-' && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) fs::remove_all(e.path(), ec);
+  }
+}
+
 // A private directory for one test, removed with everything in it afterwards.
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "ttemu-test-XXXXXX").string();
+    static const bool swept = (remove_dead_processes_dirs(), true);
+    (void)swept;
+    std::string pattern = (fs::temp_directory_path() / ("ttemu-test-" + std::to_string(::getpid()) + "-XXXXXX")).string();
     if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
     path_ = pattern;
   }

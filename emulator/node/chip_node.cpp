@@ -182,6 +182,7 @@ void ChipNode::start(Time now) {
   started_ = now;
   for (auto& p : ports_) {
     p->link->start(now);
+    if (p->admin_down) p->link->peer_lost(now);  // taken out of service before it started (a restart)
     service(*p, now);
   }
   settle(now);

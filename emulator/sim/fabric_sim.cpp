@@ -199,13 +199,14 @@ void FabricSim::pause_injection(ChipId at, bool paused) { node(at).chip->pause_i
 
 void FabricSim::admin_down(PortId end, bool down) {
   Node& n = node(end.chip);
+  if (!ends_.count(end)) throw std::invalid_argument(to_string(end) + " is not a wired port");
   if (down) {
     out_of_service_.insert(end);
   } else {
     out_of_service_.erase(end);
   }
-  if (n.dead) return;  // it takes it at its restart
   log("links {} {}", down ? "down" : "up", to_string(end));
+  if (n.dead) return;  // it takes it at its restart
   n.chip->admin_down(end.port, down, now_);
 }
 
@@ -380,10 +381,11 @@ void FabricSim::restart(ChipId chip) {
     live_->chip_restarted(*sys_.node(chip));
     control_log_.push_back({.at = now_, .kind = ControlRecord::Kind::kChipRestarted, .chip = chip});
   }
-  n.chip->start(now_);
+  // As in processes, where the launcher's word reaches a restarted chip before its peers do.
   for (const PortId& end : out_of_service_) {
     if (end.chip == chip) n.chip->admin_down(end.port, true, now_);
   }
+  n.chip->start(now_);
 }
 
 void FabricSim::drain_status(Node& n) {
