@@ -119,7 +119,8 @@ TEST(UringTransport, AStagedSendTheKernelRefusesIsReportedAsDropped) {
   };
   until_dropped(3);
   EXPECT_EQ(dropped, 3u);
-  // The ring is not stuck: the next staged send is refused and reported the same way.
+  // The ring is not stuck: the next send (a lone datagram: sent at once, not staged) is
+  // refused and reported the same way.
   batch.resize(1);
   ASSERT_EQ(a.send(0, batch), 1u);
   until_dropped(4);

@@ -104,9 +104,11 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
   io_uring_sqe* sqe();
   void arm_receive(Socket& s);
   void arm_writable(Socket& s);
-  // Stages small datagrams to go out with the next call into the ring; false if they do not
-  // qualify (too big, the socket is waiting for room, or the kernel cannot skip completions).
+  // Stages small datagrams to go out with the next call into the ring, or sends a lone one at
+  // once by its own system call; false if they do not qualify (too big, the socket is waiting
+  // for room, or the kernel cannot skip completions).
   bool defer(Socket& s, std::span<const wire::Datagram> datagrams);
+  void send_now(Socket& s, const wire::Datagram& d);
   void handle(const Completion& c, const Handlers& h, size_t& delivered);
   void arrive(Socket& s, const wire::Address& from, std::span<const uint8_t> bytes, const Handlers& h,
               size_t& delivered);
@@ -136,6 +138,7 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
   };
   std::vector<Staged> stage_;
   std::unique_ptr<uint8_t[]> stage_bytes_;
+  std::unique_ptr<uint8_t[]> lone_bytes_;  // a lone small datagram's bytes (send_now)
   size_t staged_ = 0;
   // Completions of other requests reaped while send() waited for its own, and the ones poll()
   // is handling (both keep their storage).
