@@ -1,5 +1,6 @@
 // The io_uring transport between two rings on the loopback: what a TT-link relies on when
-// small sends wait for the chip's next call into the ring and large ones go at once.
+// small sends wait for the chip's next call into the ring, a lone one and large ones go at
+// once.
 #include "emulator/process/uring_transport.hpp"
 
 #include <gtest/gtest.h>
@@ -42,9 +43,10 @@ TEST(UringTransport, SmallAndLargeSendsArriveInOrderAndIntactAcrossManyStagedBat
   a.start();
   b.start();
 
-  // Small datagrams (staged until a's next call into its ring), in single sends and in spans
-  // of several: first 200 of them between two of a's calls, more than it has staging slots;
-  // then with a large one (sent at once) every so often.
+  // Small datagrams (staged until a's next call into its ring, but for a lone one when nothing
+  // is staged, which goes at once), in single sends and in spans of several: first 200 of them
+  // between two of a's calls, more than it has staging slots; then with a large one (sent at
+  // once) every so often.
   constexpr uint32_t kCount = 400;
   std::vector<size_t> sizes;
   for (uint32_t i = 0; i < kCount; ++i) sizes.push_back(i >= 200 && i % 37 == 5 ? 9000 : 60 + i % 200);
@@ -125,6 +127,54 @@ TEST(UringTransport, AStagedSendTheKernelRefusesIsReportedAsDropped) {
   ASSERT_EQ(a.send(0, batch), 1u);
   until_dropped(4);
   EXPECT_EQ(dropped, 4u);
+  // And staged sends after it, the same.
+  batch.push_back(numbered(4, 100));
+  ASSERT_EQ(a.send(0, batch), 2u);
+  until_dropped(6);
+  EXPECT_EQ(dropped, 6u);
+}
+
+// A lone small datagram with nothing staged goes at once (the far end gets it before the
+// sender's next call into its ring); one sent while others wait staged waits with them and
+// arrives after them, in order.
+TEST(UringTransport, ALoneSmallDatagramGoesAtOnceAndNeverOvertakesStagedOnes) {
+  UringTransport a, b;
+  const uint16_t pa = a.add(0, "127.0.0.1");
+  const uint16_t pb = b.add(0, "127.0.0.1");
+  a.udp(0).set_peer(wire::make_address("127.0.0.1", pb));
+  b.udp(0).set_peer(wire::make_address("127.0.0.1", pa));
+  a.start();
+  b.start();
+  std::vector<uint32_t> got;
+  const UringTransport::Handlers hb{[&](uint8_t, std::span<const uint8_t> bytes) {
+                                      uint32_t index = 0;
+                                      if (intact(bytes, index)) got.push_back(index);
+                                    },
+                                    [](uint8_t) {}, [](uint8_t) {}, [](uint8_t) {}};
+  auto receive = [&](size_t n, std::chrono::milliseconds within) {
+    const auto end = std::chrono::steady_clock::now() + within;
+    while (got.size() < n && std::chrono::steady_clock::now() < end) {
+      const timespec slice{0, 10'000'000};
+      b.wait(&slice);
+      b.poll(hb);
+    }
+  };
+  std::vector<wire::Datagram> one;
+  one.push_back(numbered(0, 100));
+  ASSERT_EQ(a.send(0, one), 1u);
+  receive(1, 10s);  // a makes no call into its ring meanwhile
+  ASSERT_EQ(got, std::vector<uint32_t>{0}) << "the lone datagram went at once";
+  std::vector<wire::Datagram> two;
+  two.push_back(numbered(1, 100));
+  two.push_back(numbered(2, 100));
+  ASSERT_EQ(a.send(0, two), 2u);  // staged
+  one.clear();
+  one.push_back(numbered(3, 100));
+  ASSERT_EQ(a.send(0, one), 1u);  // staged behind them
+  const timespec look{};
+  a.wait(&look);  // what was staged goes out
+  receive(4, 10s);
+  EXPECT_EQ(got, (std::vector<uint32_t>{0, 1, 2, 3}));
 }
 
 // The loop's timer moved later (a deadline that moved while the chip slept) is moved in place:

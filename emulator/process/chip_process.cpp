@@ -443,7 +443,7 @@ class Chip final : public node::NodeObserver {
         to_node(t),
         [&](uint8_t port) { node_->on_writable(port, t); },
         [&](uint8_t port) { count(port, &link::LinkCounters::foreign); },
-        [&](uint8_t port) { count(port, &link::LinkCounters::wire_drops); },  // a staged send refused
+        [&](uint8_t port) { count(port, &link::LinkCounters::wire_drops); },  // a staged or lone small send refused
     });
     publish_uring_mode();
     return n;

@@ -24,8 +24,8 @@ constexpr size_t kBufSize = 65536 + 256;  // a datagram, the recvmsg header and 
 constexpr uint16_t kGroup = 1;
 constexpr size_t kSendBatch = 64;
 // Small datagrams (a latency-bound write, acknowledgements, credits) are copied into these
-// slots and go out with the chip's next call into the ring, which is usually its wait: one
-// system call per forward instead of two. A large one would cost more to copy than the call.
+// slots and go out with the chip's next call into the ring, which is usually its wait (a lone
+// one goes at once: defer()). A large one would cost more to copy than the call.
 constexpr size_t kDeferMax = 2048;
 constexpr size_t kStageSlots = 64;
 
@@ -202,19 +202,7 @@ bool UringTransport::defer(Socket& s, std::span<const wire::Datagram> datagrams)
   for (const auto& d : datagrams) {
     if (d.size() > kDeferMax) return false;
   }
-  // A lone datagram (a hop of a latency-bound write, its answer) goes by its own system call,
-  // as over UDP: the chip it wakes may then take this CPU at once, while staged it was woken
-  // by the wait that follows, after this chip slept, on the other CPU (a cross-CPU wake-up,
-  // dear on a virtual machine). Measured 2026-11-29: per hop 1.29-1.46 of the raw relay
-  // against 1.77-1.82 staged, 6 hops 317-329 us against 410-415; the Galaxy the same.
-  // (Not while others wait staged: it would overtake them.) The kernel issues a UDP send
-  // while it takes the entry and copies its bytes then, so every slot is free again once it
-  // has taken all entries.
-  if (io_uring_sq_ready(&ring_) == 0) staged_ = 0;
-  if (datagrams.size() == 1 && staged_ == 0) {
-    send_now(s, datagrams[0]);
-    return true;
-  }
+  nothing_staged();  // (frees the slots the kernel has taken)
   if (staged_ + datagrams.size() > kStageSlots) {
     submit_all();
     staged_ = 0;
@@ -241,7 +229,25 @@ bool UringTransport::defer(Socket& s, std::span<const wire::Datagram> datagrams)
   return true;
 }
 
-void UringTransport::send_now(Socket& s, const wire::Datagram& d) {
+bool UringTransport::nothing_staged() {
+  // The kernel issues a UDP send while it takes the entry and copies its bytes then, so every
+  // slot is free again once it has taken all entries.
+  if (io_uring_sq_ready(&ring_) == 0) staged_ = 0;
+  return staged_ == 0;
+}
+
+// A lone datagram (a hop of a latency-bound write, its answer) goes by its own system call,
+// as over UDP: the chip it wakes may then take this CPU at once, while staged it was woken by
+// the wait that follows, after this chip slept, on the other CPU (a cross-CPU wake-up, dear on
+// a virtual machine). Measured 2026-11-29: per hop 1.29-1.46 of the raw relay against
+// 1.77-1.82 staged, 6 hops 317-329 us against 410-659; the Galaxy the same. (Not while others
+// wait staged: it would overtake them.)
+bool UringTransport::goes_alone(const Socket& s, std::span<const wire::Datagram> datagrams) {
+  return !stage_.empty() && !s.write_waiting && datagrams.size() == 1 && datagrams[0].size() <= kDeferMax &&
+         nothing_staged();
+}
+
+size_t UringTransport::send_now(Socket& s, const wire::Datagram& d) {
   d.copy_to(lone_bytes_.get());
   iovec iov{lone_bytes_.get(), d.size()};
   msghdr m{};
@@ -250,13 +256,22 @@ void UringTransport::send_now(Socket& s, const wire::Datagram& d) {
   m.msg_namelen = to ? to->length : 0;
   m.msg_iov = &iov;
   m.msg_iovlen = 1;
-  // A failure (a full socket buffer, a refusal) loses this datagram alone: reported as a
-  // staged send's failure is, at the next poll, and the TT-link resends it.
-  if (::sendmsg(s.sock->fd(), &m, MSG_DONTWAIT) < 0) pending_.push_back({tag(kDeferredSend, s.port), -errno, 0});
+  if (::sendmsg(s.sock->fd(), &m, MSG_DONTWAIT) >= 0) return 1;
+  const int err = errno;
+  if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS) {
+    arm_writable(s);  // the caller keeps it until the socket drains, as over UDP
+    submit_all();
+    return 0;
+  }
+  // A refusal loses this datagram alone: reported as a staged send's failure is, at the next
+  // poll, and the TT-link resends it.
+  pending_.push_back({tag(kDeferredSend, s.port), -err, 0});
+  return 1;
 }
 
 size_t UringTransport::send(uint8_t port, std::span<const wire::Datagram> datagrams) {
   Socket& s = socket(port);
+  if (goes_alone(s, datagrams)) return send_now(s, datagrams[0]);
   if (defer(s, datagrams)) return datagrams.size();
   size_t done = 0;
   while (done < datagrams.size()) {

@@ -6,9 +6,10 @@
 //
 // Sends: small datagrams (up to 2 KiB: a latency-bound write, acknowledgements, credits) are
 // copied into staging slots and go out with the chip's next call into the ring, usually the
-// wait that follows, so a forward costs one system call, not two; a send that succeeds posts
-// nothing (IOSQE_CQE_SKIP_SUCCESS), one that fails is counted as a wire drop and the TT-link
-// resends it. Larger ones are sendmsg requests gathered from the datagrams' pieces, linked so
+// wait that follows; a send that succeeds posts nothing (IOSQE_CQE_SKIP_SUCCESS), one that
+// fails is counted as a wire drop and the TT-link resends it. A lone one, when nothing is
+// staged (so it overtakes nothing), goes at once by sendmsg, as over UDP, and a failure is
+// reported the same way. Larger ones are sendmsg requests gathered from the datagrams' pieces, linked so
 // that a full socket buffer stops the rest in order, and submitted and waited for in one call
 // per batch; they complete before send() returns (a UDP send does not wait), so the
 // datagrams' borrowed pieces need live no longer than the call. Both go in order: entries
@@ -104,11 +105,15 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
   io_uring_sqe* sqe();
   void arm_receive(Socket& s);
   void arm_writable(Socket& s);
-  // Stages small datagrams to go out with the next call into the ring, or sends a lone one at
-  // once by its own system call; false if they do not qualify (too big, the socket is waiting
-  // for room, or the kernel cannot skip completions).
+  // Stages small datagrams to go out with the next call into the ring; false if they do not
+  // qualify (too big, the socket is waiting for room, or the kernel cannot skip completions).
   bool defer(Socket& s, std::span<const wire::Datagram> datagrams);
-  void send_now(Socket& s, const wire::Datagram& d);
+  bool nothing_staged();  // (and frees the slots the kernel has taken)
+  // A lone small datagram with nothing staged goes at once by sendmsg (send_now): 1 if the
+  // wire took it or refused it (reported as dropped at the next poll), 0 if the socket is
+  // full (it waits for room, as over UDP).
+  bool goes_alone(const Socket& s, std::span<const wire::Datagram> datagrams);
+  size_t send_now(Socket& s, const wire::Datagram& d);
   void handle(const Completion& c, const Handlers& h, size_t& delivered);
   void arrive(Socket& s, const wire::Address& from, std::span<const uint8_t> bytes, const Handlers& h,
               size_t& delivered);
