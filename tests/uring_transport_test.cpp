@@ -34,14 +34,22 @@ bool intact(std::span<const uint8_t> bytes, uint32_t& index) {
   return true;
 }
 
-TEST(UringTransport, SmallAndLargeSendsArriveInOrderAndIntactAcrossManyStagedBatches) {
+// Two rings, each with port 0 on the loopback, peers of each other, started.
+struct LinkedRings {
   UringTransport a, b;
-  const uint16_t pa = a.add(0, "127.0.0.1");
-  const uint16_t pb = b.add(0, "127.0.0.1");
-  a.udp(0).set_peer(wire::make_address("127.0.0.1", pb));
-  b.udp(0).set_peer(wire::make_address("127.0.0.1", pa));
-  a.start();
-  b.start();
+  LinkedRings() {
+    const uint16_t pa = a.add(0, "127.0.0.1");
+    const uint16_t pb = b.add(0, "127.0.0.1");
+    a.udp(0).set_peer(wire::make_address("127.0.0.1", pb));
+    b.udp(0).set_peer(wire::make_address("127.0.0.1", pa));
+    a.start();
+    b.start();
+  }
+};
+
+TEST(UringTransport, SmallAndLargeSendsArriveInOrderAndIntactAcrossManyStagedBatches) {
+  LinkedRings rings;
+  UringTransport &a = rings.a, &b = rings.b;
 
   // Small datagrams (staged until a's next call into its ring, but for a lone one when nothing
   // is staged, which goes at once), in single sends and in spans of several: first 200 of them
@@ -138,13 +146,8 @@ TEST(UringTransport, AStagedSendTheKernelRefusesIsReportedAsDropped) {
 // sender's next call into its ring); one sent while others wait staged waits with them and
 // arrives after them, in order.
 TEST(UringTransport, ALoneSmallDatagramGoesAtOnceAndNeverOvertakesStagedOnes) {
-  UringTransport a, b;
-  const uint16_t pa = a.add(0, "127.0.0.1");
-  const uint16_t pb = b.add(0, "127.0.0.1");
-  a.udp(0).set_peer(wire::make_address("127.0.0.1", pb));
-  b.udp(0).set_peer(wire::make_address("127.0.0.1", pa));
-  a.start();
-  b.start();
+  LinkedRings rings;
+  UringTransport &a = rings.a, &b = rings.b;
   std::vector<uint32_t> got;
   const UringTransport::Handlers hb{[&](uint8_t, std::span<const uint8_t> bytes) {
                                       uint32_t index = 0;
