@@ -485,7 +485,9 @@ class Launcher : public ControlTarget {
     for (uint8_t port : sys_.wired_ports(v)) link_state_[{v, port}] = "handshake";
     chips_->start(v, config_for(v));
     if (injection_paused_) send(v, msg::Injection{true});
-    for (uint8_t port : sys_.wired_ports(v)) {  // its far ends are out of service too: no hello is answered meanwhile
+    // The operator's word on its ports reaches it before its peers' addresses, which start it:
+    // it never handshakes a link out of service.
+    for (uint8_t port : sys_.wired_ports(v)) {
       if (out_of_service_.count({id, port})) send(v, msg::AdminDown{port, true});
     }
     json e = launcher_event(id, "chip_restarted", uptime());

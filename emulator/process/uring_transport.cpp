@@ -25,7 +25,7 @@ constexpr uint16_t kGroup = 1;
 constexpr size_t kSendBatch = 64;
 // Small datagrams (a latency-bound write, acknowledgements, credits) are copied into these
 // slots and go out with the chip's next call into the ring, which is usually its wait (a lone
-// one goes at once: defer()). A large one would cost more to copy than the call.
+// one goes at once: goes_alone()). A large one would cost more to copy than the call.
 constexpr size_t kDeferMax = 2048;
 constexpr size_t kStageSlots = 64;
 

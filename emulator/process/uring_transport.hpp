@@ -9,8 +9,8 @@
 // wait that follows; a send that succeeds posts nothing (IOSQE_CQE_SKIP_SUCCESS), one that
 // fails is counted as a wire drop and the TT-link resends it. A lone one, when nothing is
 // staged (so it overtakes nothing), goes at once by sendmsg, as over UDP, and a failure is
-// reported the same way. Larger ones are sendmsg requests gathered from the datagrams' pieces, linked so
-// that a full socket buffer stops the rest in order, and submitted and waited for in one call
+// reported the same way. Larger ones are sendmsg requests gathered from the datagrams' pieces,
+// linked so that a full socket buffer stops the rest in order, and submitted and waited for in one call
 // per batch; they complete before send() returns (a UDP send does not wait), so the
 // datagrams' borrowed pieces need live no longer than the call. Both go in order: entries
 // are issued as queued.
