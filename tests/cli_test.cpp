@@ -377,8 +377,9 @@ TEST(Campaign, AFailingRunPrintsALineThatReproducesIt) {
 // A run past its bound is a hang: it fails as one, and keeps where it stopped - every chip's
 // routing buffers, credits and links, and the event log up to then. (A Galaxy all_to_all of
 // 100 writes per pair takes the simulator seconds; the bound is 1. Where exactly it stops
-// depends on the machine's speed, so what the buffers hold is not asserted here: the
-// processes engine's test, Fabric.AHungRunKeepsItsRoutersState, asserts a stalled FVC.)
+// depends on the machine's speed - on a slow one, while the system is still being set up,
+// before any link is up - so neither what the buffers hold nor the links' states are asserted
+// here: the processes engine's test, Fabric.AHungRunKeepsItsRoutersState, asserts a stalled FVC.)
 TEST(Campaign, ARunPastItsBoundKeepsEveryChipsStateWhereItStopped) {
   TempDir dir;
   write_file(dir / "c.yaml",
@@ -394,9 +395,9 @@ TEST(Campaign, ARunPastItsBoundKeepsEveryChipsStateWhereItStopped) {
   for (const auto& c : state["chips"]) {
     EXPECT_TRUE(c["buffers"].is_array()) << c["chip"];
     EXPECT_GE(c["ports"].size(), 8u) << c["chip"] << ": every wired port, with its link's state";
-    for (const auto& p : c["ports"]) EXPECT_EQ(p["state"], "up") << p;
+    for (const auto& p : c["ports"]) EXPECT_FALSE(p["state"].get<std::string>().empty()) << p;
   }
-  EXPECT_GT(state["sim_ns"].get<int64_t>(), 0);
+  EXPECT_GE(state["sim_ns"].get<int64_t>(), 0);
   EXPECT_FALSE(read_event_log((run / "events.jsonl").string()).empty()) << "the event log up to the stop";
   EXPECT_NE(slurp(run / "stderr.txt").find("stopped by signal 15"), std::string::npos) << slurp(run / "stderr.txt");
 }

@@ -560,6 +560,10 @@ void catch_stop_signals() {
 }
 
 void run_sim(const SimOptions& o, int& exit_status) {
+  // From the start: a signal while the system is set up (32 chips' memory, on a loaded
+  // machine longer than a campaign's bound) stops the run as soon as it begins, with its
+  // files written, instead of killing the process with them empty.
+  catch_stop_signals();
   const std::string file = o.file.empty() ? default_system_file() : o.file;
   const control::System sys = control::load_system(file);
   const control::TableSet tables = control::compute_tables(sys);
@@ -615,7 +619,6 @@ void run_sim(const SimOptions& o, int& exit_status) {
   if (o.capture.empty() && !o.capture_links.empty()) throw Error("--capture-link needs --capture FILE");
   const auto capture = o.capture.empty() ? nullptr : start_capture(sys, o.capture, o.capture_links, cfg);
   sim::FabricSim sim(sys, tables, cfg);
-  catch_stop_signals();
   sim.interrupt_on(&g_stop_signal);
   // The files of the run, written at its end or where a signal stopped it.
   auto write_files = [&] {
