@@ -436,17 +436,17 @@ TEST(Campaign, AFailingSwarmRunIsShrunkAndKeptWithItsTrace) {
   EXPECT_EQ(one[0]["schedule"], runs[0]["schedule"]);
 }
 
-// The planted defect (CMake preset `planted`: M0D1P6's TT-link takes data frames whose CRC
+// The planted defect (the `ttemu_planted` binary: M0D1P6's TT-link takes data frames whose CRC
 // fails) is found by tools/campaigns/planted.yaml, with a line that reproduces it and a shrunk
 // schedule: the one fault on the frames M0D0P2 sends to M0D1P6. The same campaign passes on
-// the real build. `bash tools/dev test` builds both.
+// the real binary. The release build builds both.
 TEST(Campaign, ThePlantedDefectIsFoundAndShrunkToItsOneFault) {
   const std::string campaign = std::string(TTEMU_TOPOLOGIES) + "/../tools/campaigns/planted.yaml";
   TempDir dir;
   RunResult good = ttemu({"campaign", campaign, "--out", (dir / "good").string()});
   EXPECT_EQ(good.status, 0) << good.out;
   ASSERT_TRUE(std::filesystem::exists(TTEMU_PLANTED_BINARY)) << TTEMU_PLANTED_BINARY
-                                                              << " is missing: cmake --preset planted && cmake --build --preset planted";
+                                                              << " is missing: cmake --build --preset release --target ttemu_planted";
   RunResult bad = run({TTEMU_PLANTED_BINARY, "campaign", campaign, "--out", (dir / "bad").string()});
   EXPECT_EQ(bad.status, 1) << bad.out;
   EXPECT_NE(bad.stdout_text.find("no_acknowledged_write_lost:"), std::string::npos) << bad.out;

@@ -1,11 +1,11 @@
 #include "emulator/link/tt_link.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
 #include "emulator/common/deadline.hpp"
+#include "emulator/link/planted_defect.hpp"
 
 namespace ttemu::link {
 
@@ -24,19 +24,6 @@ uint64_t expand(uint16_t low, uint64_t near) {
 // How many wraps back a frame that failed its CRC is looked for, to count it as stale rather
 // than corrupted; older ones count as CRC errors (either way they are dropped).
 constexpr uint64_t kStaleWrapsChecked = 4;
-
-#ifdef TTEMU_PLANTED_DEFECT
-// A defect planted on purpose (CMake's TTEMU_PLANTED_DEFECT; docs/campaigns.md): the link of
-// that port takes data frames whose CRC fails, as if its receiver skipped the check.
-bool skips_crc_check(const LinkIdentity& self) {
-  unsigned mesh = 0, device = 0, port = 0;
-  char more = 0;
-  return std::sscanf(TTEMU_PLANTED_DEFECT, "M%uD%uP%u%c", &mesh, &device, &port, &more) == 3 && mesh == self.mesh &&
-         device == self.device && port == self.port;
-}
-#else
-constexpr bool skips_crc_check(const LinkIdentity&) { return false; }
-#endif
 
 bool from_earlier_wrap(const ParsedFrame& f, const SeqExtension& now) {
   for (uint64_t dt = 0; dt <= std::min(kStaleWrapsChecked, now.tx_wraps); ++dt) {
@@ -150,7 +137,7 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
   const uint64_t rx = expand(f.header.rx_seq, base_);
   const SeqExtension ext{tx >> 16, rx >> 16};
   const bool ours = f.header.session != 0 && f.header.session == (nonce_ ^ peer_nonce_) && peer_nonce_ != 0;
-  if (!crc_ok(f, ext) && !(data && skips_crc_check(self_))) {
+  if (!crc_ok(f, ext) && !(data && skips_crc_check(self_.mesh, self_.device, self_.port))) {
     // Intact but from an earlier pass of the sequence space: stale if it is of this session.
     const bool earlier = from_earlier_wrap(f, ext);
     add(!earlier ? c_.crc_errors : ours ? c_.stale : c_.foreign);
