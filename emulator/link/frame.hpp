@@ -26,6 +26,10 @@ enum FrameFlags : uint8_t {
   // On a DATA frame: sent again (after a NACK or a timeout). Its sender is recovering and may
   // sleep until it hears back: the receiver acknowledges at once, waking it.
   kFlagResent = 0x04,
+  // On a DATA or ACK frame: its rx_seq answers a frame flagged kFlagResent, at once. The
+  // sender times the round trip from its resend, not from the first sending of the frames it
+  // covers: those may have waited at the receiver behind the gap the resend filled.
+  kFlagAnswer = 0x08,
 };
 
 // All fields little-endian on the wire.

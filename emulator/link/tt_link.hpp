@@ -179,8 +179,8 @@ class TtLink {
   void set_state(LinkState s);
   // Say hello now, and then at the first backoff interval.
   void hello_now(Time now);
-  // held: the acknowledgement came in a frame flagged kFlagHeld.
-  void on_ack(uint64_t ack, bool nack, bool held, Time now);
+  // held, answer: the acknowledgement came in a frame flagged kFlagHeld, kFlagAnswer.
+  void on_ack(uint64_t ack, bool nack, bool held, bool answer, Time now);
   // A pending acknowledgement may not wait for data: a gap, a quarter window (in frames or
   // bytes) unacknowledged, a duplicate, or no ack delay.
   bool ack_urgent() const;
@@ -241,7 +241,6 @@ class TtLink {
   // there); one in between resends the new oldest frame to ask again.
   std::optional<uint64_t> probe_end_;
   Time last_resent_{};  // when a frame was last sent again
-  Duration min_rtt_{0};  // the shortest round trip sampled (0: none yet)
 
   // Receiver. Frames that arrive after a gap are held (up to a window's worth) until the gap
   // is filled, then delivered in order: the sender resends only what is missing.
@@ -256,6 +255,7 @@ class TtLink {
   uint64_t expected_ = 0;
   bool ack_pending_ = false, nack_pending_ = false;
   bool ack_now_ = false;  // a duplicate came: the sender is asking, the acknowledgement waits for nothing
+  bool answers_resend_ = false;  // a resent frame came: the next acknowledgement answers it (kFlagAnswer)
   uint32_t unacked_rx_ = 0;  // data frames accepted since our last acknowledgement
   size_t unacked_rx_bytes_ = 0;  // and their payload bytes
   std::optional<Time> ack_deadline_;

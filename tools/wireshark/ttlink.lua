@@ -54,6 +54,7 @@ local F = {
   nack = ProtoField.bool("ttlink.flags.nack", "NACK", 8, nil, 0x01),
   held = ProtoField.bool("ttlink.flags.held", "Held (sent without waking the peer)", 8, nil, 0x02),
   resent = ProtoField.bool("ttlink.flags.resent", "Resent (acknowledge at once)", 8, nil, 0x04),
+  answer = ProtoField.bool("ttlink.flags.answer", "Answer (to a resent frame)", 8, nil, 0x08),
   length = ProtoField.uint16("ttlink.length", "Payload length"),
   session = ProtoField.uint32("ttlink.session", "Session", base.HEX),
   payload = ProtoField.bytes("ttlink.payload", "Payload"),
@@ -243,12 +244,14 @@ local function dissect_frame(tvb, tree, off, direction)
   fl:add(F.nack, tvb(off + 9, 1))
   fl:add(F.held, tvb(off + 9, 1))
   fl:add(F.resent, tvb(off + 9, 1))
+  fl:add(F.answer, tvb(off + 9, 1))
   t:add_le(F.length, tvb(off + 10, 2)); t:add_le(F.session, tvb(off + 12, 4))
   local name = frame_types[ftype] or ("type " .. ftype)
   local text = string.format("%s %d/%d", name, tvb(off + 4, 2):le_uint(), tvb(off + 6, 2):le_uint())
   if bit.band(tvb(off + 9, 1):uint(), 1) ~= 0 then text = text .. " NACK" end
   if bit.band(tvb(off + 9, 1):uint(), 2) ~= 0 then text = text .. " held" end
   if bit.band(tvb(off + 9, 1):uint(), 4) ~= 0 then text = text .. " resent" end
+  if bit.band(tvb(off + 9, 1):uint(), 8) ~= 0 then text = text .. " answer" end
   if not frame_types[ftype] then t:add_proto_expert_info(E.bad_type) end
   if len > 0 then
     local body = tvb(off + 16, len):tvb()
