@@ -14,14 +14,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <isa-l/crc.h>
 #include <nlohmann/json.hpp>
 
 namespace ttemu::bench {
@@ -108,11 +111,29 @@ inline sockaddr_in loopback(uint16_t port) {
   return a;
 }
 
+// What each side of a raw stream does besides moving datagrams. Nothing, or TT-link's least
+// work as the issue's cost model grants it ("a CRC on each side, the payload copied in and
+// out"), and less: the sender computes each frame's CRC over its source memory and gathers
+// header and payload into the datagram (the kernel's copy is the copy in), the receiver checks
+// each frame's CRC and copies the payload out into its own memory. Frames are `payload` bytes
+// behind an 8-byte header (number, CRC32), `per_datagram` to a datagram as TT-link packs them;
+// each side cycles through 4 MiB of its own memory. No acknowledgements, windows or resends.
+struct LeastWork {
+  size_t payload = 0;  // 0: nothing (raw)
+  size_t per_datagram = 1;
+  static constexpr size_t kHeader = 8;
+  static constexpr size_t kMemory = size_t{4} << 20;
+  size_t datagram() const { return per_datagram * (kHeader + payload); }
+};
+
 // Raw UDP throughput between two sockets the caller made (in network namespaces of their own,
 // say): a child receives on `rx` with recvmmsg until an end marker; the parent sends `bytes`
-// from `tx` to `to` in datagrams of `size` with sendmmsg. Both sockets are closed. Returns
-// received payload bytes per second.
-inline double raw_throughput(Socket rx, Socket tx, sockaddr_in to, size_t size, size_t bytes) {
+// from `tx` to `to` in datagrams of `size` with sendmmsg (with `work`, datagrams of its frames).
+// Both sockets are closed. Returns received payload bytes per second (0 if a CRC failed).
+inline double raw_throughput(Socket rx, Socket tx, sockaddr_in to, size_t size, size_t bytes, LeastWork work = {}) {
+  if (work.payload > 0) size = work.datagram();
+  const size_t frame = LeastWork::kHeader + work.payload;
+  const size_t slots = work.payload > 0 ? LeastWork::kMemory / work.payload : 0;
   int result[2];
   if (pipe(result) != 0) return 0;
   pid_t pid = fork_baseline();
@@ -120,7 +141,9 @@ inline double raw_throughput(Socket rx, Socket tx, sockaddr_in to, size_t size, 
     std::vector<std::vector<uint8_t>> bufs(64, std::vector<uint8_t>(65536));
     std::vector<mmsghdr> msgs(64);
     std::vector<iovec> iov(64);
-    size_t got = 0;
+    std::vector<uint8_t> sink(work.payload > 0 ? LeastWork::kMemory : 0);
+    size_t got = 0, frames = 0;
+    bool failed = false;
     Clock::time_point first{};
     bool started = false, done = false;
     while (!done) {
@@ -131,34 +154,60 @@ inline double raw_throughput(Socket rx, Socket tx, sockaddr_in to, size_t size, 
         msgs[i].msg_hdr.msg_iovlen = 1;
       }
       int n = recvmmsg(rx.fd, msgs.data(), 64, MSG_WAITFORONE, nullptr);
-      for (int i = 0; i < n; ++i) {
-        if (msgs[static_cast<size_t>(i)].msg_len == 1) done = true;
-        else {
-          if (!started) first = Clock::now(), started = true;
-          got += msgs[static_cast<size_t>(i)].msg_len;
+      for (size_t i = 0; i < static_cast<size_t>(std::max(n, 0)); ++i) {
+        const size_t len = msgs[i].msg_len;
+        if (len == 1) {
+          done = true;
+          continue;
+        }
+        if (!started) first = Clock::now(), started = true;
+        if (work.payload == 0) {
+          got += len;
+          continue;
+        }
+        for (size_t at = 0; at + frame <= len; at += frame, ++frames) {
+          uint32_t sum = 0;
+          std::memcpy(&sum, bufs[i].data() + at + 4, 4);
+          const uint8_t* p = bufs[i].data() + at + LeastWork::kHeader;
+          failed |= crc32_gzip_refl(0, p, work.payload) != sum;
+          std::memcpy(sink.data() + (frames % slots) * work.payload, p, work.payload);
+          got += work.payload;
         }
       }
     }
     double secs = std::chrono::duration<double>(Clock::now() - first).count();
-    double rate = secs > 0 ? static_cast<double>(got) / secs : 0;
+    double rate = secs > 0 && !failed ? static_cast<double>(got) / secs : 0;
     if (write(result[1], &rate, sizeof rate) != sizeof rate) _exit(1);
     _exit(0);
   }
   close(rx.fd);  // the child's now
-  std::vector<uint8_t> payload(size, 0xA5);
+  std::vector<uint8_t> payload(work.payload > 0 ? LeastWork::kMemory : size, 0xA5);
+  if (work.payload > 0) {
+    for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 131 + (i >> 12));
+  }
+  const size_t per = work.payload > 0 ? 2 * work.per_datagram : 1;  // iovecs per datagram
   std::vector<mmsghdr> msgs(32);
-  std::vector<iovec> iov(32);
+  std::vector<iovec> iov(32 * per);
+  std::vector<std::array<uint32_t, 2>> headers(32 * work.per_datagram);
   for (size_t i = 0; i < 32; ++i) {
-    iov[i] = {payload.data(), payload.size()};
+    iov[i * per] = {payload.data(), size};
     msgs[i] = {};
-    msgs[i].msg_hdr.msg_iov = &iov[i];
-    msgs[i].msg_hdr.msg_iovlen = 1;
+    msgs[i].msg_hdr.msg_iov = &iov[i * per];
+    msgs[i].msg_hdr.msg_iovlen = per;
     msgs[i].msg_hdr.msg_name = &to;
     msgs[i].msg_hdr.msg_namelen = sizeof to;
   }
-  for (size_t sent = 0; sent < bytes;) {
+  for (size_t sent = 0, number = 0; sent < bytes;) {
+    if (work.payload > 0) {  // the next 32 datagrams' frames: a CRC each, gathered from memory
+      for (size_t f = 0; f < 32 * work.per_datagram; ++f, ++number) {
+        uint8_t* p = payload.data() + (number % slots) * work.payload;
+        headers[f] = {static_cast<uint32_t>(number), crc32_gzip_refl(0, p, work.payload)};
+        iov[2 * f] = {headers[f].data(), LeastWork::kHeader};
+        iov[2 * f + 1] = {p, work.payload};
+      }
+    }
     int n = sendmmsg(tx.fd, msgs.data(), 32, 0);
-    if (n > 0) sent += static_cast<size_t>(n) * size;
+    if (n > 0) sent += static_cast<size_t>(n) * (work.payload > 0 ? work.per_datagram * work.payload : size);
   }
   uint8_t end = 0;
   for (int i = 0; i < 50; ++i) sendto(tx.fd, &end, 1, 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
@@ -172,10 +221,10 @@ inline double raw_throughput(Socket rx, Socket tx, sockaddr_in to, size_t size, 
 }
 
 // The same between two processes on the loopback.
-inline double raw_throughput(size_t size, size_t bytes) {
+inline double raw_throughput(size_t size, size_t bytes, LeastWork work = {}) {
   Socket rx = udp_socket();
   Socket tx = udp_socket();
-  return raw_throughput(rx, tx, loopback(rx.port), size, bytes);
+  return raw_throughput(rx, tx, loopback(rx.port), size, bytes, work);
 }
 
 // Raw UDP round trips of `size` bytes between two processes.
