@@ -831,6 +831,43 @@ TEST(TtLink, AResentFrameIsAcknowledgedAtOnce) {
   auto answer = p.take(p.b);
   ASSERT_EQ(answer.size(), 1u);
   EXPECT_FALSE(answer[0].lazy) << "the answer to a resent frame wakes its sender";
+  int acks = 0;
+  parse_datagram(answer[0].to_bytes(), [&](const ParsedFrame& f) {
+    if (f.header.type != FrameType::kAck) return;
+    ++acks;
+    EXPECT_NE(f.header.flags & kFlagAnswer, 0) << "and says it answers the resend, to be timed from it";
+  });
+  EXPECT_EQ(acks, 1);
+}
+
+// A receiver that slept through the sender's timeout takes the frames and the resend that
+// asks for them in one go: its acknowledgement answers the frames' first sending, and is timed
+// from it (the round trip that grew), not from the resend (which would teach a timeout
+// shorter than the receiver's sleep, and fire it again).
+TEST(TtLink, AnAcknowledgementOfFramesTakenLateWithTheirResendIsNoAnswer) {
+  LinkConfig cfg;
+  cfg.ack_delay = 1ms;
+  ManualPair p(cfg);
+  ASSERT_TRUE(p.a.up() && p.b.up());
+  ASSERT_TRUE(p.a.send(0x1000, pattern(0, 64)));
+  auto late = p.take(p.a);  // on its way to a receiver that sleeps
+  ASSERT_EQ(late.size(), 1u);
+  p.now = *p.a.next_deadline();
+  p.a.on_timer(p.now);
+  auto probe = p.take(p.a);
+  ASSERT_EQ(probe.size(), 1u);
+  EXPECT_EQ(p.ca.retransmits, 1u);
+  for (const auto* d : {&late[0], &probe[0]}) p.b.on_datagram(d->to_bytes(), p.now);
+  auto ack = p.take(p.b);
+  ASSERT_EQ(ack.size(), 1u) << "a duplicate is acknowledged at once";
+  int acks = 0;
+  parse_datagram(ack[0].to_bytes(), [&](const ParsedFrame& f) {
+    if (f.header.type != FrameType::kAck) return;
+    ++acks;
+    EXPECT_EQ(f.header.rx_seq, 1);
+    EXPECT_EQ(f.header.flags & kFlagAnswer, 0) << "it covers a frame taken in order since the last acknowledgement";
+  });
+  EXPECT_EQ(acks, 1);
 }
 
 // A held acknowledgement may sit unread until the sender wakes, up to its retransmission

@@ -172,12 +172,16 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
     }
     ack_pending_ = true;
     // A frame sent again (a gap filled, a tail resent after a timeout): its sender waits to hear.
-    if (f.header.flags & kFlagResent) ack_now_ = answers_resend_ = true;
+    if (f.header.flags & kFlagResent) {
+      ack_now_ = answers_resend_ = true;
+    } else {
+      fresh_since_ack_ = true;
+    }
   } else if (seq < expected_) {
     add(c_.duplicates);
     // A frame sent again asks where we are (a timeout, or a NACK's echo): answer at once.
     ack_pending_ = ack_now_ = true;
-    if (f.header.flags & kFlagResent) answers_resend_ = true;
+    if ((f.header.flags & kFlagResent) && !fresh_since_ack_) answers_resend_ = true;
   } else {
     // A gap: ask for the missing frame with every acknowledgement until it is filled (one per
     // batch of datagrams; the sender tells echoes from news), and hold this frame meanwhile,
@@ -289,7 +293,7 @@ void TtLink::new_peer_session(Time now) {
   }
   holding_ = 0;
   expected_ = 0;
-  ack_pending_ = nack_pending_ = ack_now_ = answers_resend_ = false;
+  ack_pending_ = nack_pending_ = ack_now_ = answers_resend_ = fresh_since_ack_ = false;
   unacked_rx_ = 0;
   unacked_rx_bytes_ = 0;
   ack_deadline_.reset();
@@ -303,13 +307,16 @@ void TtLink::on_ack(uint64_t ack, bool nack, bool held, bool answer, Time now) {
   if (ack < base_ || ack > next_) return;  // not within what we sent
   if (ack != base_) {
     const Outgoing& newest = unacked_[ack - base_ - 1];
-    if (newest.transmissions == 1) {  // Karn: time only frames sent once
-      // An answer to a resend (a probe after a timeout, a frame a NACK asked for) is timed
-      // from the resend: the frames it covers may have waited at the receiver behind the gap
-      // the resend filled, and timed from their sending a round trip would count the whole
-      // time the gap was open. A timeout learnt from that makes the next gap as long (at 10 %
-      // frame errors a stream crept at 0.2 MB/s, its timeouts at 500 ms). Any other
-      // acknowledgement answers the frames' first sending, however late (a busy receiver).
+    // Karn: time only frames sent once. An answer to a resend (a probe after a timeout, a
+    // frame a NACK asked for) is timed from the resend: the frames it covers may have waited
+    // at the receiver behind the gap the resend filled, and timed from their sending a round
+    // trip would count the whole time the gap was open. A timeout learnt from that makes the
+    // next gap as long (at 10 % frame errors a stream crept at 0.2 MB/s, its timeouts at
+    // 500 ms). Any other acknowledgement answers the frames' first sending, however late (a
+    // busy receiver). An answer while the oldest frame was resent more than once may answer
+    // any of its resends: not timed.
+    const bool ambiguous = answer && unacked_.front().transmissions > 2;
+    if (newest.transmissions == 1 && !ambiguous) {
       Duration sample = now - (answer ? std::max(newest.sent, last_resent_) : newest.sent);
       // A held acknowledgement may have waited for us to wake, up to this timeout: taken as
       // it comes, each would raise the next timeout by as much, without bound. It may lower
@@ -447,6 +454,7 @@ void TtLink::go_down(Time now) {
   ask_ = false;
   probe_end_.reset();
   cursor_ = base_;
+  answers_resend_ = false;  // what comes back up is no answer to a resend of before
   hello_now(now);
 }
 
@@ -628,7 +636,7 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
     }
     if (nack_pending_) add(c_.nacks_tx);
     if (!hold) {
-      ack_pending_ = ack_now_ = answers_resend_ = false;
+      ack_pending_ = ack_now_ = answers_resend_ = fresh_since_ack_ = false;
       ack_deadline_.reset();
       // What the peer may not have read yet still counts toward the quarter window: a peer
       // asleep on a full window is woken by the next urgent acknowledgement. Only an

@@ -255,7 +255,11 @@ class TtLink {
   uint64_t expected_ = 0;
   bool ack_pending_ = false, nack_pending_ = false;
   bool ack_now_ = false;  // a duplicate came: the sender is asking, the acknowledgement waits for nothing
-  bool answers_resend_ = false;  // a resent frame came: the next acknowledgement answers it (kFlagAnswer)
+  // A resent frame came, and no frame sent once came in order before it since our last
+  // acknowledgement: the next acknowledgement answers the resend (kFlagAnswer). One that also
+  // covers frames a sleeping receiver took late answers their first sending, not the resend.
+  bool answers_resend_ = false;
+  bool fresh_since_ack_ = false;  // a frame sent once came in order since our last acknowledgement
   uint32_t unacked_rx_ = 0;  // data frames accepted since our last acknowledgement
   size_t unacked_rx_bytes_ = 0;  // and their payload bytes
   std::optional<Time> ack_deadline_;

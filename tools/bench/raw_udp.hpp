@@ -120,8 +120,11 @@ inline sockaddr_in loopback(uint16_t port) {
 // each side cycles through 4 MiB of its own memory. No acknowledgements, windows or resends.
 struct LeastWork {
   size_t payload = 0;  // 0: nothing (raw)
-  size_t per_datagram = 1;
+  size_t per_datagram = 1;  // at most kMaxFrames
   static constexpr size_t kHeader = 8;
+  // As many frames as TT-link packs at most (three pieces a frame, 1024 a datagram); two
+  // iovecs a frame stay within the kernel's 1024 (UIO_MAXIOV).
+  static constexpr size_t kMaxFrames = 341;
   static constexpr size_t kMemory = size_t{4} << 20;
   size_t datagram() const { return per_datagram * (kHeader + payload); }
 };
@@ -131,6 +134,7 @@ struct LeastWork {
 // from `tx` to `to` in datagrams of `size` with sendmmsg (with `work`, datagrams of its frames).
 // Both sockets are closed. Returns received payload bytes per second (0 if a CRC failed).
 inline double raw_throughput(Socket rx, Socket tx, sockaddr_in to, size_t size, size_t bytes, LeastWork work = {}) {
+  work.per_datagram = std::clamp<size_t>(work.per_datagram, 1, LeastWork::kMaxFrames);
   if (work.payload > 0) size = work.datagram();
   const size_t frame = LeastWork::kHeader + work.payload;
   const size_t slots = work.payload > 0 ? LeastWork::kMemory / work.payload : 0;
