@@ -471,6 +471,7 @@ TEST(Campaign, ThePlantedDefectIsFoundAndShrunkToItsOneFault) {
     EXPECT_NE(s["faults"][0].get<std::string>().find("what M0D0P2 sends"), std::string::npos) << s.dump();
     // The shrunk line reproduces the failure with the planted build: acknowledged bytes corrupted.
     std::vector<std::string> line = words(s["sim"].get<std::string>());
+    EXPECT_EQ(line[0], "ttemu_planted") << "the line names the binary that reproduces it";
     line[0] = TTEMU_PLANTED_BINARY;
     const RunResult again = run(line);
     const auto result = nlohmann::json::parse(again.stdout_text.substr(0, again.stdout_text.find('\n')));

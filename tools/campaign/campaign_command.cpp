@@ -67,6 +67,10 @@ struct Ran {
   std::vector<json> results, events;
 };
 
+// The binary's name, as the lines that reproduce a run print it: `ttemu`, or `ttemu_planted`
+// for the campaign that must find the planted defect, whose runs only that binary reproduces.
+std::string program() { return fs::path(launcher::self_exe()).filename().string(); }
+
 // The processes engine: a launch whose client runs the traffic and the faults (run.sh). The
 // event log is moved to dir/events.jsonl; at the bound, the hung system's routers (ttemu
 // snapshot) are kept in dir/state.json and its status in dir/status.json before the launcher
@@ -97,7 +101,7 @@ Ran run_processes(const RunPlan& p, const fs::path& dir, double limit_s) {
   ran.results = json_lines(dir / "stdout.jsonl");
   ran.events = json_lines(dir / "events.jsonl");
   ran.verdict = judge(p.scenario, p.retry, ran.child.exit_status, ran.child.timed_out, ran.results, ran.events, slurp(dir / "stderr.txt"), left);
-  ran.sim_line = {"ttemu"};
+  ran.sim_line = {program()};
   ran.sim_line.insert(ran.sim_line.end(), pr.args.begin(), pr.args.end());
   return ran;
 }
@@ -113,7 +117,7 @@ Ran run_in(const RunPlan& p, const fs::path& dir, double limit_s, bool trace, bo
   ran.results = json_lines(dir / "stdout.jsonl");
   ran.events = json_lines(dir / "events.jsonl");
   ran.verdict = judge(p.scenario, p.retry, ran.child.exit_status, ran.child.timed_out, ran.results, ran.events, slurp(dir / "stderr.txt"));
-  ran.sim_line = {"ttemu"};
+  ran.sim_line = {program()};
   ran.sim_line.insert(ran.sim_line.end(), args.begin(), args.end());
   return ran;
 }
@@ -133,7 +137,7 @@ json run_one(const Campaign& c, const Run& r, const fs::path& out, bool keep, bo
   const Verdict& v = ran.verdict;
   json j{{"id", r.id}, {"topology", p.topology}, {"workload", r.workload}, {"pattern", p.workload.pattern}, {"op", p.workload.op},
          {"scenario", p.scenario.name}, {"seed", r.seed}, {"pass", v.pass}, {"invariant", v.invariant}, {"reason", v.reason},
-         {"seconds", ran.child.seconds}, {"reproduce", shell_line({"ttemu", "campaign", c.file, "--run", std::to_string(r.id)})},
+         {"seconds", ran.child.seconds}, {"reproduce", shell_line({program(), "campaign", c.file, "--run", std::to_string(r.id)})},
          {"sim", shell_line(ran.sim_line)}, {"engine", processes ? "processes" : "sim"},
          {"figures", summarise_run(p.scenario, ran.results, ran.events)}};
   if (p.scenario.swarm) j["schedule"] = described(p.schedule);
