@@ -285,7 +285,7 @@ void TtLink::new_peer_session(Time now) {
   last_nacked_base_.reset();
   resend_base_ = false;
   consecutive_timeouts_ = wire_timeouts_ = 0;
-  srtt_ = rttvar_ = Duration{0};
+  srtt_ = rttvar_ = min_rtt_ = Duration{0};
   rto_ = cfg_.initial_rto;
   for (Held& h : held_) {
     if (h.valid) pool_->give(std::move(h.bytes));
@@ -312,18 +312,26 @@ void TtLink::on_ack(uint64_t ack, bool nack, bool held, bool answer, Time now) {
     // at the receiver behind the gap the resend filled, and timed from their sending a round
     // trip would count the whole time the gap was open. A timeout learnt from that makes the
     // next gap as long (at 10 % frame errors a stream crept at 0.2 MB/s, its timeouts at
-    // 500 ms). Any other acknowledgement answers the frames' first sending, however late (a
-    // busy receiver). An answer while the oldest frame was resent more than once may answer
-    // any of its resends: not timed.
+    // 500 ms). An answer while the oldest frame was resent more than once may answer any of
+    // its resends: not timed. Any other acknowledgement after a resend answers the frames'
+    // first sending (a busy receiver took them late) or follows answers that were lost:
+    // timed from the resend unless it came faster than any round trip yet, which only the
+    // first can.
     const bool ambiguous = answer && unacked_.front().transmissions > 2;
     if (newest.transmissions == 1 && !ambiguous) {
-      Duration sample = now - (answer ? std::max(newest.sent, last_resent_) : newest.sent);
+      Duration sample = now - newest.sent;
+      if (answer) {
+        sample = now - std::max(newest.sent, last_resent_);
+      } else if (last_resent_ > newest.sent && now - last_resent_ >= min_rtt_) {
+        sample = now - last_resent_;
+      }
       // A held acknowledgement may have waited for us to wake, up to this timeout: taken as
       // it comes, each would raise the next timeout by as much, without bound. It may lower
       // the estimate, never raise it (the peer's hold is in peer_ack_delay already); a first
       // one counts as at most that hold.
       if (held && !srtt_.count()) sample = std::min(sample, std::max(cfg_.peer_ack_delay, Duration{1}));
       if (!(held && srtt_.count() && sample > srtt_)) {
+        min_rtt_ = min_rtt_.count() ? std::min(min_rtt_, sample) : sample;
         if (srtt_.count() == 0) {
           srtt_ = sample;
           rttvar_ = sample / 2;

@@ -241,6 +241,7 @@ class TtLink {
   // there); one in between resends the new oldest frame to ask again.
   std::optional<uint64_t> probe_end_;
   Time last_resent_{};  // when a frame was last sent again
+  Duration min_rtt_{0};  // the shortest round trip sampled (0: none yet)
 
   // Receiver. Frames that arrive after a gap are held (up to a window's worth) until the gap
   // is filled, then delivered in order: the sender resends only what is missing.

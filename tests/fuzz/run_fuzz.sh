@@ -8,7 +8,7 @@ set -euo pipefail
 src=$1 out=$2 secs=${3:-20} target=${4:-frame}
 case $target in
   frame)
-    sources=("$src/tests/fuzz/frame_fuzz.cpp" "$src/emulator/link/frame.cpp" "$src/emulator/link/tt_link.cpp"
+    sources=("$src/tests/fuzz/frame_fuzz.cpp" "$src/emulator/link/frame.cpp" "$src/emulator/link/tt_link.cpp" "$src/emulator/link/planted_defect.cpp"
              "$src/emulator/link/fault_injector.cpp")
     libs=(-lisal) watch=("$src/emulator/link") flags=() seeds=() ;;
   control)
