@@ -27,8 +27,9 @@ enum FrameFlags : uint8_t {
   // sleep until it hears back: the receiver acknowledges at once, waking it.
   kFlagResent = 0x04,
   // On a DATA or ACK frame: its rx_seq answers a frame flagged kFlagResent, at once. The
-  // sender times the round trip from its resend, not from the first sending of the frames it
-  // covers: those may have waited at the receiver behind the gap the resend filled.
+  // sender takes no round trip from it: timed from the first sending of the frames it covers
+  // (which may have waited at the receiver behind the gap the resend filled) it is far too
+  // long, timed from the resend too short.
   kFlagAnswer = 0x08,
 };
 

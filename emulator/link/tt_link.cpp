@@ -307,24 +307,20 @@ void TtLink::on_ack(uint64_t ack, bool nack, bool held, bool answer, Time now) {
   if (ack < base_ || ack > next_) return;  // not within what we sent
   if (ack != base_) {
     const Outgoing& newest = unacked_[ack - base_ - 1];
-    // Karn: time only frames sent once. An answer to a resend (a probe after a timeout, a
-    // frame a NACK asked for) is timed from the resend: the frames it covers may have waited
-    // at the receiver behind the gap the resend filled, and timed from their sending a round
-    // trip would count the whole time the gap was open. A timeout learnt from that makes the
-    // next gap as long (at 10 % frame errors a stream crept at 0.2 MB/s, its timeouts at
-    // 500 ms). An answer while the oldest frame was resent more than once may answer any of
-    // its resends: not timed. Any other acknowledgement after a resend answers the frames'
-    // first sending (a busy receiver took them late) or follows answers that were lost:
-    // timed from the resend unless it came faster than any round trip yet, which only the
-    // first can.
-    const bool ambiguous = answer && unacked_.front().transmissions > 2;
-    if (newest.transmissions == 1 && !ambiguous) {
+    // Karn: time only frames sent once, and never an answer to a resend (a probe after a
+    // timeout, a frame a NACK asked for; the receiver flags it). The frames an answer covers
+    // may have waited at the receiver behind the gap the resend filled: timed from their
+    // sending, the sample counts the whole time the gap was open, the timeout grows by as
+    // much and the next gap lasts as long (at 10 % frame errors a stream crept at 0.2 MB/s,
+    // its timeouts at 500 ms). Timed from the resend, it is a lone frame's round trip, which
+    // skips the backlog the oldest frame's acknowledgement waits behind: under load the
+    // timeout shrank below that and links all over a Galaxy timed out onto their fallback
+    // channels. Another acknowledgement after a resend answers the frames' first sending (a
+    // busy receiver took them late) or follows answers that were lost: timed from the resend
+    // unless it came faster than any round trip yet, which only the first can.
+    if (newest.transmissions == 1 && !answer) {
       Duration sample = now - newest.sent;
-      if (answer) {
-        sample = now - std::max(newest.sent, last_resent_);
-      } else if (last_resent_ > newest.sent && now - last_resent_ >= min_rtt_) {
-        sample = now - last_resent_;
-      }
+      if (last_resent_ > newest.sent && now - last_resent_ >= min_rtt_) sample = now - last_resent_;
       // A held acknowledgement may have waited for us to wake, up to this timeout: taken as
       // it comes, each would raise the next timeout by as much, without bound. It may lower
       // the estimate, never raise it (the peer's hold is in peer_ack_delay already); a first
