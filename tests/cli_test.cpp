@@ -376,14 +376,17 @@ TEST(Campaign, AFailingRunPrintsALineThatReproducesIt) {
 
 // A run past its bound is a hang: it fails as one, and keeps where it stopped - every chip's
 // routing buffers, credits and links, and the event log up to then. (A Galaxy all_to_all of
-// 100 writes per pair takes the simulator seconds; the bound is 1. Where exactly it stops
+// 300 writes per pair takes the simulator seconds; the bound is 1. The writes are small: set-up
+// zeroes each chip's L1 for them, and with 100 writes of 4 KiB it took 2.6 s alone here, over
+// the 5 s grace after the bound on a loaded machine, which killed the run with its files
+// empty. Where exactly it stops
 // depends on the machine's speed - on a slow one, while the system is still being set up,
 // before any link is up - so neither what the buffers hold nor the links' states are asserted
 // here: the processes engine's test, Fabric.AHungRunKeepsItsRoutersState, asserts a stalled FVC.)
 TEST(Campaign, ARunPastItsBoundKeepsEveryChipsStateWhereItStopped) {
   TempDir dir;
   write_file(dir / "c.yaml",
-             "name: hang\ntopologies: [galaxy]\nseeds: [1]\nlimit_s: 1\nworkloads: [{pattern: all_to_all, count: 100}]\n"
+             "name: hang\ntopologies: [galaxy]\nseeds: [1]\nlimit_s: 1\nworkloads: [{pattern: all_to_all, count: 300, size: 256}]\n"
              "scenarios:\n  - {name: clean}\n");
   const std::string out = (dir / "out").string();
   RunResult r = ttemu({"campaign", (dir / "c.yaml").string(), "--out", out});
