@@ -267,6 +267,28 @@ TEST(TtLink, ALostFrameCostsOneRetransmissionNotTheWindowBehindIt) {
   EXPECT_LE(p.ca_.retransmits, 3 * lost) << lost << " frames lost";
 }
 
+// A gap is NACKed once, not with every batch of datagrams that arrives while it is open:
+// each NACK is an urgent datagram and a wake-up of the sender, which resends for the first
+// and takes the rest for echoes (at 4 KiB frames in processes, twelve of them per loss).
+TEST(TtLink, AGapIsNackedOnceNotWithEveryBatchThatArrivesWhileItIsOpen) {
+  DirectionFaults faults;
+  faults.corrupt = 0.002;
+  LinkConfig cfg;
+  cfg.ack_delay = 1ms;  // as chip processes have it: a pure acknowledgement may wait
+  cfg.max_datagram = 4 * (kFrameOverhead + 1024);  // a window spans 16 datagrams
+  Pair p(11, faults, {}, cfg);
+  p.ab_.per_kib = 200ns;  // which arrive one after another
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(50000, 1024));
+  EXPECT_EQ(p.corrupt_, 0u) << "exactly once, in order, bit-exact";
+  const uint64_t gaps = p.cb_.crc_errors;
+  ASSERT_GT(gaps, 20u);
+  EXPECT_GT(p.cb_.out_of_order, 8 * gaps) << "each gap stays open while many datagrams arrive";
+  EXPECT_LE(p.cb_.nacks_tx, 2 * gaps) << gaps << " gaps";
+  EXPECT_LE(p.ca_.retransmits, 2 * gaps) << "each gap still costs about one frame";
+  EXPECT_LE(p.ca_.timeouts, gaps / 10) << "and is found by its NACK, not by a timeout";
+}
+
 // On a busy host a receiver may not run for longer than the retransmission timeout: its
 // acknowledgements come late, not never. Each timeout then costs the sender one frame, not
 // its whole window, and the stream is still exact.

@@ -170,6 +170,8 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
       accept_in_order(h.dest_addr, h.bytes);
       pool_->give(std::move(h.bytes));
     }
+    // The gap is closed; frames still held lie behind a new one, to be asked for at once.
+    nack_pending_ = nack_urgent_ = holding_ > 0;
     ack_pending_ = true;
     // A frame sent again (a gap filled, a tail resent after a timeout): its sender waits to hear.
     if (f.header.flags & kFlagResent) {
@@ -183,11 +185,15 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
     ack_pending_ = ack_now_ = true;
     if ((f.header.flags & kFlagResent) && !fresh_since_ack_) answers_resend_ = true;
   } else {
-    // A gap: ask for the missing frame with every acknowledgement until it is filled (one per
-    // batch of datagrams; the sender tells echoes from news), and hold this frame meanwhile,
-    // so that the sender need resend only what is missing.
+    // A gap: ask for the missing frame with every acknowledgement until it is filled (the
+    // sender tells echoes from news), and hold this frame meanwhile, so that the sender need
+    // resend only what is missing. Only a gap's first NACK is urgent, and one after another
+    // half window came in past it (that NACK, or the resend it asked for, was lost); the
+    // rest ride on what goes anyway or wait out the ack delay. Each urgent one is a datagram
+    // and a wake-up of the sender: with one per batch, twelve per loss at 4 KiB frames.
     add(c_.out_of_order);
     nack_pending_ = ack_pending_ = true;
+    if (nacked_gap_ != expected_ || ++past_nack_ >= cfg_.window / 2u) nack_urgent_ = true;
     // Sequence numbers within a window of expected_ map one to one onto the slots, and a held
     // frame is delivered as soon as expected_ reaches it: a valid slot holds this very frame.
     if (seq - expected_ < held_.size()) {
@@ -293,7 +299,9 @@ void TtLink::new_peer_session(Time now) {
   }
   holding_ = 0;
   expected_ = 0;
-  ack_pending_ = nack_pending_ = ack_now_ = answers_resend_ = fresh_since_ack_ = false;
+  nacked_gap_ = ~uint64_t{0};
+  past_nack_ = 0;
+  ack_pending_ = nack_pending_ = nack_urgent_ = ack_now_ = answers_resend_ = fresh_since_ack_ = false;
   unacked_rx_ = 0;
   unacked_rx_bytes_ = 0;
   ack_deadline_.reset();
@@ -553,7 +561,7 @@ bool TtLink::ack_urgent() const {
   // window at a time.
   const bool quarter = unacked_rx_ >= cfg_.window / 4u ||
                        (cfg_.window_bytes > 0 && unacked_rx_bytes_ >= cfg_.window_bytes / 4);
-  return nack_pending_ || ack_now_ || cfg_.ack_delay.count() == 0 || quarter;
+  return nack_urgent_ || ack_now_ || cfg_.ack_delay.count() == 0 || quarter;
 }
 
 bool TtLink::ack_due(Time now) const {
@@ -638,7 +646,13 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
         if (lazy && !packing_.empty()) packing_.lazy = true;
       }
     }
-    if (nack_pending_) add(c_.nacks_tx);
+    // A NACK waits with a held acknowledgement (only an urgent one never waits).
+    if (nack_pending_ && (sent || acked)) {
+      add(c_.nacks_tx);
+      nacked_gap_ = expected_;
+      past_nack_ = 0;
+      nack_pending_ = nack_urgent_ = false;
+    }
     if (!hold) {
       ack_pending_ = ack_now_ = answers_resend_ = fresh_since_ack_ = false;
       ack_deadline_.reset();
@@ -647,7 +661,6 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
       // acknowledgement that wakes it (a data frame's, or a pure one not lazy) starts it afresh.
       if (sent || (acked && !lazy)) unacked_rx_ = 0, unacked_rx_bytes_ = 0;
     }
-    nack_pending_ = false;
     if (base_ != next_) arm_rto(now);
   }
   flush_datagram(now);

@@ -134,7 +134,7 @@ class TtLink {
   bool send_framed(uint32_t dest_addr, std::vector<uint8_t>&& framed);
   // True when a gap was seen and its NACK should leave without waiting for the rest of a
   // receive batch.
-  bool nack_pending() const { return nack_pending_; }
+  bool nack_pending() const { return nack_urgent_; }
   // True when every frame sent has been acknowledged.
   bool drained() const { return base_ == next_; }
   size_t unacked_bytes() const { return unacked_bytes_; }  // payload bytes sent and not acknowledged
@@ -255,6 +255,9 @@ class TtLink {
   size_t holding_ = 0;
   uint64_t expected_ = 0;
   bool ack_pending_ = false, nack_pending_ = false;
+  bool nack_urgent_ = false;            // the pending NACK may not wait (ack_urgent)
+  uint64_t nacked_gap_ = ~uint64_t{0};  // expected_ when the last NACK went
+  uint32_t past_nack_ = 0;              // frames held since that NACK
   bool ack_now_ = false;  // a duplicate came: the sender is asking, the acknowledgement waits for nothing
   // A resent frame came, and no frame sent once came in order before it since our last
   // acknowledgement: the next acknowledgement answers the resend (kFlagAnswer). One that also
