@@ -188,12 +188,12 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
     // A gap: ask for the missing frame with every acknowledgement until it is filled (the
     // sender tells echoes from news), and hold this frame meanwhile, so that the sender need
     // resend only what is missing. Only a gap's first NACK is urgent, and one after another
-    // half window came in past it (that NACK, or the resend it asked for, was lost); the
+    // quarter window came in past it (that NACK, or the resend it asked for, was lost); the
     // rest ride on what goes anyway or wait out the ack delay. Each urgent one is a datagram
-    // and a wake-up of the sender: with one per batch, twelve per loss at 4 KiB frames.
+    // and a wake-up of the sender: with one per batch, twelve per loss at 4 KiB frames, now about three.
     add(c_.out_of_order);
     nack_pending_ = ack_pending_ = true;
-    if (nacked_gap_ != expected_ || ++past_nack_ >= cfg_.window / 2u) nack_urgent_ = true;
+    if (nacked_gap_ != expected_ || ++past_nack_ >= cfg_.window / 4u) nack_urgent_ = true;
     // Sequence numbers within a window of expected_ map one to one onto the slots, and a held
     // frame is delivered as soon as expected_ reaches it: a valid slot holds this very frame.
     if (seq - expected_ < held_.size()) {
