@@ -100,6 +100,19 @@ class Pair {
     b_.recycle(out);
   }
 
+  // As a chip node does after each datagram with deliver_after_ack: if b released frames
+  // held behind a gap, its acknowledgement goes on the wire, then they are delivered.
+  void answer_then_deliver() {
+    if (!b_.released()) return;
+    std::vector<wire::Datagram> out;
+    b_.poll_transmit(now_, out);
+    for (auto& d : out) send_on(ba_, d.to_bytes());
+    b_.recycle(out);
+    acked_before_delivered_ = std::max<uint64_t>(acked_before_delivered_, cb_.frames_rx - received_);
+    b_.deliver_released();
+    EXPECT_EQ(received_, cb_.frames_rx) << "every frame acknowledged is delivered";
+  }
+
   // Moves the clock to the next event and handles it; false if nothing is scheduled.
   bool advance(Time limit) {
     std::optional<Time> t;
@@ -113,6 +126,7 @@ class Pair {
       while (!w->in_flight.empty() && w->in_flight.front().first <= now_) {
         to.on_datagram(w->in_flight.front().second, now_);
         w->in_flight.pop_front();
+        if (&to == &b_) answer_then_deliver();
       }
       while (!w->late.empty() && w->late.begin()->first <= now_) {
         to.on_datagram(w->late.begin()->second, now_);
@@ -146,6 +160,7 @@ class Pair {
   Wire ab_, ba_;
   Time now_{1s};
   uint32_t sent_ = 0, received_ = 0, corrupt_ = 0;
+  uint64_t acked_before_delivered_ = 0;  // the most frames b acknowledged before delivering them
   std::function<void()> on_pump_;  // runs after every pump of a stream
   std::vector<uint64_t> trace_;
 
@@ -328,6 +343,31 @@ TEST(TtLink, AtAFrameErrorRateOf1e3AStreamTakesAtMostOnePerCentLonger) {
   EXPECT_EQ(lossy.timeouts, 0u);
   EXPECT_LE(lossy.retransmits, lossy.crc_errors + lossy.crc_errors / 10);
   EXPECT_GE(clean_ms / lossy_ms, 0.99) << clean_ms << " ms clean, " << lossy_ms << " ms lossy";
+}
+
+// With deliver_after_ack (as chip nodes run their links), the frames held behind a gap are
+// acknowledged as soon as the resend fills it, and delivered once that acknowledgement is on
+// the wire: the sender, whose window they held full, refills it meanwhile, instead of both
+// CPUs taking turns for a window's work (over UDP at FER 1e-3 the paired goodput ratio went
+// from 0.87 to 0.95, medians of 20 pairs). Still exactly once, in order, bit-exact.
+TEST(TtLink, FramesHeldBehindAGapAreAcknowledgedBeforeTheyAreDelivered) {
+  DirectionFaults faults;
+  faults.corrupt = 0.002;
+  LinkConfig cfg;
+  cfg.deliver_after_ack = true;
+  Pair p(11, faults, {}, cfg);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(50000, 1024));
+  EXPECT_EQ(p.received_, 50000u);
+  EXPECT_EQ(p.corrupt_, 0u) << "exactly once, in order, bit-exact";
+  ASSERT_GT(p.cb_.crc_errors, 20u);
+  EXPECT_GT(p.acked_before_delivered_, 10u) << "an acknowledgement covered frames held behind a gap before they were delivered";
+  // Without it, everything is delivered before the acknowledgement that covers it.
+  Pair at_once(11, faults);
+  ASSERT_TRUE(at_once.wait_up());
+  ASSERT_TRUE(at_once.stream(50000, 1024));
+  EXPECT_EQ(at_once.corrupt_, 0u);
+  EXPECT_EQ(at_once.acked_before_delivered_, 0u);
 }
 
 // On a busy host a receiver may not run for longer than the retransmission timeout: its

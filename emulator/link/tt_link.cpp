@@ -112,6 +112,7 @@ bool TtLink::accept(uint32_t dest_addr, std::vector<uint8_t>&& framed) {
 }
 
 void TtLink::on_datagram(std::span<const uint8_t> datagram, Time now) {
+  deliver_released();  // a caller that did not: what was released goes before what arrives
   add(c_.datagrams_rx);
   uint64_t frames = 0;  // counted once per datagram, not per frame
   ParseResult r = parse_datagram(datagram, [&](const ParsedFrame& f) {
@@ -160,18 +161,29 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
   if (!data) return;
   const uint64_t seq = tx;
   if (seq == expected_) {
-    accept_in_order(f.header.dest_addr, f.payload);
-    // Frames held since the gap this one filled follow it, in order.
-    while (holding_ > 0) {
+    if (expected_ - delivered_ >= held_.size()) deliver_released();  // no slot left for it
+    if (delivered_ == expected_) {
+      accept_in_order(f.header.dest_addr, f.payload);
+    } else {
+      hold(seq, f.header.dest_addr, f.payload);  // behind released frames not yet delivered
+      accept_held();
+    }
+    // Frames held since the gap this one filled follow it, in order: delivered now, or, with
+    // deliver_after_ack, acknowledged now and delivered by deliver_released().
+    while (holding_ > expected_ - delivered_) {
       Held& h = held_[expected_ % held_.size()];
       if (!h.valid || h.seq != expected_) break;
+      if (cfg_.deliver_after_ack) {
+        accept_held();
+        continue;
+      }
       h.valid = false;
       --holding_;
       accept_in_order(h.dest_addr, h.bytes);
       pool_->give(std::move(h.bytes));
     }
     // The gap is closed; frames still held lie behind a new one, to be asked for at once.
-    nack_pending_ = nack_urgent_ = holding_ > 0;
+    nack_pending_ = nack_urgent_ = holding_ > expected_ - delivered_;
     ack_pending_ = true;
     // A frame sent again (a gap filled, a tail resent after a timeout): its sender waits to hear.
     if (f.header.flags & kFlagResent) {
@@ -194,25 +206,46 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
     add(c_.out_of_order);
     nack_pending_ = ack_pending_ = true;
     if (nacked_gap_ != expected_ || ++past_nack_ >= cfg_.window / 4u) nack_urgent_ = true;
-    // Sequence numbers within a window of expected_ map one to one onto the slots, and a held
-    // frame is delivered as soon as expected_ reaches it: a valid slot holds this very frame.
-    if (seq - expected_ < held_.size()) {
-      Held& h = held_[seq % held_.size()];
-      if (!h.valid) {
-        h.valid = true;
-        h.seq = seq;
-        h.dest_addr = f.header.dest_addr;
-        h.bytes = pool_->take();
-        h.bytes.assign(f.payload.begin(), f.payload.end());  // the loss path's one extra copy
-        ++holding_;
-      }
-    }
+    // Sequence numbers within a window of the oldest frame not yet delivered map one to one
+    // onto the slots, and a held frame is delivered as soon as that reaches it: a valid slot
+    // holds this very frame.
+    if (seq - delivered_ < held_.size() && !held_[seq % held_.size()].valid) hold(seq, f.header.dest_addr, f.payload);
+  }
+}
+
+void TtLink::hold(uint64_t seq, uint32_t dest_addr, std::span<const uint8_t> payload) {
+  Held& h = held_[seq % held_.size()];
+  h.valid = true;
+  h.seq = seq;
+  h.dest_addr = dest_addr;
+  h.bytes = pool_->take();
+  h.bytes.assign(payload.begin(), payload.end());  // the loss path's one extra copy
+  ++holding_;
+}
+
+void TtLink::accept_held() {
+  const size_t bytes = held_[expected_ % held_.size()].bytes.size();
+  ++expected_;
+  ++unacked_rx_;
+  unacked_rx_bytes_ += bytes;
+  add(c_.frames_rx);
+  add(c_.bytes_rx, bytes);
+}
+
+void TtLink::deliver_released() {
+  for (; delivered_ != expected_; ++delivered_) {
+    Held& h = held_[delivered_ % held_.size()];
+    h.valid = false;
+    --holding_;
+    if (deliver_) deliver_(h.dest_addr, h.bytes);
+    pool_->give(std::move(h.bytes));
   }
 }
 
 void TtLink::accept_in_order(uint32_t dest_addr, std::span<const uint8_t> payload) {
   if (deliver_) deliver_(dest_addr, payload);
   ++expected_;
+  ++delivered_;
   ++unacked_rx_;
   unacked_rx_bytes_ += payload.size();
   add(c_.frames_rx);
@@ -264,6 +297,7 @@ void TtLink::proved() {
 }
 
 void TtLink::new_peer_session(Time now) {
+  deliver_released();  // acknowledged to the old session: the routing layer gets them
   std::rotate(left_nonces_.rbegin(), left_nonces_.rbegin() + 1, left_nonces_.rend());
   left_nonces_[0] = peer_nonce_;
   add(c_.peer_restarts);
@@ -298,7 +332,7 @@ void TtLink::new_peer_session(Time now) {
     h.valid = false;
   }
   holding_ = 0;
-  expected_ = 0;
+  expected_ = delivered_ = 0;
   nacked_gap_ = ~uint64_t{0};
   past_nack_ = 0;
   ack_pending_ = nack_pending_ = nack_urgent_ = ack_now_ = answers_resend_ = fresh_since_ack_ = false;
@@ -390,6 +424,7 @@ void TtLink::on_ack(uint64_t ack, bool nack, bool held, bool answer, Time now) {
 }
 
 void TtLink::on_timer(Time now) {
+  deliver_released();
   if (const auto k = keepalive_deadline(); k && now >= *k) verify(now);
   if (state_ != LinkState::kUp && hello_deadline_ && now >= *hello_deadline_) {
     hello_due_ = true;

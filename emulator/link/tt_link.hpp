@@ -77,6 +77,13 @@ struct LinkConfig {
   // links whose wire crosses a network that can fail silently (between hosts). 0: never
   // (idle is free).
   Duration keepalive{0};
+  // The frames held behind a gap are acknowledged as soon as the resend fills it, and handed
+  // to the delivery callback only when the caller calls deliver_released(), once it has put
+  // that acknowledgement on the wire: the sender, whose window those frames held full, refills
+  // it meanwhile on its own CPU, instead of waiting until about a window's worth has been
+  // delivered (false: delivered at once, before the acknowledgement). Anything released is
+  // delivered before the next datagram or timer is handled, whatever the caller does.
+  bool deliver_after_ack = false;
 };
 
 enum class LinkState : uint32_t { kHandshake = 0, kUp = 1, kDown = 2 };
@@ -135,6 +142,10 @@ class TtLink {
   // True when a gap was seen and its NACK should leave without waiting for the rest of a
   // receive batch.
   bool nack_pending() const { return nack_urgent_; }
+  // Frames acknowledged and not yet delivered (deliver_after_ack): deliver_released() hands
+  // them to the delivery callback, in order.
+  bool released() const { return delivered_ != expected_; }
+  void deliver_released();
   // True when every frame sent has been acknowledged.
   bool drained() const { return base_ == next_; }
   size_t unacked_bytes() const { return unacked_bytes_; }  // payload bytes sent and not acknowledged
@@ -185,6 +196,10 @@ class TtLink {
   // bytes) unacknowledged, a duplicate, or no ack delay.
   bool ack_urgent() const;
   void accept_in_order(uint32_t dest_addr, std::span<const uint8_t> payload);
+  // Keeps a frame in its slot (a copy), until it is delivered.
+  void hold(uint64_t seq, uint32_t dest_addr, std::span<const uint8_t> payload);
+  // Accepts the held frame at expected_ (acknowledged from now on), to be delivered later.
+  void accept_held();
   void come_up(Time now);
   void go_down(Time now);
   // The peer answered: a verify() in progress ends.
@@ -254,6 +269,7 @@ class TtLink {
   std::vector<Held> held_;  // by seq % size
   size_t holding_ = 0;
   uint64_t expected_ = 0;
+  uint64_t delivered_ = 0;  // frames delivered; those from here to expected_ are held, released
   bool ack_pending_ = false, nack_pending_ = false;
   bool nack_urgent_ = false;            // the pending NACK may not wait (ack_urgent)
   uint64_t nacked_gap_ = ~uint64_t{0};  // expected_ when the last NACK went

@@ -154,6 +154,7 @@ ChipNode::ChipNode(ChipNodeConfig config, session::Center::Memory memory, chip::
     const link::LinkIdentity self{cfg_.job, cfg_.self.mesh, cfg_.self.device, pc.number};
     link::LinkConfig lc = cfg_.link;
     lc.keepalive = pc.keepalive;
+    lc.deliver_after_ack = true;  // on_datagram puts the acknowledgement on the wire first
     p->link = std::make_unique<link::TtLink>(lc, self, pc.peer, pc.nonce, p->status->counters);
     p->link->set_buffer_pool(buffers_);
     Port* raw = p.get();
@@ -220,6 +221,13 @@ void ChipNode::on_datagram(uint8_t number, std::span<const uint8_t> datagram, Ti
   if (!p.touched) touched_.push_back(&p), p.touched = true;
   p.link->on_datagram(datagram, now);
   if (p.link->nack_pending()) service(p, now);  // a gap: send its NACK now
+  if (p.link->released()) {
+    // A resend filled a gap: its acknowledgement goes on the wire before the frames held
+    // behind the gap are delivered, so that the sender, whose window they held full, refills
+    // it on its CPU while this one delivers them.
+    service(p, now);
+    p.link->deliver_released();
+  }
 }
 
 void ChipNode::end_of_batch(Time now) {
