@@ -91,23 +91,23 @@ class Pair {
   }
 
   void pump() {
+    transmit(a_, ab_);
+    transmit(b_, ba_);
+  }
+
+  // What `from` has to send now goes onto wire `w`.
+  void transmit(TtLink& from, Wire& w) {
     std::vector<wire::Datagram> out;
-    a_.poll_transmit(now_, out);
-    for (auto& d : out) send_on(ab_, d.to_bytes());
-    a_.recycle(out);
-    b_.poll_transmit(now_, out);
-    for (auto& d : out) send_on(ba_, d.to_bytes());
-    b_.recycle(out);
+    from.poll_transmit(now_, out);
+    for (auto& d : out) send_on(w, d.to_bytes());
+    from.recycle(out);
   }
 
   // As a chip node does after each datagram with deliver_after_ack: if b released frames
   // held behind a gap, its acknowledgement goes on the wire, then they are delivered.
   void answer_then_deliver() {
     if (!b_.released()) return;
-    std::vector<wire::Datagram> out;
-    b_.poll_transmit(now_, out);
-    for (auto& d : out) send_on(ba_, d.to_bytes());
-    b_.recycle(out);
+    transmit(b_, ba_);
     acked_before_delivered_ = std::max<uint64_t>(acked_before_delivered_, cb_.frames_rx - received_);
     b_.deliver_released();
     EXPECT_EQ(received_, cb_.frames_rx) << "every frame acknowledged is delivered";
@@ -1068,4 +1068,3 @@ TEST(TtLink, AnAnswerToAResendIsNoRoundTrip) {
 
 }  // namespace
 }  // namespace ttemu::link
-

@@ -202,7 +202,8 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
     // resend only what is missing. Only a gap's first NACK is urgent, and one after another
     // quarter window came in past it (that NACK, or the resend it asked for, was lost); the
     // rest ride on what goes anyway or wait out the ack delay. Each urgent one is a datagram
-    // and a wake-up of the sender: with one per batch, twelve per loss at 4 KiB frames, now about three.
+    // and a wake-up of the sender: with one per batch, twelve per loss at 4 KiB frames (now
+    // about three).
     add(c_.out_of_order);
     nack_pending_ = ack_pending_ = true;
     if (nacked_gap_ != expected_ || ++past_nack_ >= cfg_.window / 4u) nack_urgent_ = true;
