@@ -495,5 +495,38 @@ TEST(EventLoop, WithAWaiterTheBellRunsTheSharedWorkAndIsEmptiedBeforeTheLoopSlee
   bell(&waiter);
 }
 
+// A chip that keeps output open for more input (fuller datagrams): before the loop would
+// sleep it looks once more, so input that came meanwhile is handled first, and the output
+// goes once nothing more has come, before the loop sleeps.
+TEST(EventLoop, OpenOutputWaitsForInputThatCameMeanwhileAndGoesBeforeTheLoopSleeps) {
+  EventLoop loop;
+  Pipe p;
+  ASSERT_EQ(::write(p.fd[1], "x", 1), 1);
+  std::vector<std::string> calls;
+  bool open = false;
+  loop.watch(p.fd[0], EPOLLIN, [&](uint32_t) {
+    char c;
+    ASSERT_EQ(::read(p.fd[0], &c, 1), 1);
+    calls.push_back("read");
+    if (calls.size() == 1) {
+      EXPECT_EQ(::write(p.fd[1], "y", 1), 1);  // more arrives meanwhile
+    }
+    open = true;
+  });
+  loop.on_open_output([&] { return open; },
+                      [&] {
+                        calls.push_back("send");
+                        open = false;
+                        // Sent before the loop sleeps: the next wait would block for good.
+                        loop.set_deadline(EventLoop::now() + 1ms);
+                      });
+  loop.on_deadline([&](EventLoop::Time) {
+    calls.push_back("deadline");
+    loop.stop();
+  });
+  run_at_most(loop, 10s);
+  EXPECT_EQ(calls, (std::vector<std::string>{"read", "read", "send", "deadline"}));
+}
+
 }  // namespace
 }  // namespace ttemu::process

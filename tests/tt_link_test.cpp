@@ -1066,5 +1066,120 @@ TEST(TtLink, AnAnswerToAResendIsNoRoundTrip) {
   EXPECT_LT(p.now_ - start, 500ms) << p.ca_.timeouts - timeouts << " timeouts";
 }
 
+// A chip with more input waiting keeps a link's part-filled datagram open (poll_transmit's
+// keep_open), so that the frames of its next batch join it: fewer, fuller datagrams.
+TEST(TtLink, ADatagramKeptOpenTakesTheNextFramesAndGoesWithTheNextPlainPoll) {
+  Pair p(5);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(10, 1024));  // up, and nothing owed either way
+  const uint64_t datagrams = p.ca_.datagrams_tx;
+  std::vector<wire::Datagram> out;
+  for (uint32_t i = 10; i < 13; ++i) ASSERT_TRUE(p.a_.send(0x1000u + i, pattern(i, 1024)));
+  p.a_.poll_transmit(p.now_, out, /*keep_open=*/true);
+  EXPECT_TRUE(out.empty());
+  EXPECT_TRUE(p.a_.datagram_open());
+  for (uint32_t i = 13; i < 16; ++i) ASSERT_TRUE(p.a_.send(0x1000u + i, pattern(i, 1024)));
+  p.a_.poll_transmit(p.now_, out, /*keep_open=*/true);
+  EXPECT_TRUE(out.empty()) << "still a third full: kept open";
+  p.a_.poll_transmit(p.now_, out);
+  ASSERT_EQ(out.size(), 1u) << "the six frames in one datagram";
+  EXPECT_FALSE(p.a_.datagram_open());
+  for (auto& d : out) p.send_on(p.ab_, d.to_bytes());
+  p.a_.recycle(out);
+  p.sent_ = 16;
+  ASSERT_TRUE(p.stream(16, 1024));
+  EXPECT_EQ(p.received_, 16u);
+  EXPECT_EQ(p.corrupt_, 0u);
+  EXPECT_EQ(p.ca_.datagrams_tx - datagrams, 1u);
+
+  // Three quarters full is full enough; and a pure acknowledgement is never kept.
+  for (uint32_t i = 16; i < 28; ++i) ASSERT_TRUE(p.a_.send(0x1000u + i, pattern(i, 4096)));
+  p.a_.poll_transmit(p.now_, out, /*keep_open=*/true);
+  EXPECT_EQ(out.size(), 1u);
+  EXPECT_FALSE(p.a_.datagram_open());
+  p.a_.recycle(out);
+  out.clear();
+  ASSERT_TRUE(p.b_.send(0x1000u, pattern(0, 64)));
+  p.transmit(p.b_, p.ba_);
+  p.advance(p.now_ + 1s);  // a now owes b an acknowledgement
+  ASSERT_TRUE(p.a_.ack_urgent_now());
+  p.a_.poll_transmit(p.now_, out, /*keep_open=*/true);
+  EXPECT_EQ(out.size(), 1u);
+  EXPECT_FALSE(p.a_.datagram_open());
+  p.a_.recycle(out);
+}
+
+// A frame resent into an open datagram whose first transmission is then acknowledged: its
+// buffer goes back to the pool only once the open datagram has gone, or the datagram would
+// carry whatever the buffer was reused for.
+TEST(TtLink, AFrameInAnOpenDatagramKeepsItsBufferWhenItIsAcknowledged) {
+  Pair p(6);
+  BufferPool pool;
+  p.a_.set_buffer_pool(pool);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(10, 2048));
+  ASSERT_TRUE(p.a_.send(0x1000u + 10, pattern(10, 2048)));
+  p.transmit(p.a_, p.ab_);
+  p.ba_.cut = true;  // b's acknowledgement is kept aside instead
+  while (p.received_ == 10) ASSERT_TRUE(p.advance(p.now_ + 1s));
+  std::vector<wire::Datagram> acks;
+  p.b_.poll_transmit(p.now_, acks);
+  ASSERT_FALSE(acks.empty()) << "b acknowledges the frame";
+  std::vector<std::vector<uint8_t>> ack_bytes;
+  for (auto& d : acks) ack_bytes.push_back(d.to_bytes());
+  p.b_.recycle(acks);
+
+  // a times out and resends the frame, in place, into a datagram it keeps open.
+  const uint64_t timeouts = p.ca_.timeouts;
+  while (p.ca_.timeouts == timeouts) {
+    p.now_ += 1ms;
+    p.a_.on_timer(p.now_);
+  }
+  std::vector<wire::Datagram> out;
+  p.a_.poll_transmit(p.now_, out, /*keep_open=*/true);
+  ASSERT_TRUE(out.empty());
+  ASSERT_TRUE(p.a_.datagram_open());
+  // The first transmission's acknowledgement arrives; the wire hands nothing back.
+  for (const auto& b : ack_bytes) p.a_.on_datagram(b, p.now_);
+  EXPECT_TRUE(p.a_.drained());
+  p.a_.recycle(out);
+  // Whatever the pool hands out now is written over (a packet arriving, say).
+  std::vector<std::vector<uint8_t>> reused;
+  while (pool.spare() > 0) {
+    reused.push_back(pool.take());
+    reused.back().assign(reused.back().capacity(), 0xEE);
+  }
+  p.a_.poll_transmit(p.now_, out);
+  ASSERT_EQ(out.size(), 1u);
+  const uint64_t crc_errors = p.cb_.crc_errors, duplicates = p.cb_.duplicates;
+  p.b_.on_datagram(out[0].to_bytes(), p.now_);
+  p.a_.recycle(out);
+  EXPECT_EQ(p.cb_.crc_errors, crc_errors) << "the open datagram carried the frame as it was framed";
+  EXPECT_EQ(p.cb_.duplicates, duplicates + 1) << "and b recognised it as the frame it had";
+  EXPECT_EQ(p.received_, 11u);
+}
+
+// A link that goes down forgets the datagram it kept open; the frames in it are resent when
+// it comes back, exactly once each.
+TEST(TtLink, AnOpenDatagramIsForgottenWhenTheLinkGoesDownAndItsFramesAreResentLater) {
+  Pair p(7);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(10, 512));
+  for (uint32_t i = 10; i < 14; ++i) ASSERT_TRUE(p.a_.send(0x1000u + i, pattern(i, 512)));
+  std::vector<wire::Datagram> out;
+  p.a_.poll_transmit(p.now_, out, /*keep_open=*/true);
+  ASSERT_TRUE(p.a_.datagram_open());
+  p.a_.peer_lost(p.now_);
+  EXPECT_FALSE(p.a_.datagram_open());
+  p.a_.poll_transmit(p.now_, out);
+  for (auto& d : out) p.send_on(p.ab_, d.to_bytes());
+  p.a_.recycle(out);
+  ASSERT_TRUE(p.wait_up());
+  p.sent_ = 14;
+  ASSERT_TRUE(p.stream(14, 512));
+  EXPECT_EQ(p.received_, 14u);
+  EXPECT_EQ(p.corrupt_, 0u);
+}
+
 }  // namespace
 }  // namespace ttemu::link

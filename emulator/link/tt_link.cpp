@@ -299,6 +299,7 @@ void TtLink::proved() {
 
 void TtLink::new_peer_session(Time now) {
   deliver_released();  // acknowledged to the old session: the routing layer gets them
+  drop_open();
   std::rotate(left_nonces_.rbegin(), left_nonces_.rbegin() + 1, left_nonces_.rend());
   left_nonces_[0] = peer_nonce_;
   add(c_.peer_restarts);
@@ -495,6 +496,7 @@ void TtLink::peer_lost(Time now) {
 }
 
 void TtLink::go_down(Time now) {
+  drop_open();
   set_state(LinkState::kDown);
   add(c_.down_transitions);
   rto_deadline_.reset();
@@ -508,8 +510,10 @@ void TtLink::go_down(Time now) {
 
 void TtLink::rewire(Time now, bool lost) {
   // Datagrams held back by an injected delay were packed for the old wire (its prefix or
-  // none): go-back-N resends what they held.
+  // none): go-back-N resends what they held. So it does an open datagram's (the chip node
+  // sends that before it moves the link, ChipNode::move_wire).
   delayed_.clear();
+  drop_open();
   if (!lost) return;
   if (state_ == LinkState::kUp) {
     wire_timeouts_ = 0;
@@ -547,7 +551,11 @@ void TtLink::emit(const FrameHeader& header, std::span<const uint8_t> payload,
     add(c_.injected_drop);
     return;
   }
-  if (packing_.empty()) packing_.append_copy(prefix_);  // a fallback header, if any
+  if (packing_.empty()) {
+    packing_.append_copy(prefix_);  // a fallback header, if any
+    packing_data_only_ = true;
+  }
+  if (header.type != FrameType::kData) packing_data_only_ = false;
   if (verdict.corrupt) {
     // Corrupt a copy: the window's payload must stay intact for the retransmission.
     const auto mark = packing_.mark();
@@ -561,6 +569,7 @@ void TtLink::emit(const FrameHeader& header, std::span<const uint8_t> payload,
 }
 
 void TtLink::flush_datagram(Time now) {
+  open_ = false;
   if (packing_.empty()) return;
   if (faults_ && faults_->delay().count() > 0) {
     packing_.own();  // held back: it must not borrow from the window meanwhile
@@ -585,7 +594,7 @@ void TtLink::recycle(std::vector<wire::Datagram>& sent) {
     spare_datagrams_.push_back(std::move(d));
   }
   sent.clear();
-  if (lent_ > 0) return;
+  if (lent_ > 0 || open_) return;
   // Nothing handed out borrows from acknowledged payloads any more.
   for (auto& b : retired_) pool_->give(std::move(b));
   retired_.clear();
@@ -604,7 +613,7 @@ bool TtLink::ack_due(Time now) const {
   return state_ == LinkState::kUp && ack_pending_ && (ack_urgent() || (ack_deadline_ && now >= *ack_deadline_));
 }
 
-void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
+void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out, bool keep_open) {
   out_ = &out;
   while (!delayed_.empty() && delayed_.front().first <= now) {
     out.push_back(std::move(delayed_.front().second));
@@ -643,7 +652,7 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
       // The frame goes on the wire from the window, its header written into the buffer's
       // room; a retransmission while an earlier datagram may still hold the frame is copied
       // instead (rewriting the header would change that datagram).
-      const bool in_place = o.transmissions == 0 || lent_ == 0;
+      const bool in_place = o.transmissions == 0 || (lent_ == 0 && !open_);
       if (o.transmissions++ > 0) {
         add(c_.retransmits);
         last_resent_ = now;
@@ -699,8 +708,23 @@ void TtLink::poll_transmit(Time now, std::vector<wire::Datagram>& out) {
     }
     if (base_ != next_) arm_rto(now);
   }
-  flush_datagram(now);
+  // (A datagram that a fault plan delays is never kept open: it is copied out of the window.)
+  const bool keep = keep_open && !packing_.empty() && packing_data_only_ && !packing_.lazy &&
+                    packing_.size() < cfg_.max_datagram / 4 * 3 && !(faults_ && faults_->delay().count() > 0);
+  if (keep) {
+    open_ = true;
+  } else {
+    flush_datagram(now);
+  }
   out_ = nullptr;
+}
+
+void TtLink::drop_open() {
+  if (!open_) return;
+  // Its frames stay in the window: a link that comes back up resends from its base, a moved
+  // one resends what was lost, and a new session abandons them.
+  packing_.clear();
+  open_ = false;
 }
 
 }  // namespace ttemu::link

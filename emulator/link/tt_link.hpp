@@ -111,6 +111,7 @@ class TtLink {
   void set_faults(FaultInjector* f) { faults_ = f; }
   // Bytes every datagram starts with from now on (a fallback header while the link's traffic
   // travels another port's wire, efc.hpp); empty for none.
+  // (An open datagram keeps the prefix it began with: send it first, poll_transmit.)
   void set_prefix(std::span<const uint8_t> prefix) { prefix_.assign(prefix.begin(), prefix.end()); }
   // The link's traffic now travels another wire (datagrams held back by a delay fault are
   // dropped: they were packed for the old one). With `lost`, what is in flight on the old
@@ -167,7 +168,15 @@ class TtLink {
   // Appends the datagrams to put on the wire now (frames packed up to max_datagram). Their
   // data frames borrow their payloads from the window (no copy): the caller hands them back
   // with recycle() once the wire has taken them, and until then acknowledged payloads are kept.
-  void poll_transmit(Time now, std::vector<wire::Datagram>& out);
+  //
+  // keep_open: a last datagram that carries data frames only and is less than three quarters
+  // full is kept open instead (datagram_open()), for the frames of the next call to join it:
+  // a caller that expects more of them at once (a chip with more input waiting) sends fewer,
+  // fuller datagrams. The next call without it sends the open one. Its frames are in the
+  // window as sent; an acknowledgement of them keeps their buffers until the datagram has gone.
+  void poll_transmit(Time now, std::vector<wire::Datagram>& out, bool keep_open = false);
+  // poll_transmit(keep_open) kept a datagram open.
+  bool datagram_open() const { return open_; }
   // Takes back datagrams the wire has taken (their storage is reused); every datagram from
   // poll_transmit comes back here.
   void recycle(std::vector<wire::Datagram>& sent);
@@ -212,6 +221,8 @@ class TtLink {
             Time now, std::span<uint8_t> framed = {});
   bool accept(uint32_t dest_addr, std::vector<uint8_t>&& framed);
   void flush_datagram(Time now);
+  // Forgets an open datagram (the link went down or moved, or the peer is a new session).
+  void drop_open();
   void arm_rto(Time now);
   // The timeout from the round trips seen (no backoff): initial_rto before any.
   Duration fresh_rto() const;
@@ -239,6 +250,8 @@ class TtLink {
   // Acknowledged payloads that datagrams not yet handed back may still borrow.
   std::vector<std::vector<uint8_t>> retired_;
   size_t lent_ = 0;  // datagrams handed out by poll_transmit and not yet back
+  bool open_ = false;  // packing_ is a datagram a poll_transmit kept open (keep_open)
+  bool packing_data_only_ = true;  // packing_ holds data frames only (or nothing)
   uint64_t base_ = 0, next_ = 0, cursor_ = 0;
   std::optional<Time> rto_deadline_;
   Duration rto_, srtt_{0}, rttvar_{0};

@@ -82,6 +82,7 @@ struct ChipNode::Port {
   bool peer_gone = false;  // the control plane said the far chip died: no carrier, no fallback
   bool admin_down = false;  // out of service (ttemu links down): its wire carries nothing
   bool touched = false;  // received on in the current batch
+  bool open = false;     // in open_
   link::LinkState reported = link::LinkState::kHandshake;
   // Stream sender (ttemu link test).
   struct {
@@ -217,6 +218,7 @@ void ChipNode::on_datagram(uint8_t number, std::span<const uint8_t> datagram, Ti
     }
   }
   Port& p = *target;
+  ++batch_datagrams_;
   rates_.arm(now);  // frames (not the EFC's probes: a port on the channel probes for good)
   if (!p.touched) touched_.push_back(&p), p.touched = true;
   p.link->on_datagram(datagram, now);
@@ -230,9 +232,12 @@ void ChipNode::on_datagram(uint8_t number, std::span<const uint8_t> datagram, Ti
   }
 }
 
-void ChipNode::end_of_batch(Time now) {
+void ChipNode::end_of_batch(Time now, bool more_may_come) {
   if (touched_.empty()) return;
   now_ = now;
+  // A lone datagram is mostly a packet on a latency path: it goes on at once.
+  keep_open_ = more_may_come && batch_datagrams_ > 1 && open_batches_ < kMaxOpenBatches;
+  batch_datagrams_ = 0;
   if (fabric_dirty_) {
     fabric_dirty_ = false;
     pump(now);  // one router pass for everything that arrived, then the links it fed
@@ -243,9 +248,34 @@ void ChipNode::end_of_batch(Time now) {
   }
   touched_.clear();
   settle(now);
+  keep_open_ = false;
+  if (open_.empty()) {
+    open_batches_ = 0;
+  } else if (++open_batches_ >= kMaxOpenBatches) {
+    send_open(now);
+  }
+}
+
+bool ChipNode::has_open() const {
+  return std::any_of(open_.begin(), open_.end(), [](const Port* p) { return p->link->datagram_open(); });
+}
+
+void ChipNode::send_open(Time now) {
+  if (open_.empty()) return;
+  now_ = now;
+  const std::vector<Port*> open = std::move(open_);
+  open_.clear();
+  open_batches_ = 0;
+  for (Port* p : open) {
+    p->open = false;
+    if (!p->link->datagram_open()) continue;  // sent since (a later pass, a NACK, a move)
+    p->link->poll_transmit(now, p->outbox);
+    flush(p->wire);
+  }
 }
 
 void ChipNode::on_timer(Time now) {
+  send_open(now);
   now_ = now;
   for (auto& p : ports_) {
     p->link->on_timer(now);
@@ -507,8 +537,13 @@ void ChipNode::service(Port& p, Time now) {
       p.link->send_framed(chip::kStreamAddr, test_frame(p, p.tx.id, p.tx.next, p.tx.size));
     }
   }
-  // New datagrams queue behind what the transport has not taken yet.
-  p.link->poll_transmit(now, p.outbox);
+  // New datagrams queue behind what the transport has not taken yet. A port whose traffic
+  // another port's wire carries, or that carries another's, keeps none open.
+  p.link->poll_transmit(now, p.outbox, keep_open_ && p.wire == p.number && p.passengers.empty());
+  if (p.link->datagram_open() && !p.open) {
+    p.open = true;
+    open_.push_back(&p);
+  }
   flush(p.wire);
   report(p);
 }
@@ -629,7 +664,9 @@ void ChipNode::move_wire(Port& p, uint8_t w, bool lost, link::EfcReason why, Tim
   // (A port that follows its far end onto a channel and then judges the link broken itself
   // stays on the same wire: only its header and its go-back change.)
   if (w != p.wire) {
-    // What the old wire can still take goes; the rest is lost with it (go-back-N resends it).
+    // What the old wire can still take goes (an open datagram too); the rest is lost with it
+    // (go-back-N resends it).
+    if (p.link->datagram_open()) p.link->poll_transmit(now, p.outbox);
     flush(p.wire);
     drop_unsent(p);
     if (p.wire != p.number) std::erase(port(p.wire).passengers, &p);

@@ -13,7 +13,9 @@
 // Driving it: hand in what arrives (on_datagram, one call per datagram, read in place), then
 // end_of_batch() once everything that arrived together is in (one router pass for it all);
 // call on_timer() at next_deadline(), pump() when a worker may have submitted (has_work()),
-// on_writable() when the transport can take more for a port.
+// on_writable() when the transport can take more for a port. A driver that can look for more
+// input before it sleeps may let the links keep part-filled datagrams open over a batch
+// (end_of_batch(now, true)); it then calls send_open() before it sleeps.
 #pragma once
 
 #include <chrono>
@@ -104,7 +106,18 @@ class ChipNode {
   void on_datagram(uint8_t port, std::span<const uint8_t> datagram, Time now);
   // Everything that arrived together has been handed in: one router pass for all of it, then
   // the links answer (acknowledgements, echoes, forwarded packets).
-  void end_of_batch(Time now);
+  //
+  // more_may_come: the driver will look for more input before it sleeps. After a batch of
+  // several datagrams (traffic that streams, not a lone packet on a latency path), a link's
+  // last datagram, if it is part-filled with data frames, is then kept open for the frames of
+  // the next batch (TtLink::poll_transmit's keep_open), for at most kMaxOpenBatches batches:
+  // fewer, fuller datagrams, each costing the kernel, the wire and the far end a pass less.
+  void end_of_batch(Time now, bool more_may_come = false);
+  // Some link keeps a datagram open (end_of_batch(now, true)).
+  bool has_open() const;
+  // Sends the datagrams kept open; a driver calls it before it sleeps (when it looked and
+  // nothing more had come).
+  void send_open(Time now);
   void on_timer(Time now);
   // Workers' commands into the router, the router's traffic onto the links, answers back.
   void pump(Time now);
@@ -224,6 +237,12 @@ class ChipNode {
   std::vector<std::unique_ptr<Port>> ports_;  // ascending port numbers
   std::vector<Port*> by_number_;              // port number -> its Port, nullptr if not wired
   std::vector<Port*> touched_;                // received on in the current batch
+  // Part-filled datagrams kept open over batches (end_of_batch(now, true)): at most this many.
+  static constexpr int kMaxOpenBatches = 4;
+  std::vector<Port*> open_;  // ports whose link may keep a datagram open
+  bool keep_open_ = false;   // services now may keep one open (inside end_of_batch)
+  int open_batches_ = 0;     // batches since open_ was last empty
+  size_t batch_datagrams_ = 0;  // datagrams handed in since the last end_of_batch
   session::FabricNode::Output out_;
   wire::Datagram control_;     // a probe or probe reply being sent
   Time started_{};             // when the links started (the origin of their fault plans)

@@ -106,6 +106,11 @@ void EventLoop::on_bell(int fd, std::function<void()> empty) {
   if (epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) fail("epoll_ctl add");
 }
 
+void EventLoop::on_open_output(std::function<bool()> pending, std::function<void()> send) {
+  open_output_ = std::move(pending);
+  send_open_output_ = std::move(send);
+}
+
 void EventLoop::wait_in(Waiter* waiter) {
   waiter_ = waiter;
   armed_.reset();  // the new place to sleep has no timer armed yet
@@ -194,6 +199,14 @@ void EventLoop::run() {
     // find work looks, so that descriptors are not starved.
     if (worked && !spinning && ++unlooked_ < kMaxUnlooked) continue;
     unlooked_ = 0;
+    if (!worked && !spinning && open_output_ && open_output_()) {
+      // One look first: what came meanwhile joins the open output (its handlers run now, or
+      // a waiter's completions as shared work next turn); if nothing came, the output goes
+      // before the loop sleeps.
+      if (!wait_for_sources(&kLook)) send_open_output_();
+      t = time_;
+      continue;
+    }
     timespec ts{}, *timeout = nullptr;
     if (worked || spinning) {
       timeout = &ts;  // poll

@@ -104,6 +104,10 @@ class EventLoop {
   // its producer published the work before it rang.
   void on_bell(int fd, std::function<void()> empty);
   bool rang() const { return rang_; }
+  // Output kept back for input that may follow at once (a chip packing fuller datagrams):
+  // while `pending` says so, the loop looks at its sources once before it would sleep, and
+  // calls `send` if nothing more has come. The owner bounds how long it keeps it.
+  void on_open_output(std::function<bool()> pending, std::function<void()> send);
 
   void set_spin(std::chrono::nanoseconds spin) { spin_ = spin; }
   // How late a sleeping loop may be woken for its deadline (above).
@@ -147,6 +151,8 @@ class EventLoop {
   std::function<bool()> shared_ready_;
   std::function<void()> shared_run_;
   std::function<void()> empty_bell_;
+  std::function<bool()> open_output_;
+  std::function<void()> send_open_output_;
   bool rang_ = false;      // rung since the shared work last ran
   bool bell_full_ = false;  // rung since it was last emptied
   std::chrono::nanoseconds spin_;
