@@ -1159,6 +1159,44 @@ TEST(TtLink, AFrameInAnOpenDatagramKeepsItsBufferWhenItIsAcknowledged) {
   EXPECT_EQ(p.received_, 11u);
 }
 
+// ... and only those wait: the buffers of frames that went in earlier datagrams go back to the
+// pool as they are acknowledged, open datagram or not (a sender that mostly has one open
+// would otherwise run its pool dry and allocate a buffer per frame).
+TEST(TtLink, AnOpenDatagramHoldsBackOnlyTheBuffersItCarries) {
+  Pair p(8);
+  BufferPool pool;
+  p.a_.set_buffer_pool(pool);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(10, 2048));
+  for (uint32_t i = 10; i < 14; ++i) ASSERT_TRUE(p.a_.send(0x1000u + i, pattern(i, 2048)));
+  p.transmit(p.a_, p.ab_);
+  p.ba_.cut = true;  // b's acknowledgement is kept aside until a has a datagram open
+  while (p.received_ < 14) ASSERT_TRUE(p.advance(p.now_ + 1s));
+  std::vector<wire::Datagram> acks;
+  p.b_.poll_transmit(p.now_, acks);
+  ASSERT_FALSE(acks.empty());
+  std::vector<std::vector<uint8_t>> ack_bytes;
+  for (auto& d : acks) ack_bytes.push_back(d.to_bytes());
+  p.b_.recycle(acks);
+  for (uint32_t i = 14; i < 16; ++i) ASSERT_TRUE(p.a_.send(0x1000u + i, pattern(i, 2048)));
+  std::vector<wire::Datagram> out;
+  p.a_.poll_transmit(p.now_, out, /*keep_open=*/true);
+  ASSERT_TRUE(p.a_.datagram_open());
+  const size_t spare = pool.spare();
+  for (const auto& b : ack_bytes) p.a_.on_datagram(b, p.now_);
+  p.a_.recycle(out);
+  EXPECT_EQ(pool.spare(), spare + 4) << "frames 10 to 13, acknowledged, went back";
+  p.a_.poll_transmit(p.now_, out);
+  ASSERT_EQ(out.size(), 1u);
+  for (auto& d : out) p.send_on(p.ab_, d.to_bytes());
+  p.a_.recycle(out);
+  p.ba_.cut = false;
+  p.sent_ = 16;
+  ASSERT_TRUE(p.stream(16, 2048));
+  EXPECT_EQ(p.received_, 16u);
+  EXPECT_EQ(p.corrupt_, 0u);
+}
+
 // A link that goes down forgets the datagram it kept open; the frames in it are resent when
 // it comes back, exactly once each.
 TEST(TtLink, AnOpenDatagramIsForgottenWhenTheLinkGoesDownAndItsFramesAreResentLater) {

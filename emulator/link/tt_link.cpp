@@ -594,8 +594,21 @@ void TtLink::recycle(std::vector<wire::Datagram>& sent) {
     spare_datagrams_.push_back(std::move(d));
   }
   sent.clear();
-  if (lent_ > 0 || open_) return;
-  // Nothing handed out borrows from acknowledged payloads any more.
+  if (lent_ > 0) return;
+  // Nothing handed out borrows from acknowledged payloads any more; an open datagram may (a
+  // frame resent into it whose first transmission was acknowledged since): those wait.
+  if (open_) {
+    size_t kept = 0;
+    for (size_t i = 0; i < retired_.size(); ++i) {
+      if (!packing_.borrows(retired_[i].data())) {
+        pool_->give(std::move(retired_[i]));
+      } else if (kept++ != i) {
+        retired_[kept - 1] = std::move(retired_[i]);
+      }
+    }
+    retired_.resize(kept);
+    return;
+  }
   for (auto& b : retired_) pool_->give(std::move(b));
   retired_.clear();
 }

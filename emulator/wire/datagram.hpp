@@ -104,6 +104,13 @@ class Datagram {
     copy_to(v);
     return v;
   }
+  // Some piece borrows bytes that start at `p`.
+  bool borrows(const uint8_t* p) const {
+    for (size_t i = 0; i < npieces_; ++i) {
+      if (pieces_[i].borrowed == p) return true;
+    }
+    return false;
+  }
   // Makes every piece owned: the datagram no longer refers to anything outside itself.
   void own() {
     if (npieces_ == 1 && pieces_[0].borrowed == nullptr) return;
