@@ -1109,25 +1109,36 @@ TEST(TtLink, ADatagramKeptOpenTakesTheNextFramesAndGoesWithTheNextPlainPoll) {
   p.a_.recycle(out);
 }
 
+// The datagrams `from` has to send now, as bytes, kept aside instead of put on a wire.
+std::vector<std::vector<uint8_t>> datagrams_now(TtLink& from, Time now) {
+  std::vector<wire::Datagram> out;
+  from.poll_transmit(now, out);
+  std::vector<std::vector<uint8_t>> bytes;
+  for (auto& d : out) bytes.push_back(d.to_bytes());
+  from.recycle(out);
+  return bytes;
+}
+
+// a's buffers come from `pool`; the link is up and has carried ten 2 KiB frames.
+void up_with_pool(Pair& p, BufferPool& pool) {
+  p.a_.set_buffer_pool(pool);
+  ASSERT_TRUE(p.wait_up());
+  ASSERT_TRUE(p.stream(10, 2048));
+}
+
 // A frame resent into an open datagram whose first transmission is then acknowledged: its
 // buffer goes back to the pool only once the open datagram has gone, or the datagram would
 // carry whatever the buffer was reused for.
 TEST(TtLink, AFrameInAnOpenDatagramKeepsItsBufferWhenItIsAcknowledged) {
   Pair p(6);
   BufferPool pool;
-  p.a_.set_buffer_pool(pool);
-  ASSERT_TRUE(p.wait_up());
-  ASSERT_TRUE(p.stream(10, 2048));
+  up_with_pool(p, pool);
   ASSERT_TRUE(p.a_.send(0x1000u + 10, pattern(10, 2048)));
   p.transmit(p.a_, p.ab_);
   p.ba_.cut = true;  // b's acknowledgement is kept aside instead
   while (p.received_ == 10) ASSERT_TRUE(p.advance(p.now_ + 1s));
-  std::vector<wire::Datagram> acks;
-  p.b_.poll_transmit(p.now_, acks);
-  ASSERT_FALSE(acks.empty()) << "b acknowledges the frame";
-  std::vector<std::vector<uint8_t>> ack_bytes;
-  for (auto& d : acks) ack_bytes.push_back(d.to_bytes());
-  p.b_.recycle(acks);
+  const auto ack_bytes = datagrams_now(p.b_, p.now_);
+  ASSERT_FALSE(ack_bytes.empty()) << "b acknowledges the frame";
 
   // a times out and resends the frame, in place, into a datagram it keeps open.
   const uint64_t timeouts = p.ca_.timeouts;
@@ -1165,19 +1176,13 @@ TEST(TtLink, AFrameInAnOpenDatagramKeepsItsBufferWhenItIsAcknowledged) {
 TEST(TtLink, AnOpenDatagramHoldsBackOnlyTheBuffersItCarries) {
   Pair p(8);
   BufferPool pool;
-  p.a_.set_buffer_pool(pool);
-  ASSERT_TRUE(p.wait_up());
-  ASSERT_TRUE(p.stream(10, 2048));
+  up_with_pool(p, pool);
   for (uint32_t i = 10; i < 14; ++i) ASSERT_TRUE(p.a_.send(0x1000u + i, pattern(i, 2048)));
   p.transmit(p.a_, p.ab_);
   p.ba_.cut = true;  // b's acknowledgement is kept aside until a has a datagram open
   while (p.received_ < 14) ASSERT_TRUE(p.advance(p.now_ + 1s));
-  std::vector<wire::Datagram> acks;
-  p.b_.poll_transmit(p.now_, acks);
-  ASSERT_FALSE(acks.empty());
-  std::vector<std::vector<uint8_t>> ack_bytes;
-  for (auto& d : acks) ack_bytes.push_back(d.to_bytes());
-  p.b_.recycle(acks);
+  const auto ack_bytes = datagrams_now(p.b_, p.now_);
+  ASSERT_FALSE(ack_bytes.empty());
   for (uint32_t i = 14; i < 16; ++i) ASSERT_TRUE(p.a_.send(0x1000u + i, pattern(i, 2048)));
   std::vector<wire::Datagram> out;
   p.a_.poll_transmit(p.now_, out, /*keep_open=*/true);
