@@ -199,10 +199,10 @@ void EventLoop::run() {
     // find work looks, so that descriptors are not starved.
     if (worked && !spinning && ++unlooked_ < kMaxUnlooked) continue;
     unlooked_ = 0;
-    if (!worked && !spinning && open_output_ && open_output_()) {
+    if (!worked && open_output_ && open_output_()) {
       // One look first: what came meanwhile joins the open output (its handlers run now, or
       // a waiter's completions as shared work next turn); if nothing came, the output goes
-      // before the loop sleeps.
+      // before the loop sleeps (or spins on: a spinning loop's polls find nothing either).
       if (!wait_for_sources(&kLook)) send_open_output_();
       t = time_;
       continue;
