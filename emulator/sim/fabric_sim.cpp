@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <stdexcept>
@@ -472,14 +473,23 @@ bool FabricSim::step(link::Time limit) {
     if (n->rung || n->poked || timer) n->control->commands.router_asleep.store(0, std::memory_order_relaxed);
     if (!n->asleep() && (n->chip->has_work() || n->poked)) n->chip->pump(now_);
     n->rung = n->poked = false;
-    n->chip->end_of_batch(now_);  // nothing to do unless datagrams arrived
+    n->chip->end_of_batch(now_, cfg_.look.count() > 0);  // nothing to do unless datagrams arrived
     if (timer) n->chip->on_timer(now_);
+    // The chip's look before it sleeps: what is due for it within cfg_.look joins the open
+    // datagrams at its step; if nothing is, they go now.
+    if (n->chip->has_open() && !input_due(*n, now_ + cfg_.look)) n->chip->send_open(now_);
     // Back to sleep as the event loop goes: say so, then look once more (no lost wake-up).
     n->control->commands.router_asleep.store(1, std::memory_order_seq_cst);
     if (n->chip->has_work()) n->control->commands.router_asleep.store(0, std::memory_order_relaxed);
     if (live_) drain_status(*n);  // the control plane's part of the step
   }
   return true;
+}
+
+bool FabricSim::input_due(const Node& n, link::Time by) const {
+  return std::any_of(end_list_.begin(), end_list_.end(), [&](const End* e) {
+    return e->receiver == &n && !e->wire.empty() && e->wire.front().first <= by;
+  });
 }
 
 bool FabricSim::run(link::Duration limit) {

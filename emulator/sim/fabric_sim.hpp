@@ -39,6 +39,11 @@ namespace ttemu::sim {
 struct SimConfig {
   uint64_t seed = 1;
   link::Duration wire_latency = std::chrono::microseconds(1);
+  // How long a chip looks for more input before it sleeps, as a chip process over UDP does
+  // (ChipNode::end_of_batch's more_may_come): after a batch of several datagrams its links keep
+  // part-filled datagrams open, and they go once nothing for the chip is due within this long
+  // (what is joins them at the next step). 0: nothing is kept open.
+  link::Duration look{0};
   link::DirectionFaults faults;  // on every direction of every link ...
   std::map<routing::PortId, link::DirectionFaults> link_faults;  // ... unless named here (by sending port)
   routing::RouterConfig router;
@@ -200,6 +205,8 @@ class FabricSim {
   struct Node;
   struct End;
   bool step(link::Time limit);
+  // Some datagram for `n` lands on its wire by then.
+  bool input_due(const Node& n, link::Time by) const;
   // The control plane's part of a step: each chip's status queue, in chip order.
   void drain_status(Node& n);
   void schedule_reroute();
