@@ -117,7 +117,7 @@ TEST_F(TwoChips, AfterABatchOfSeveralDatagramsAPartFilledDatagramWaitsForTheNext
   EXPECT_EQ(b_.status().stream_errors.load(), 0u);
 }
 
-// Without a driver that looks again (the simulator), nothing is ever kept open.
+// Without a driver that looks again (the simulator unless SimConfig::look), nothing is kept open.
 TEST_F(TwoChips, ANodeWhoseDriverDoesNotLookAgainKeepsNothingOpen) {
   a_.node->start_stream(a_.port, 8, 1'000, 4096, now_);
   deliver(a_, b_, 3, false);
