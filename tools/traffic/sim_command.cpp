@@ -69,6 +69,7 @@ struct SimOptions {
   int retry = 0;
   std::string memory = "open";  // protected: each chip registers a window of its L1, and writes name it
   int status_interval_ms = 1000;
+  int look_us = 0;
   std::vector<int> planes{0};
   int samples = 16;
   double limit_s = 60;
@@ -585,6 +586,7 @@ void run_sim(const SimOptions& o, int& exit_status) {
   cfg.control_plane = true;
   cfg.memory = *session::parse_memory_mode(o.memory);  // (the option admits only the two)
   cfg.rates.interval = std::chrono::milliseconds(o.status_interval_ms);
+  cfg.look = std::chrono::microseconds(o.look_us);
   cfg.link.ack_delay = std::chrono::microseconds(0);
   // Sources keep their data in the upper half of L1, destinations take each source's writes
   // in the lower half: room for every chip's block in each.
@@ -857,6 +859,10 @@ void add_sim_command(CLI::App& app, int& exit_status) {
   c->add_option("--status-interval-ms", o->status_interval_ms,
                 "Chips report data rates per router and port (and error-rate alarms) this often, in simulated time, while traffic flows; 0: never")
       ->check(whole_number(0, 3600000));
+  c->add_option("--look-us", o->look_us,
+                "Chips look this long for more input before they sleep, as chip processes over UDP do, keeping part-filled "
+                "datagrams open meanwhile (docs/fabric.md#fuller-datagrams-over-udp); 0: they do not")
+      ->check(whole_number(0, 100000));
   c->add_option("--latency-samples", o->samples, "Single writes timed per pattern")->check(whole_number<int>(1, 100000));
   c->add_option("--limit", o->limit_s, "Simulated seconds a pattern may take (a replay: after its last injection)")
       ->check(number_in(0.001, 3600));
