@@ -263,15 +263,15 @@ bool ChipNode::has_open() const {
 void ChipNode::send_open(Time now) {
   if (open_.empty()) return;
   now_ = now;
-  const std::vector<Port*> open = std::move(open_);
-  open_.clear();
   open_batches_ = 0;
-  for (Port* p : open) {
+  // (Nothing below adds to open_: only a service inside end_of_batch keeps a datagram open.)
+  for (Port* p : open_) {
     p->open = false;
     if (!p->link->datagram_open()) continue;  // sent since (a later pass, a NACK, a move)
     p->link->poll_transmit(now, p->outbox);
     flush(p->wire);
   }
+  open_.clear();  // its storage stays: no allocation per wake-up
 }
 
 void ChipNode::on_timer(Time now) {
