@@ -23,6 +23,7 @@
 #include "emulator/chip/chip_control.hpp"
 #include "emulator/common/asio.hpp"
 #include "emulator/common/error.hpp"
+#include "emulator/control/cpu_blocks.hpp"
 #include "emulator/control/live_routes.hpp"
 #include "emulator/control/routing_tables.hpp"
 #include "emulator/control/system_yaml.hpp"
@@ -30,6 +31,7 @@
 #include "emulator/job/description.hpp"
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/process/chip_messages.hpp"
+#include "emulator/process/cpu_binding.hpp"
 #include "emulator/process/shm_transport.hpp"
 #include "emulator/process/uring_transport.hpp"
 #include "emulator/session/deliveries.hpp"
@@ -95,6 +97,7 @@ class Launcher : public ControlTarget {
       if (o_.transport == "shm") throw Error("--transport shm joins chips of one host; a multi-host launch uses udp or uring");
       here = multi_->here_by_node();
     }
+    if (o_.cpu_bind == "blocks") rank_for_cpus();
     memory_ = std::make_unique<ChipMemory>(job_, sys_, tables_,
                                            o_.dram_mib ? std::optional<size_t>(*o_.dram_mib << 20) : std::nullopt,
                                            o_.transport == "shm" ? process::shm_ring_capacity(o_.window) : 0, here);
@@ -219,6 +222,7 @@ class Launcher : public ControlTarget {
     m.credit_delay_us = o_.credit_delay_us;
     m.spin_us = o_.spin_us;
     m.timer_slack_us = o_.timer_slack_us;
+    if (!cpu_rank_.empty()) m.cpu_rank = cpu_rank_[static_cast<size_t>(v)].first, m.cpu_ranks = cpu_rank_[static_cast<size_t>(v)].second;
     m.transport = o_.transport;
     m.udp_if_no_uring = uring_by_default_;
     m.memory = o_.memory;
@@ -551,6 +555,7 @@ class Launcher : public ControlTarget {
                          : remote_chips.contains(name) ? remote_chips[name] : json{{"name", name}, {"unreachable", true}};
         c["pid"] = chips_->pid(v);
         c["alive"] = chips_->alive(v);
+        if (here(v) && chips_->alive(v)) c["cpus"] = process::cpus_allowed_of(chips_->pid(v));
         c["host"] = agents_ ? agents_->host_name(v) : sys_.chips[static_cast<size_t>(v)].host;
         chips.push_back(std::move(c));
       }
@@ -570,7 +575,7 @@ class Launcher : public ControlTarget {
       for (int h = 0; agents_ && h < static_cast<int>(sys_.hosts.size()); ++h) hosts.push_back(sys_.hosts[static_cast<size_t>(h)]);
       reply({{"job", job_.text()}, {"system", o_.file}, {"system_path", std::filesystem::absolute(o_.file).string()},
              {"ready", ready_}, {"seed", seed_},
-             {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"transport", o_.transport}, {"memory", o_.memory}, {"events", events_},
+             {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"transport", o_.transport}, {"memory", o_.memory}, {"cpu_bind", o_.cpu_bind}, {"events", events_},
              {"tables_version", live_ ? live_->version() : 1}, {"injection_paused", injection_paused_},
              {"event_log", log_ ? log_->path() : ""}, {"hosts", hosts},
              {"uptime_s", uptime()},
@@ -966,6 +971,17 @@ class Launcher : public ControlTarget {
   }
 
   LaunchOptions o_;
+  // --cpu-bind blocks: each chip's rank in its host's locality order, and its host's chip count.
+  std::vector<std::pair<int, int>> cpu_rank_;
+  void rank_for_cpus() {
+    std::map<int, std::vector<int>> by_host;
+    for (int v = 0; v < sys_.node_count(); ++v) by_host[multi_ ? multi_->host_of_node.at(static_cast<size_t>(v)) : 0].push_back(v);
+    cpu_rank_.assign(static_cast<size_t>(sys_.node_count()), {0, 0});
+    for (const auto& [host, nodes] : by_host) {
+      const auto order = control::locality_order(sys_, nodes);
+      for (size_t i = 0; i < order.size(); ++i) cpu_rank_[static_cast<size_t>(order[i])] = {static_cast<int>(i), static_cast<int>(order.size())};
+    }
+  }
   bool uring_by_default_ = false;  // o_.transport is the default, not a choice: chips may fall back
   std::optional<MultiHost> multi_;
   asio::io_context io_;

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <array>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -86,6 +87,13 @@ void print_status(const json& s) {
              s["system"].get<std::string>(), s["uptime_s"].get<double>(), alive, s["chips"].size(), up,
              s["links"].size());
   fmt::print("transport: {}\n", transport);
+  std::map<std::string, int> on_cpus;  // the chips of this host, by the CPUs they may run on
+  for (const auto& c : s["chips"]) {
+    if (c.contains("cpus")) ++on_cpus[c["cpus"].get<std::string>()];
+  }
+  std::vector<std::string> placed;
+  for (const auto& [cpus, n] : on_cpus) placed.push_back(fmt::format("{} chip(s) on {}", n, cpus));
+  if (!placed.empty()) fmt::print("cpus (--cpu-bind {}): {}\n", s.value("cpu_bind", std::string("none")), fmt::join(placed, "; "));
   uint64_t refused = 0;
   for (const auto& c : s["chips"]) refused += c.value("memory_refused", uint64_t{0});
   fmt::print("memory: {}, {} packet(s) refused for their key\n", s.value("memory", std::string("open")), refused);
@@ -210,6 +218,10 @@ void add_launch_options(CLI::App* cmd, LaunchOptions& lo) {
                      "the target chip's worker registered (docs/api.md#memory-protection)")
       ->check(CLI::IsMember({"open", "protected"}));
   cmd->add_option("--spin-us", lo.spin_us, "Chips keep polling this long after traffic before they sleep (0: sleep at once)")->check(whole_number(0, 100000));
+  cmd->add_option("--cpu-bind", lo.cpu_bind,
+                  "none: the kernel places the chips' processes; blocks: each host's chips are bound in compact blocks "
+                  "of their meshes to its CPUs, a block per CPU (docs/fabric.md#cpu-binding)")
+      ->check(CLI::IsMember({"none", "blocks"}));
   cmd->add_option("--timer-slack-us", lo.timer_slack_us,
                   "Chips handle a deadline (a delayed ack, credits, a retransmission check) when traffic wakes them anyway, "
                   "and are woken for it alone at most this late (0: on time)")

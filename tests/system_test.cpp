@@ -26,6 +26,7 @@
 #include "emulator/job/job.hpp"
 #include "emulator/link/frame.hpp"
 #include "emulator/node/snapshot.hpp"
+#include "emulator/process/cpu_binding.hpp"
 #include "tests/eventually.hpp"
 #include "tests/system_support.hpp"
 #include "tools/campaign/leftovers.hpp"
@@ -746,6 +747,44 @@ void expect_fabric_suite_passed(const RunResult& r) {
   expect_client_passed(r, {"Fabric.AllToAllWritesThenReadsBackBitExact", "Fabric.AtomicsCountEveryIncrementOnce",
                            "Fabric.MulticastReachesExactlyTheDevicesInRange", "Fabric.InvalidArgumentsAreRefusedAndWriteNothing",
                            "Fabric.AutomaticFvcIsReportedInTheStatus"});
+}
+
+// --cpu-bind blocks (docs/fabric.md#cpu-binding): each chip runs on its block's CPU, and a
+// restarted chip on the same one; unbound chips run wherever the launcher may.
+TEST(System, ChipsBoundInBlocksRunOnTheirBlocksCpuAndKeepItWhenRestarted) {
+  TTEMU_ONCE_FOR_ALL_TRANSPORTS();
+  const std::vector<int> mine = process::allowed_cpus();
+  if (mine.size() < 2) GTEST_SKIP() << "needs two CPUs";
+  const std::string first = std::to_string(mine[0]), second = std::to_string(mine[1]);
+  const std::vector<std::string> two_cpus{"/usr/bin/taskset", "-c", first + "," + second};
+  {
+    System unbound({topo("n300.yaml")}, 90s, two_cpus);
+    const json s = unbound.status();
+    ASSERT_EQ(s["chips"].size(), 2u);
+    for (const auto& c : s["chips"]) EXPECT_EQ(c["cpus"], process::cpu_list_text({mine[0], mine[1]})) << c.dump();
+  }
+  System sys({topo("mesh_4x4.yaml"), "--cpu-bind", "blocks"}, 90s, two_cpus);
+  // Two CPUs for a 4x4 mesh: columns 0-1 on the first, 2-3 on the second (device ids are row-major).
+  auto expected = [&](const std::string& chip) { return std::stoi(chip.substr(3)) % 4 < 2 ? first : second; };
+  const json s = sys.status();
+  ASSERT_EQ(s["chips"].size(), 16u);
+  for (const auto& c : s["chips"]) EXPECT_EQ(c["cpus"], expected(c["name"])) << c.dump();
+  RunResult traffic = sys.ttemu({"traffic", "--pattern", "all_to_all", "--count", "2", "--size", "4096", "--json"});
+  ASSERT_EQ(traffic.status, 0) << traffic.out;
+  expect_every_byte_verified(json_lines(traffic.stdout_text), {"all_to_all"}, 4096, 2);
+  auto m0d5 = [&] {
+    const json now = sys.status();
+    for (const auto& c : now["chips"]) {
+      if (c["name"] == "M0D5") return c;
+    }
+    return json();
+  };
+  RunResult kill = sys.ttemu({"chip", "kill", "M0D5"});
+  ASSERT_EQ(kill.status, 0) << kill.out;
+  ASSERT_TRUE(eventually([&] { return m0d5().value("alive", true) == false; }, 30s)) << m0d5().dump();
+  RunResult restart = sys.ttemu({"chip", "restart", "M0D5"});
+  ASSERT_EQ(restart.status, 0) << restart.out;
+  ASSERT_TRUE(eventually([&] { return m0d5().value("cpus", "") == first; }, 30s)) << m0d5().dump();
 }
 
 TEST(Fabric, GalaxyWritesReadsAtomicsMulticastAndBadArguments) {

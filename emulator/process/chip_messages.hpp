@@ -47,6 +47,9 @@ struct Config {
   int mesh_rows = 0, mesh_cols = 0;  // the chip's mesh, for multicast copies
   int ack_delay_us = 0, credit_delay_us = 0, spin_us = 0;
   int timer_slack_us = 0;  // how late a sleeping chip may wake for a deadline (EventLoop)
+  // --cpu-bind blocks: the chip's rank in its host's locality order, of cpu_ranks chips; it
+  // binds itself to its share of the CPUs it started with (cpu_binding.hpp). 0 ranks: unbound.
+  int cpu_rank = 0, cpu_ranks = 0;
   std::string transport = "udp";  // udp | uring | shm
   bool udp_if_no_uring = false;    // uring by default, not by choice: a chip refused io_uring uses udp
   std::string memory = "open";    // open | protected (session::MemoryMode): keys the center demands

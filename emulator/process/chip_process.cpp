@@ -24,6 +24,7 @@
 #include "emulator/link/fault_plan.hpp"
 #include "emulator/node/chip_node.hpp"
 #include "emulator/process/chip_messages.hpp"
+#include "emulator/process/cpu_binding.hpp"
 #include "emulator/process/event_loop.hpp"
 #include "emulator/process/owner_watch.hpp"
 #include "emulator/process/shm_transport.hpp"
@@ -269,6 +270,14 @@ class Chip final : public node::NodeObserver {
   void configure(const msg::Config& m) {
     arch_ = arch_spec(m.arch);
     seed_ = m.seed;
+    // --cpu-bind blocks: first, so the threads and rings made below start where they stay.
+    if (m.cpu_ranks > 0) {
+      const auto cpus = cpu_share(static_cast<size_t>(m.cpu_rank), static_cast<size_t>(m.cpu_ranks), allowed_cpus());
+      if (const std::string why = bind_process(cpus); !why.empty()) {
+        fmt::print(stderr, "ttemu chip {}: cannot bind to CPUs {} ({}): it runs where the kernel puts it\n",
+                   routing::to_string(o_.chip), cpu_list_text(cpus), why);
+      }
+    }
     loop_.set_spin(std::chrono::microseconds(m.spin_us));
     loop_.set_timer_slack(std::chrono::microseconds(m.timer_slack_us));
     node::ChipNodeConfig nc;

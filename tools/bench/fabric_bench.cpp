@@ -16,7 +16,8 @@
 // a process per chip (raw_mesh.hpp) over the same kind of wire (UDP for udp and uring, shared-
 // memory rings for shm), at two levels of work: checking CRCs only, and the least work the
 // issue's cost model grants TT-link (a CRC on each side of a crossing, one copy per hop); and
-// each relay beside one link: what an emulator with a process per chip could move here.
+// each relay beside one link: what an emulator with a process per chip could move here. The
+// Galaxy runs twice, the second time with its chips bound in blocks (--cpu-bind blocks).
 //
 // Warm-up: the first run on a fresh system pays for first touches that hardware never pays
 // (the kernel allocating the chips' L1 pages as writes land, buffer pools filling): measured
@@ -116,6 +117,7 @@ struct FabricRun {
   std::vector<double> p50, raw_chain_p50;  // write + ack round trip by hops (median over the pairs); the raw chain's
   double per_hop_us = 0, raw_chain_hop_us = 0, per_hop_vs_raw_chain = 0;  // medians over the pairs
   double goodput = 0, galaxy_goodput = 0, galaxy_mean_hops = 0;
+  double galaxy_bound_goodput = 0;  // the same all_to_all with --cpu-bind blocks
   double verified = 0, errors = 0;
   bool ok = false;
 };
@@ -144,10 +146,12 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
   auto docs = ttemu::bench::launch_json(ttemu, topo, opts, fmt::format("sh -c '{}'", script));
   auto galaxy = ttemu::bench::launch_json(ttemu, TTEMU_TOPOLOGIES "/galaxy.yaml", opts,
                                           fmt::format("sh -c '{}'", runs("--pattern all_to_all --count 4 --size 16384")));
+  auto bound = ttemu::bench::launch_json(ttemu, TTEMU_TOPOLOGIES "/galaxy.yaml", opts + " --cpu-bind blocks",
+                                         fmt::format("sh -c '{}'", runs("--pattern all_to_all --count 4 --size 16384")));
   const size_t latency_lines = kLatencyPairs * (1 + kHops);
-  if (docs.size() != latency_lines + 1 + kBulkRuns || galaxy.size() != 1 + kBulkRuns) {
-    fmt::print(stderr, "ttemu_bench_fabric: --transport {}: expected {} + {} results, got {} + {}\n", transport,
-               latency_lines + 1 + kBulkRuns, 1 + kBulkRuns, docs.size(), galaxy.size());
+  if (docs.size() != latency_lines + 1 + kBulkRuns || galaxy.size() != 1 + kBulkRuns || bound.size() != 1 + kBulkRuns) {
+    fmt::print(stderr, "ttemu_bench_fabric: --transport {}: expected {} + {} + {} results, got {} + {} + {}\n", transport,
+               latency_lines + 1 + kBulkRuns, 1 + kBulkRuns, 1 + kBulkRuns, docs.size(), galaxy.size(), bound.size());
     return r;
   }
   // Half a slope is one hop one way (the write and its ack each cross every hop).
@@ -185,6 +189,7 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
   const std::vector<double> bulk_rates = measured(docs, latency_lines), galaxy_rates = measured(galaxy, 0);
   r.goodput = ttemu::bench::median(bulk_rates);
   r.galaxy_goodput = ttemu::bench::median(galaxy_rates);
+  r.galaxy_bound_goodput = ttemu::bench::median(measured(bound, 0));
   r.galaxy_mean_hops = galaxy[0]["mean_hops"].get<double>();
   r.ok = true;
   return r;
@@ -253,6 +258,9 @@ bool measure_round(const std::vector<std::string>& transports, int samples, int 
         {"link_goodput_gb_per_s", link / 1e9}, {"six_hop_vs_link", link > 0 ? r.goodput / link : 0.0},
         {"galaxy_all_to_all_gb_per_s", r.galaxy_goodput / 1e9}, {"galaxy_mean_hops", r.galaxy_mean_hops},
         {"galaxy_x_hops_vs_link", link > 0 ? galaxy / link : 0.0}, {"raw_mesh_wire", wire},
+        {"galaxy_bound_all_to_all_gb_per_s", r.galaxy_bound_goodput / 1e9},
+        {"galaxy_bound_x_hops_vs_link", link > 0 ? r.galaxy_bound_goodput * r.galaxy_mean_hops / link : 0.0},
+        {"galaxy_bound_vs_unbound", r.galaxy_goodput > 0 ? r.galaxy_bound_goodput / r.galaxy_goodput : 0.0},
         {"galaxy_x_hops_vs_raw_mesh", raw_mesh > 0 ? galaxy / raw_mesh : 0.0},
         {"raw_mesh_vs_link", link > 0 ? raw_mesh / link : 0.0},
         {"galaxy_x_hops_vs_least_work_mesh", least > 0 ? galaxy / least : 0.0},
@@ -294,6 +302,10 @@ void print_round(const json& result, int spin_us, int round, int repeat) {
     const double galaxy = r["galaxy_all_to_all_gb_per_s"].get<double>() * r["galaxy_mean_hops"].get<double>();
     gb_row(fmt::format("Galaxy all_to_all x {:.2f} mean hops vs one link", r["galaxy_mean_hops"].get<double>()), link, galaxy,
            r["galaxy_x_hops_vs_link"].get<double>());
+    gb_row("  the same, --cpu-bind blocks", link,
+           r["galaxy_bound_all_to_all_gb_per_s"].get<double>() * r["galaxy_mean_hops"].get<double>(),
+           r["galaxy_bound_x_hops_vs_link"].get<double>());
+    fmt::print("  {:<48} {:>10} {:>10} {:>7.2f}\n", "  (bound vs unbound)", "", "", r["galaxy_bound_vs_unbound"].get<double>());
     const std::string wire = r["raw_mesh_wire"].get<std::string>();
     const std::string relayed = wire == "shm" ? "over shm rings" : "in raw UDP";
     const double raw_mesh = meshes[wire]["crc_check"].get<double>(), least = meshes[wire]["tt_link_least"].get<double>();
@@ -311,7 +323,8 @@ void print_round(const json& result, int spin_us, int round, int repeat) {
 json summarise(const json& rounds) {
   json out = json::object();
   for (const auto& [t, first] : rounds[0]["transports"].items()) {
-    for (const char* row : {"per_hop_vs_raw_chain", "six_hop_vs_link", "galaxy_x_hops_vs_link", "galaxy_x_hops_vs_raw_mesh",
+    for (const char* row : {"per_hop_vs_raw_chain", "six_hop_vs_link", "galaxy_x_hops_vs_link", "galaxy_bound_x_hops_vs_link",
+                            "galaxy_bound_vs_unbound", "galaxy_x_hops_vs_raw_mesh",
                             "raw_mesh_vs_link", "galaxy_x_hops_vs_least_work_mesh", "least_work_mesh_vs_link"}) {
       std::vector<double> v;
       for (const auto& r : rounds) v.push_back(r["transports"][t][row].get<double>());
