@@ -17,6 +17,7 @@
 #include "emulator/control/table_json.hpp"
 #include "emulator/job/description.hpp"
 #include "emulator/job/job.hpp"
+#include "emulator/process/cpu_binding.hpp"
 #include "launcher/chip_memory.hpp"
 #include "launcher/control_server.hpp"
 #include "launcher/host_channel.hpp"
@@ -179,7 +180,8 @@ class HostAgent {
       if (!here(v)) continue;
       drain(v);
       const auto& block = memory_->control(v);
-      chips[routing::to_string(sys_.chips[static_cast<size_t>(v)].id)] = chip_report(sys_, v, block);
+      json& c = chips[routing::to_string(sys_.chips[static_cast<size_t>(v)].id)] = chip_report(sys_, v, block);
+      if (chips_->alive(v)) c["cpus"] = process::cpus_allowed_of(chips_->pid(v));  // on this host
       for (uint8_t port : sys_.wired_ports(v)) {
         const routing::PortId end{sys_.chips[static_cast<size_t>(v)].id, port};
         ends[routing::to_string(end)] = link_end_report(block, end, chips_->alive(v));

@@ -87,9 +87,10 @@ void print_status(const json& s) {
              s["system"].get<std::string>(), s["uptime_s"].get<double>(), alive, s["chips"].size(), up,
              s["links"].size());
   fmt::print("transport: {}\n", transport);
-  std::map<std::string, int> on_cpus;  // the chips of this host, by the CPUs they may run on
+  std::map<std::string, int> on_cpus;  // the running chips by the CPUs they may run on (and host, over several)
+  const bool hosts = !s.value("hosts", json::array()).empty();
   for (const auto& c : s["chips"]) {
-    if (c.contains("cpus")) ++on_cpus[c["cpus"].get<std::string>()];
+    if (c.contains("cpus")) ++on_cpus[(hosts ? c.value("host", std::string()) + " CPUs " : std::string()) + c["cpus"].get<std::string>()];
   }
   std::vector<std::string> placed;
   for (const auto& [cpus, n] : on_cpus) placed.push_back(fmt::format("{} chip(s) on {}", n, cpus));

@@ -4,11 +4,14 @@
 // between hosts are UDP between the hosts' addresses.
 #include <signal.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "emulator/process/cpu_binding.hpp"
 #include "tests/eventually.hpp"
 #include "tests/hosted_launch.hpp"
 
@@ -107,8 +110,24 @@ TEST_P(MultiHost, TheTggIsWholeFromEveryHostCarriesTrafficAndFiPingpongAndSurviv
   NetnsHosts hosts(p.hosts);
   // The event log goes into host0's own runtime directory, where other hosts cannot read it
   // (as on real hosts): `ttemu events` elsewhere asks the control plane.
-  HostedLaunch sys = HostedLaunch::mpirun(hosts, topo(p.file), {"--events-dir", NetnsHosts::runtime_dir() + "/" + kEventsDir});
+  // Bound in blocks: each host binds its own chips over its own CPUs (docs/fabric.md#cpu-binding).
+  HostedLaunch sys = HostedLaunch::mpirun(hosts, topo(p.file), {"--events-dir", NetnsHosts::runtime_dir() + "/" + kEventsDir, "--cpu-bind", "blocks"});
   ASSERT_TRUE(sys.wait_for("ready in", std::chrono::seconds(120))) << sys.output();
+  {
+    const json s = sys.status(0);
+    std::map<std::string, std::set<std::string>> cpus_by_host;
+    std::map<std::string, size_t> chips_by_host;
+    for (const auto& c : s["chips"]) {
+      cpus_by_host[c["host"].get<std::string>()].insert(c.value("cpus", std::string("(none)")));
+      ++chips_by_host[c["host"].get<std::string>()];
+    }
+    ASSERT_EQ(cpus_by_host.size(), static_cast<size_t>(p.hosts)) << s.dump();
+    for (const auto& [host, sets] : cpus_by_host) {
+      EXPECT_FALSE(sets.count("(none)")) << host << ": a chip reports no CPUs";
+      // As many distinct bindings as the host has CPUs for its chips (the hosts share this machine's).
+      EXPECT_EQ(sets.size(), std::min(process::allowed_cpus().size(), chips_by_host[host])) << host;
+    }
+  }
   // Every host sees the whole system: 72 chips on all the hosts, every link end up.
   std::set<std::string> names;
   for (int i = 0; i < p.hosts; ++i) names.insert(hosts.name(i));

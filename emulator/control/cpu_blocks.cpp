@@ -1,7 +1,6 @@
 #include "emulator/control/cpu_blocks.hpp"
 
 #include <algorithm>
-#include <array>
 #include <span>
 
 namespace ttemu::control {
