@@ -17,7 +17,7 @@
 // memory rings for shm), at two levels of work: checking CRCs only, and the least work the
 // issue's cost model grants TT-link (a CRC on each side of a crossing, one copy per hop); and
 // each relay beside one link: what an emulator with a process per chip could move here. The
-// Galaxy runs twice, the second time with its chips bound in blocks (--cpu-bind blocks).
+// Galaxy runs twice, once with its chips bound in blocks (--cpu-bind blocks), first in odd rounds.
 //
 // Warm-up: the first run on a fresh system pays for first touches that hardware never pays
 // (the kernel allocating the chips' L1 pages as writes land, buffer pools filling): measured
@@ -122,7 +122,7 @@ struct FabricRun {
   bool ok = false;
 };
 
-FabricRun run_transport(const std::string& ttemu, const std::string& transport, int samples, int spin_us) {
+FabricRun run_transport(const std::string& ttemu, const std::string& transport, int samples, int spin_us, bool bound_first) {
   FabricRun r;
   const std::string topo = kMesh;
   // Pairs, in turn: the raw relay (this program, run by the launched system's client while the
@@ -144,10 +144,16 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
   script += runs("--pattern unicast --src M0D0 --dst M0D15 --count 48 --size 65536");
   const std::string opts = fmt::format("--transport {} --spin-us {}", transport, spin_us);
   auto docs = ttemu::bench::launch_json(ttemu, topo, opts, fmt::format("sh -c '{}'", script));
-  auto galaxy = ttemu::bench::launch_json(ttemu, TTEMU_TOPOLOGIES "/galaxy.yaml", opts,
-                                          fmt::format("sh -c '{}'", runs("--pattern all_to_all --count 4 --size 16384")));
-  auto bound = ttemu::bench::launch_json(ttemu, TTEMU_TOPOLOGIES "/galaxy.yaml", opts + " --cpu-bind blocks",
-                                         fmt::format("sh -c '{}'", runs("--pattern all_to_all --count 4 --size 16384")));
+  // The Galaxy unbound and bound (--cpu-bind blocks), in turn; which goes first alternates by
+  // round, since the second of two launches read a few per cent faster here (docs/fabric.md#cpu-binding).
+  auto galaxy_run = [&](const std::string& extra) {
+    return ttemu::bench::launch_json(ttemu, TTEMU_TOPOLOGIES "/galaxy.yaml", opts + extra,
+                                     fmt::format("sh -c '{}'", runs("--pattern all_to_all --count 4 --size 16384")));
+  };
+  std::vector<json> galaxy, bound;
+  if (bound_first) bound = galaxy_run(" --cpu-bind blocks");
+  galaxy = galaxy_run("");
+  if (!bound_first) bound = galaxy_run(" --cpu-bind blocks");
   const size_t latency_lines = kLatencyPairs * (1 + kHops);
   if (docs.size() != latency_lines + 1 + kBulkRuns || galaxy.size() != 1 + kBulkRuns || bound.size() != 1 + kBulkRuns) {
     fmt::print(stderr, "ttemu_bench_fabric: --transport {}: expected {} + {} + {} results, got {} + {} + {}\n", transport,
@@ -215,7 +221,7 @@ double link_goodput(const std::string& ttemu, const std::string& transport, int 
 }
 
 // One round: the raw baselines, then every transport; false if some run failed or lost bytes.
-bool measure_round(const std::vector<std::string>& transports, int samples, int spin_us, json& result) {
+bool measure_round(const std::vector<std::string>& transports, int samples, int spin_us, int round, json& result) {
   const ttemu::bench::Waiting waiting{std::chrono::microseconds(spin_us)};
   const std::string ttemu = TTEMU_BINARY;
   const double raw_one_way = ttemu::bench::median(ttemu::bench::raw_round_trips(64, 2000, waiting)) / 2;
@@ -242,7 +248,7 @@ bool measure_round(const std::vector<std::string>& transports, int samples, int 
   double errors = 0;
   bool ok = true;
   for (const auto& t : transports) {
-    FabricRun r = run_transport(ttemu, t, samples, spin_us);
+    FabricRun r = run_transport(ttemu, t, samples, spin_us, round % 2 == 1);
     const double link = link_goodput(ttemu, t, spin_us, r);
     ok = ok && r.ok && link > 0;
     errors += r.errors;
@@ -384,7 +390,7 @@ int main(int argc, char** argv) {
   bool ok = true;
   for (int round = 0; round < repeat; ++round) {
     json result;
-    ok = measure_round(transports, samples, spin_us, result) && ok;
+    ok = measure_round(transports, samples, spin_us, round, result) && ok;
     if (!as_json) print_round(result, spin_us, round, repeat);
     rounds.push_back(std::move(result));
   }
