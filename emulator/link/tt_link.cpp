@@ -173,14 +173,8 @@ void TtLink::on_frame(const ParsedFrame& f, Time now) {
     while (holding_ > expected_ - delivered_) {
       Held& h = held_[expected_ % held_.size()];
       if (!h.valid || h.seq != expected_) break;
-      if (cfg_.deliver_after_ack) {
-        accept_held();
-        continue;
-      }
-      h.valid = false;
-      --holding_;
-      accept_in_order(h.dest_addr, h.bytes);
-      pool_->give(std::move(h.bytes));
+      accept_held();
+      if (!cfg_.deliver_after_ack) deliver_released();
     }
     // The gap is closed; frames still held lie behind a new one, to be asked for at once.
     nack_pending_ = nack_urgent_ = holding_ > expected_ - delivered_;
@@ -220,12 +214,13 @@ void TtLink::hold(uint64_t seq, uint32_t dest_addr, std::span<const uint8_t> pay
   h.seq = seq;
   h.dest_addr = dest_addr;
   h.bytes = pool_->take();
-  h.bytes.assign(payload.begin(), payload.end());  // the loss path's one extra copy
+  h.bytes.resize(kFrameRoom);
+  h.bytes.insert(h.bytes.end(), payload.begin(), payload.end());  // the loss path's copy
   ++holding_;
 }
 
 void TtLink::accept_held() {
-  const size_t bytes = held_[expected_ % held_.size()].bytes.size();
+  const size_t bytes = held_[expected_ % held_.size()].bytes.size() - kFrameRoom;
   ++expected_;
   ++unacked_rx_;
   unacked_rx_bytes_ += bytes;
@@ -238,7 +233,12 @@ void TtLink::deliver_released() {
     Held& h = held_[delivered_ % held_.size()];
     h.valid = false;
     --holding_;
-    if (deliver_) deliver_(h.dest_addr, h.bytes);
+    if (deliver_held_) {
+      deliver_held_(h.dest_addr, std::move(h.bytes));
+      h.bytes = {};  // (moved from: the next hold takes a buffer of the pool)
+      continue;
+    }
+    if (deliver_) deliver_(h.dest_addr, std::span(h.bytes).subspan(kFrameRoom));
     pool_->give(std::move(h.bytes));
   }
 }

@@ -97,6 +97,13 @@ class TtLink {
          uint32_t nonce, LinkCounters& counters);
 
   void set_delivery(Delivery d) { deliver_ = std::move(d); }
+  // Frames held behind a gap lie in buffers of their own, kFrameRoom bytes of room and then
+  // the payload (the layout of a payload buffer that goes on to another link). With this set,
+  // each is handed over in its buffer, which the callee keeps (and gives back to the pool),
+  // instead of being delivered by Delivery from it: the loss path then copies a frame once, as
+  // the in-order path does. In order with what Delivery delivers.
+  using HeldDelivery = std::function<void(uint32_t dest_addr, std::vector<uint8_t>&& framed)>;
+  void set_held_delivery(HeldDelivery d) { deliver_held_ = std::move(d); }
   // The peer restarted: `abandoned` holds the payloads this end had accepted and the old
   // session never acknowledged (the peer's new incarnation will never see them). Called
   // before the new session's handshake goes on.
@@ -205,7 +212,7 @@ class TtLink {
   // bytes) unacknowledged, a duplicate, or no ack delay.
   bool ack_urgent() const;
   void accept_in_order(uint32_t dest_addr, std::span<const uint8_t> payload);
-  // Keeps a frame in its slot (a copy), until it is delivered.
+  // Keeps a frame in its slot (a copy, after kFrameRoom of room), until it is delivered.
   void hold(uint64_t seq, uint32_t dest_addr, std::span<const uint8_t> payload);
   // Accepts the held frame at expected_ (acknowledged from now on), to be delivered later.
   void accept_held();
@@ -233,6 +240,7 @@ class TtLink {
   uint32_t nonce_, peer_nonce_ = 0, session_ = 0;
   LinkCounters& c_;
   Delivery deliver_;
+  HeldDelivery deliver_held_;
   PeerRestart restarted_;
   std::array<uint32_t, 4> left_nonces_{};  // the peer's earlier sessions: their hellos are foreign
   FaultInjector* faults_ = nullptr;

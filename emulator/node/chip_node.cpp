@@ -160,6 +160,7 @@ ChipNode::ChipNode(ChipNodeConfig config, session::Center::Memory memory, chip::
     p->link->set_buffer_pool(buffers_);
     Port* raw = p.get();
     p->link->set_delivery([this, raw](uint32_t dest, std::span<const uint8_t> payload) { on_delivery(*raw, dest, payload); });
+    p->link->set_held_delivery([this, raw](uint32_t dest, std::vector<uint8_t>&& framed) { on_held_delivery(*raw, dest, std::move(framed)); });
     p->link->set_peer_restart([this, raw](std::span<const LinkPayloadView> abandoned) { on_peer_restart(*raw, abandoned); });
     by_number_[pc.number] = raw;
     ports_.push_back(std::move(p));
@@ -497,6 +498,16 @@ void ChipNode::on_delivery(Port& p, uint32_t dest, std::span<const uint8_t> payl
     fabric_.on_link_payload(p.number, dest, payload, now_);
     fabric_dirty_ = true;
   }
+}
+
+void ChipNode::on_held_delivery(Port& p, uint32_t dest, std::vector<uint8_t>&& framed) {
+  if (dest == chip::kStreamAddr || dest == chip::kEchoAddr || dest == chip::kEchoReplyAddr) {
+    on_delivery(p, dest, std::span<const uint8_t>(framed).subspan(link::kFrameRoom));
+    buffers_.give(std::move(framed));
+    return;
+  }
+  fabric_.on_link_buffer(p.number, dest, std::move(framed), now_);
+  fabric_dirty_ = true;
 }
 
 void ChipNode::on_peer_restart(Port& p, std::span<const LinkPayloadView> abandoned) {

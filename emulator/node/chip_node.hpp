@@ -190,6 +190,8 @@ class ChipNode {
   Port& port(uint8_t number);
   const Port& port(uint8_t number) const;
   void on_delivery(Port& p, uint32_t dest, std::span<const uint8_t> payload);
+  // A frame the link held behind a gap, in its own buffer (TtLink::set_held_delivery).
+  void on_held_delivery(Port& p, uint32_t dest, std::vector<uint8_t>&& framed);
   void on_peer_restart(Port& p, std::span<const LinkPayloadView> abandoned);
   void service(Port& p, Time now);
   void service_passengers(Port& carrier, Time now);

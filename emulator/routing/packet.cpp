@@ -45,13 +45,29 @@ bool Packet::peek(std::span<const uint8_t> b, PacketHeader& out) {
   return true;
 }
 
-bool Packet::decode(std::span<const uint8_t> b, Packet& out) {
-  if (!peek(b, out.header)) return false;
+namespace {
+
+// A packet as a link carries it: a header, and a payload as long as the header says (none for
+// a read request).
+bool well_formed(std::span<const uint8_t> b, PacketHeader& header) {
+  if (!Packet::peek(b, header)) return false;
   const size_t body = b.size() - sizeof(PacketHeader);
-  const bool carries = out.header.command != Command::kReadRequest;
-  if (carries ? body != out.header.size : body != 0) return false;
+  const bool carries = header.command != Command::kReadRequest;
+  return carries ? body == header.size : body == 0;
+}
+
+}  // namespace
+
+bool Packet::decode(std::span<const uint8_t> b, Packet& out) {
+  if (!well_formed(b, out.header)) return false;
   out.bytes.resize(kLinkRoom);
   out.bytes.insert(out.bytes.end(), b.begin(), b.end());  // the one copy of a forwarding hop
+  return true;
+}
+
+bool Packet::adopt(std::vector<uint8_t>&& framed, Packet& out) {
+  if (framed.size() < kLinkRoom || !well_formed(std::span(framed).subspan(kLinkRoom), out.header)) return false;
+  out.bytes = std::move(framed);
   return true;
 }
 

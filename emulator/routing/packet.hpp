@@ -107,6 +107,10 @@ struct Packet {
   // storage). False if the bytes are not a well-formed packet (short, or a size disagreeing
   // with the payload).
   static bool decode(std::span<const uint8_t> bytes, Packet& out);
+  // The same check of a packet that already lies after link room in `framed` (a frame a link
+  // held behind a gap): on success `out.bytes` takes that buffer, with no copy; on failure
+  // `framed` is left as it was.
+  static bool adopt(std::vector<uint8_t>&& framed, Packet& out);
   // Reads only the header of a packet as a link carries it; false if too short.
   static bool peek(std::span<const uint8_t> bytes, PacketHeader& out);
 };

@@ -102,6 +102,23 @@ void FabricNode::on_link_payload(uint8_t port, uint32_t dest_addr, std::span<con
   }
 }
 
+void FabricNode::on_link_buffer(uint8_t port, uint32_t dest_addr, std::vector<uint8_t>&& framed, routing::Time now) {
+  const auto lanes = static_cast<uint32_t>(router_.lanes());
+  if (dest_addr >= kLinkPacketAddr && dest_addr < kLinkPacketAddr + lanes && framed.size() >= Packet::kLinkRoom) {
+    const auto lane = static_cast<uint8_t>(dest_addr - kLinkPacketAddr);
+    Packet p;
+    if (Packet::adopt(std::move(framed), p) && p.header.fvc == transport::fvc_of_lane(lane) &&
+        routing::is_answer(p.header.command) == transport::answer_lane(lane)) {
+      router_.on_arrival(port, lane, std::move(p), now);
+      return;
+    }
+    // Not a packet we can forward (on_link_payload counts it so, and gives the credit back).
+    if (!p.bytes.empty()) framed = std::move(p.bytes);
+  }
+  if (framed.size() >= Packet::kLinkRoom) on_link_payload(port, dest_addr, std::span<const uint8_t>(framed).subspan(Packet::kLinkRoom), now);
+  buffers_.give(std::move(framed));
+}
+
 bool FabricNode::set_link_down(uint8_t port, bool down) {
   if (router_.port_down(port) == down) return false;
   router_.set_port_down(port, down);

@@ -47,6 +47,9 @@ class FabricNode {
 
   // A TT-link on `port` delivered a payload (a packet or credits for the router).
   void on_link_payload(uint8_t port, uint32_t dest_addr, std::span<const uint8_t> payload, routing::Time now);
+  // The same payload in a buffer of the pool, after Packet::kLinkRoom bytes of room (a frame
+  // the link held behind a gap): a packet keeps that buffer (Packet::adopt), with no copy.
+  void on_link_buffer(uint8_t port, uint32_t dest_addr, std::vector<uint8_t>&& framed, routing::Time now);
   // The TT-link on `port` went down or came back up. While it is down the router drops what
   // it would send there (link_down, with a NACK to the source); requests already handed to
   // that port but not yet taken by the link are dropped the same way, while answers there
