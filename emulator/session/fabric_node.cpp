@@ -112,7 +112,7 @@ void FabricNode::on_link_buffer(uint8_t port, uint32_t dest_addr, std::vector<ui
       router_.on_arrival(port, lane, std::move(p), now);
       return;
     }
-    // Not a packet we can forward (on_link_payload counts it so, and gives the credit back).
+    // Not a packet we can forward: on_link_payload refuses it too, and gives its credit back.
     if (!p.bytes.empty()) framed = std::move(p.bytes);
   }
   if (framed.size() >= Packet::kLinkRoom) on_link_payload(port, dest_addr, std::span<const uint8_t>(framed).subspan(Packet::kLinkRoom), now);
