@@ -117,6 +117,38 @@ TEST_F(TwoChips, AfterABatchOfSeveralDatagramsAPartFilledDatagramWaitsForTheNext
   EXPECT_EQ(b_.status().stream_errors.load(), 0u);
 }
 
+// On a busy chip a batch is often one datagram, but a full one: a stream's, not a latency
+// path's lone packet. Its answer's part-filled datagram waits for the next batch too.
+TEST_F(TwoChips, ALoneDatagramFullOfAStreamsFramesIsStreamingTooAndItsAnswerWaitsForTheNext) {
+  a_.node->start_stream(a_.port, 7, 10'000, 4096, now_);
+  ASSERT_EQ(a_.sent.size(), 5u);
+  // b takes a's window and starts its own stream in the same turn, so that its datagrams carry
+  // the acknowledgement of a's frames.
+  for (; !a_.sent.empty(); a_.sent.pop_front()) b_.node->on_datagram(b_.port, a_.sent.front(), now_);
+  b_.node->start_stream(b_.port, 9, 10'000, 4096, now_);
+  b_.node->end_of_batch(now_, false);
+  ASSERT_GE(b_.sent.size(), 2u);
+  ASSERT_GT(b_.sent.front().size(), 8192u) << "b's first datagram is full of its frames";
+  // a reads that one datagram alone: it frees a's window, whose refill ends part-filled.
+  deliver(b_, a_, 1, true);
+  EXPECT_TRUE(a_.node->has_open());
+  a_.node->send_open(now_);
+  EXPECT_FALSE(a_.node->has_open());
+
+  // Both streams still arrive whole and in order.
+  while ((!a_.stream_finished || !b_.stream_finished) && (!a_.sent.empty() || !b_.sent.empty())) {
+    deliver(a_, b_, a_.sent.size(), true);
+    b_.node->send_open(now_);
+    deliver(b_, a_, b_.sent.size(), true);
+    a_.node->send_open(now_);
+  }
+  EXPECT_TRUE(a_.stream_finished);
+  EXPECT_TRUE(b_.stream_finished);
+  EXPECT_EQ(b_.status().stream_verified.load(), 10'000u);
+  EXPECT_EQ(a_.status().stream_verified.load(), 10'000u);
+  EXPECT_EQ(a_.status().stream_errors.load() + b_.status().stream_errors.load(), 0u);
+}
+
 // Without a driver that looks again (the simulator unless SimConfig::look), nothing is kept open.
 TEST_F(TwoChips, ANodeWhoseDriverDoesNotLookAgainKeepsNothingOpen) {
   a_.node->start_stream(a_.port, 8, 1'000, 4096, now_);

@@ -220,6 +220,7 @@ void ChipNode::on_datagram(uint8_t number, std::span<const uint8_t> datagram, Ti
   }
   Port& p = *target;
   ++batch_datagrams_;
+  batch_bytes_ += datagram.size();
   rates_.arm(now);  // frames (not the EFC's probes: a port on the channel probes for good)
   if (!p.touched) touched_.push_back(&p), p.touched = true;
   p.link->on_datagram(datagram, now);
@@ -236,9 +237,12 @@ void ChipNode::on_datagram(uint8_t number, std::span<const uint8_t> datagram, Ti
 void ChipNode::end_of_batch(Time now, bool more_may_come) {
   if (touched_.empty()) return;
   now_ = now;
-  // A lone datagram is mostly a packet on a latency path: it goes on at once.
-  keep_open_ = more_may_come && batch_datagrams_ > 1 && open_batches_ < kMaxOpenBatches;
+  // A lone small datagram is mostly a packet on a latency path: it goes on at once. A lone
+  // full one is a stream's, as a busy chip over UDP mostly reads them (one per socket).
+  const bool streams = batch_datagrams_ > 1 || batch_bytes_ > kStreamingBatchBytes;
+  keep_open_ = more_may_come && streams && open_batches_ < kMaxOpenBatches;
   batch_datagrams_ = 0;
+  batch_bytes_ = 0;
   if (fabric_dirty_) {
     fabric_dirty_ = false;
     pump(now);  // one router pass for everything that arrived, then the links it fed
