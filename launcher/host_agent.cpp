@@ -181,7 +181,10 @@ class HostAgent {
       drain(v);
       const auto& block = memory_->control(v);
       json& c = chips[routing::to_string(sys_.chips[static_cast<size_t>(v)].id)] = chip_report(sys_, v, block);
-      if (chips_->alive(v)) c["cpus"] = process::cpus_allowed_of(chips_->pid(v));  // on this host
+      if (chips_->alive(v)) {  // on this host
+        c["cpus"] = process::cpus_allowed_of(chips_->pid(v));
+        c["sched"] = process::scheduling_of(chips_->pid(v));
+      }
       for (uint8_t port : sys_.wired_ports(v)) {
         const routing::PortId end{sys_.chips[static_cast<size_t>(v)].id, port};
         ends[routing::to_string(end)] = link_end_report(block, end, chips_->alive(v));

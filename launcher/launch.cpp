@@ -222,6 +222,7 @@ class Launcher : public ControlTarget {
     m.credit_delay_us = o_.credit_delay_us;
     m.spin_us = o_.spin_us;
     m.timer_slack_us = o_.timer_slack_us;
+    m.sched_batch = o_.sched == "batch";
     if (!cpu_rank_.empty()) m.cpu_rank = cpu_rank_[static_cast<size_t>(v)].first, m.cpu_ranks = cpu_rank_[static_cast<size_t>(v)].second;
     m.transport = o_.transport;
     m.udp_if_no_uring = uring_by_default_;
@@ -555,7 +556,10 @@ class Launcher : public ControlTarget {
                          : remote_chips.contains(name) ? remote_chips[name] : json{{"name", name}, {"unreachable", true}};
         c["pid"] = chips_->pid(v);
         c["alive"] = chips_->alive(v);
-        if (here(v) && chips_->alive(v)) c["cpus"] = process::cpus_allowed_of(chips_->pid(v));
+        if (here(v) && chips_->alive(v)) {
+          c["cpus"] = process::cpus_allowed_of(chips_->pid(v));
+          c["sched"] = process::scheduling_of(chips_->pid(v));
+        }
         c["host"] = agents_ ? agents_->host_name(v) : sys_.chips[static_cast<size_t>(v)].host;
         chips.push_back(std::move(c));
       }
@@ -575,7 +579,7 @@ class Launcher : public ControlTarget {
       for (int h = 0; agents_ && h < static_cast<int>(sys_.hosts.size()); ++h) hosts.push_back(sys_.hosts[static_cast<size_t>(h)]);
       reply({{"job", job_.text()}, {"system", o_.file}, {"system_path", std::filesystem::absolute(o_.file).string()},
              {"ready", ready_}, {"seed", seed_},
-             {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"transport", o_.transport}, {"memory", o_.memory}, {"cpu_bind", o_.cpu_bind}, {"events", events_},
+             {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"transport", o_.transport}, {"memory", o_.memory}, {"cpu_bind", o_.cpu_bind}, {"sched", o_.sched}, {"events", events_},
              {"tables_version", live_ ? live_->version() : 1}, {"injection_paused", injection_paused_},
              {"event_log", log_ ? log_->path() : ""}, {"hosts", hosts},
              {"uptime_s", uptime()},

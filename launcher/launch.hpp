@@ -40,6 +40,7 @@ struct LaunchOptions {
   int credit_delay_us = 10000;        // freed buffer slots are returned after this long
   int spin_us = 0;                    // chips poll this long after traffic before sleeping
   std::string cpu_bind = "none";      // none | blocks (docs/fabric.md#cpu-binding)
+  std::string sched = "normal";       // normal | batch (docs/fabric.md#scheduling)
   int timer_slack_us = 1000;          // a sleeping chip wakes at most this late for a deadline (docs/fabric.md#defaults-from-measurements)
   std::string transport;              // udp | uring | shm; empty: $TTEMU_TRANSPORT, else uring
   std::string memory = "open";        // open | protected: every RDMA packet needs a memory key

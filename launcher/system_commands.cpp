@@ -95,6 +95,13 @@ void print_status(const json& s) {
   std::vector<std::string> placed;
   for (const auto& [cpus, n] : on_cpus) placed.push_back(fmt::format("{} chip(s) on {}", n, cpus));
   if (!placed.empty()) fmt::print("cpus (--cpu-bind {}): {}\n", s.value("cpu_bind", std::string("none")), fmt::join(placed, "; "));
+  std::map<std::string, int> policies;  // the running chips by their scheduling policy
+  for (const auto& c : s["chips"]) {
+    if (c.contains("sched")) ++policies[c["sched"].get<std::string>()];
+  }
+  std::vector<std::string> scheduled;
+  for (const auto& [policy, n] : policies) scheduled.push_back(fmt::format("{} chip(s) {}", n, policy));
+  if (!scheduled.empty()) fmt::print("scheduling (--sched {}): {}\n", s.value("sched", std::string("normal")), fmt::join(scheduled, "; "));
   uint64_t refused = 0;
   for (const auto& c : s["chips"]) refused += c.value("memory_refused", uint64_t{0});
   fmt::print("memory: {}, {} packet(s) refused for their key\n", s.value("memory", std::string("open")), refused);
@@ -223,6 +230,11 @@ void add_launch_options(CLI::App* cmd, LaunchOptions& lo) {
                   "none: the kernel places the chips' processes; blocks: each host's chips are bound in compact blocks "
                   "of their meshes to its CPUs, a block per CPU (docs/fabric.md#cpu-binding)")
       ->check(CLI::IsMember({"none", "blocks"}));
+  cmd->add_option("--sched", lo.sched,
+                  "normal: the chips keep the launcher's scheduling policy; batch: they run under SCHED_BATCH, a woken chip "
+                  "waiting for the running one instead of preempting it (more goodput with many chips per CPU, longer "
+                  "round trips; docs/fabric.md#scheduling)")
+      ->check(CLI::IsMember({"normal", "batch"}));
   cmd->add_option("--timer-slack-us", lo.timer_slack_us,
                   "Chips handle a deadline (a delayed ack, credits, a retransmission check) when traffic wakes them anyway, "
                   "and are woken for it alone at most this late (0: on time)")

@@ -2,7 +2,14 @@
 // host's chips (control/cpu_blocks.hpp) and each chip's share of the CPUs (process/cpu_binding.hpp).
 #include <gtest/gtest.h>
 
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <random>
 #include <set>
 
@@ -108,6 +115,33 @@ TEST(CpuListText, RangesAsLinuxPrintsThem) {
   EXPECT_EQ(process::cpu_list_text({0, 1, 2, 5, 7, 8}), "0-2,5,7-8");
   EXPECT_EQ(process::cpu_list_text({3}), "3");
   EXPECT_EQ(process::cpu_list_text({}), "");
+}
+
+// Every thread of the process, the ones it has and the ones it starts after, runs under
+// SCHED_BATCH (checked in a child, which leaves the test runner as it was).
+TEST(Scheduling, AProcessScheduledAsBatchRunsEveryThreadAsBatch) {
+  EXPECT_EQ(process::scheduling_of(getpid()), "normal");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // A thread that runs already, and looks at its own policy once the process has been set.
+    std::atomic<int> set{0}, before_policy{-1};
+    std::thread before([&] {
+      while (set.load() == 0) std::this_thread::yield();
+      before_policy = sched_getscheduler(0);
+    });
+    bool ok = process::schedule_as_batch().empty() && process::scheduling_of(getpid()) == "batch";
+    set = 1;
+    before.join();
+    int after_policy = -1;
+    std::thread after([&] { after_policy = sched_getscheduler(0); });
+    after.join();
+    _exit(ok && before_policy == SCHED_BATCH && after_policy == SCHED_BATCH ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(process::scheduling_of(child), "") << "a process that is gone has no policy";
 }
 
 }  // namespace

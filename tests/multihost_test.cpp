@@ -110,8 +110,10 @@ TEST_P(MultiHost, TheTggIsWholeFromEveryHostCarriesTrafficAndFiPingpongAndSurviv
   NetnsHosts hosts(p.hosts);
   // The event log goes into host0's own runtime directory, where other hosts cannot read it
   // (as on real hosts): `ttemu events` elsewhere asks the control plane.
-  // Bound in blocks: each host binds its own chips over its own CPUs (docs/fabric.md#cpu-binding).
-  HostedLaunch sys = HostedLaunch::mpirun(hosts, topo(p.file), {"--events-dir", NetnsHosts::runtime_dir() + "/" + kEventsDir, "--cpu-bind", "blocks"});
+  // Bound in blocks: each host binds its own chips over its own CPUs (docs/fabric.md#cpu-binding),
+  // and runs them under SCHED_BATCH (docs/fabric.md#scheduling).
+  HostedLaunch sys = HostedLaunch::mpirun(hosts, topo(p.file),
+                                          {"--events-dir", NetnsHosts::runtime_dir() + "/" + kEventsDir, "--cpu-bind", "blocks", "--sched", "batch"});
   ASSERT_TRUE(sys.wait_for("ready in", std::chrono::seconds(120))) << sys.output();
   {
     const json s = sys.status(0);
@@ -119,6 +121,7 @@ TEST_P(MultiHost, TheTggIsWholeFromEveryHostCarriesTrafficAndFiPingpongAndSurviv
     std::map<std::string, size_t> chips_by_host;
     for (const auto& c : s["chips"]) {
       cpus_by_host[c["host"].get<std::string>()].insert(c.value("cpus", std::string("(none)")));
+      EXPECT_EQ(c.value("sched", std::string("(none)")), "batch") << c.dump();
       ++chips_by_host[c["host"].get<std::string>()];
     }
     ASSERT_EQ(cpus_by_host.size(), static_cast<size_t>(p.hosts)) << s.dump();

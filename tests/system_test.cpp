@@ -751,6 +751,14 @@ void expect_fabric_suite_passed(const RunResult& r) {
 
 // --cpu-bind blocks (docs/fabric.md#cpu-binding): each chip runs on its block's CPU, and a
 // restarted chip on the same one; unbound chips run wherever the launcher may.
+// The chip called `name` in a status report (null if there is none).
+json chip_named(const json& status, const std::string& name) {
+  for (const auto& c : status["chips"]) {
+    if (c["name"] == name) return c;
+  }
+  return json();
+}
+
 TEST(System, ChipsBoundInBlocksRunOnTheirBlocksCpuAndKeepItWhenRestarted) {
   TTEMU_ONCE_FOR_ALL_TRANSPORTS();
   const std::vector<int> mine = process::allowed_cpus();
@@ -772,19 +780,48 @@ TEST(System, ChipsBoundInBlocksRunOnTheirBlocksCpuAndKeepItWhenRestarted) {
   RunResult traffic = sys.ttemu({"traffic", "--pattern", "all_to_all", "--count", "2", "--size", "4096", "--json"});
   ASSERT_EQ(traffic.status, 0) << traffic.out;
   expect_every_byte_verified(json_lines(traffic.stdout_text), {"all_to_all"}, 4096, 2);
-  auto m0d5 = [&] {
-    const json now = sys.status();
-    for (const auto& c : now["chips"]) {
-      if (c["name"] == "M0D5") return c;
-    }
-    return json();
-  };
+  auto m0d5 = [&] { return chip_named(sys.status(), "M0D5"); };
   RunResult kill = sys.ttemu({"chip", "kill", "M0D5"});
   ASSERT_EQ(kill.status, 0) << kill.out;
   ASSERT_TRUE(eventually([&] { return m0d5().value("alive", true) == false; }, 30s)) << m0d5().dump();
   RunResult restart = sys.ttemu({"chip", "restart", "M0D5"});
   ASSERT_EQ(restart.status, 0) << restart.out;
   ASSERT_TRUE(eventually([&] { return m0d5().value("cpus", "") == first; }, 30s)) << m0d5().dump();
+}
+
+// --sched batch: every chip runs under SCHED_BATCH (as the kernel reports it), says so in
+// `ttemu status`, moves traffic, and keeps it when restarted; without it, chips are normal.
+TEST(System, ChipsAskedToRunAsBatchDoAndKeepItWhenRestarted) {
+  TTEMU_ONCE_FOR_ALL_TRANSPORTS();
+  {
+    System normal({topo("n300.yaml")});
+    const json s = normal.status();
+    ASSERT_EQ(s["chips"].size(), 2u);
+    for (const auto& c : s["chips"]) EXPECT_EQ(c["sched"], "normal") << c.dump();
+  }
+  System sys({topo("n300.yaml"), "--sched", "batch"});
+  const json s = sys.status();
+  EXPECT_EQ(s["sched"], "batch");
+  ASSERT_EQ(s["chips"].size(), 2u);
+  for (const auto& c : s["chips"]) {
+    EXPECT_EQ(c["sched"], "batch") << c.dump();
+    EXPECT_EQ(process::scheduling_of(c["pid"].get<int>()), "batch") << c.dump();
+  }
+  RunResult text = sys.ttemu({"status"});
+  ASSERT_EQ(text.status, 0) << text.out;
+  EXPECT_NE(text.stdout_text.find("scheduling (--sched batch): 2 chip(s) batch"), std::string::npos) << text.stdout_text;
+  RunResult traffic = sys.ttemu({"traffic", "--pattern", "all_to_all", "--count", "2", "--size", "4096", "--json"});
+  ASSERT_EQ(traffic.status, 0) << traffic.out;
+  expect_every_byte_verified(json_lines(traffic.stdout_text), {"all_to_all"}, 4096, 2);
+  auto m0d1 = [&] { return chip_named(sys.status(), "M0D1"); };
+  const int before = m0d1().value("pid", 0);
+  RunResult kill = sys.ttemu({"chip", "kill", "M0D1"});
+  ASSERT_EQ(kill.status, 0) << kill.out;
+  ASSERT_TRUE(eventually([&] { return m0d1().value("alive", true) == false; }, 30s)) << m0d1().dump();
+  RunResult restart = sys.ttemu({"chip", "restart", "M0D1"});
+  ASSERT_EQ(restart.status, 0) << restart.out;
+  ASSERT_TRUE(eventually([&] { return m0d1().value("sched", "") == "batch" && m0d1().value("pid", 0) != before; }, 30s))
+      << m0d1().dump();
 }
 
 TEST(Fabric, GalaxyWritesReadsAtomicsMulticastAndBadArguments) {

@@ -29,7 +29,7 @@ void from_json(const json& j, LinkSetup& l) {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Config, arch, job_hash, seed, window, window_kib, bind, links, planes, data_fvcs, rb_packets, mesh_rows, mesh_cols,
                                    timeout_ms, ack_delay_us, credit_delay_us, spin_us, timer_slack_us, transport, udp_if_no_uring, efc, efc_timeouts,
                                    efc_interval_ms, efc_error_rate, status_interval_ms, crc_alarm,
-                                   retransmit_alarm, memory, cpu_rank, cpu_ranks)
+                                   retransmit_alarm, memory, cpu_rank, cpu_ranks, sched_batch)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PeerAddress, addr, udp, lazy)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Peers, peers)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Faults, port, faults, seed, from_now)

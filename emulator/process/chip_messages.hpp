@@ -50,6 +50,7 @@ struct Config {
   // --cpu-bind blocks: the chip's rank in its host's locality order, of cpu_ranks chips; it
   // binds itself to its share of the CPUs it started with (cpu_binding.hpp). 0 ranks: unbound.
   int cpu_rank = 0, cpu_ranks = 0;
+  bool sched_batch = false;  // --sched batch: the chip runs under SCHED_BATCH (cpu_binding.hpp)
   std::string transport = "udp";  // udp | uring | shm
   bool udp_if_no_uring = false;    // uring by default, not by choice: a chip refused io_uring uses udp
   std::string memory = "open";    // open | protected (session::MemoryMode): keys the center demands

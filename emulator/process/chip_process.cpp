@@ -278,6 +278,11 @@ class Chip final : public node::NodeObserver {
                    routing::to_string(o_.chip), cpu_list_text(cpus), why);
       }
     }
+    if (m.sched_batch) {
+      if (const std::string why = schedule_as_batch(); !why.empty()) {
+        fmt::print(stderr, "ttemu chip {}: cannot run under SCHED_BATCH ({}): it keeps its scheduling\n", routing::to_string(o_.chip), why);
+      }
+    }
     loop_.set_spin(std::chrono::microseconds(m.spin_us));
     loop_.set_timer_slack(std::chrono::microseconds(m.timer_slack_us));
     node::ChipNodeConfig nc;

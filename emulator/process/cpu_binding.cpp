@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -30,6 +31,22 @@ std::vector<int> allowed_cpus() {
   return cpus;
 }
 
+namespace {
+
+// Applies `set` to every thread the process has now (threads started later inherit what their
+// creator has); an empty string, or "<call> of thread T: reason".
+std::string for_every_thread(const char* call, const std::function<int(pid_t)>& set) {
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    const pid_t tid = static_cast<pid_t>(std::stol(task.path().filename().string()));
+    if (set(tid) != 0 && errno != ESRCH) return fmt::format("{} of thread {}: {}", call, tid, std::strerror(errno));
+  }
+  if (ec) return fmt::format("cannot list /proc/self/task: {}", ec.message());
+  return "";
+}
+
+}  // namespace
+
 std::string bind_process(const std::vector<int>& cpus) {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -37,16 +54,24 @@ std::string bind_process(const std::vector<int>& cpus) {
     if (c < 0 || c >= CPU_SETSIZE) return fmt::format("CPU {} is out of range", c);
     CPU_SET(static_cast<size_t>(c), &set);
   }
-  // Every thread the process has now; threads started later inherit the binding.
-  std::error_code ec;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
-    const pid_t tid = static_cast<pid_t>(std::stol(task.path().filename().string()));
-    if (sched_setaffinity(tid, sizeof set, &set) != 0 && errno != ESRCH) {
-      return fmt::format("sched_setaffinity of thread {}: {}", tid, std::strerror(errno));
-    }
+  return for_every_thread("sched_setaffinity", [&](pid_t tid) { return sched_setaffinity(tid, sizeof set, &set); });
+}
+
+std::string schedule_as_batch() {
+  const sched_param none{};
+  return for_every_thread("sched_setscheduler", [&](pid_t tid) { return sched_setscheduler(tid, SCHED_BATCH, &none); });
+}
+
+std::string scheduling_of(int pid) {
+  switch (sched_getscheduler(pid)) {
+    case SCHED_OTHER: return "normal";
+    case SCHED_BATCH: return "batch";
+    case SCHED_IDLE: return "idle";
+    case SCHED_FIFO: return "fifo";
+    case SCHED_RR: return "rr";
+    case -1: return "";
+    default: return "other";
   }
-  if (ec) return fmt::format("cannot list /proc/self/task: {}", ec.message());
-  return "";
 }
 
 std::string cpu_list_text(const std::vector<int>& cpus) {

@@ -28,4 +28,12 @@ std::string cpu_list_text(const std::vector<int>& cpus);
 // The CPUs process `pid` may run on, as /proc/PID/status lists them; empty if it is gone.
 std::string cpus_allowed_of(int pid);
 
+// `ttemu launch --sched batch`: every thread of this process under SCHED_BATCH, so that a chip
+// woken by a datagram waits for the running one to sleep instead of preempting it (fewer
+// context switches on an oversubscribed host; longer round trips). An empty string, or why not.
+std::string schedule_as_batch();
+// The scheduling policy of process `pid` as `ttemu status` names it ("normal", "batch",
+// "idle", "fifo", "rr"); empty if it is gone.
+std::string scheduling_of(int pid);
+
 }  // namespace ttemu::process
