@@ -17,7 +17,8 @@
 // memory rings for shm), at two levels of work: checking CRCs only, and the least work the
 // issue's cost model grants TT-link (a CRC on each side of a crossing, one copy per hop); and
 // each relay beside one link: what an emulator with a process per chip could move here. The
-// Galaxy runs twice, once with its chips bound in blocks (--cpu-bind blocks), first in odd rounds.
+// Galaxy runs three times: as launched by default, with its chips bound in blocks (--cpu-bind
+// blocks), and under SCHED_BATCH (--sched batch); which goes first turns with the round.
 //
 // Warm-up: the first run on a fresh system pays for first touches that hardware never pays
 // (the kernel allocating the chips' L1 pages as writes land, buffer pools filling): measured
@@ -118,11 +119,12 @@ struct FabricRun {
   double per_hop_us = 0, raw_chain_hop_us = 0, per_hop_vs_raw_chain = 0;  // medians over the pairs
   double goodput = 0, galaxy_goodput = 0, galaxy_mean_hops = 0;
   double galaxy_bound_goodput = 0;  // the same all_to_all with --cpu-bind blocks
+  double galaxy_batch_goodput = 0;  // and with --sched batch
   double verified = 0, errors = 0;
   bool ok = false;
 };
 
-FabricRun run_transport(const std::string& ttemu, const std::string& transport, int samples, int spin_us, bool bound_first) {
+FabricRun run_transport(const std::string& ttemu, const std::string& transport, int samples, int spin_us, int round) {
   FabricRun r;
   const std::string topo = kMesh;
   // Pairs, in turn: the raw relay (this program, run by the launched system's client while the
@@ -144,20 +146,25 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
   script += runs("--pattern unicast --src M0D0 --dst M0D15 --count 48 --size 65536");
   const std::string opts = fmt::format("--transport {} --spin-us {}", transport, spin_us);
   auto docs = ttemu::bench::launch_json(ttemu, topo, opts, fmt::format("sh -c '{}'", script));
-  // The Galaxy unbound and bound (--cpu-bind blocks), in turn; which goes first alternates by
-  // round, since the second of two launches read a few per cent faster here (docs/fabric.md#cpu-binding).
+  // The Galaxy as launched by default, bound (--cpu-bind blocks) and under SCHED_BATCH (--sched
+  // batch), in turn; which goes first turns with the round, since a later launch of a series read
+  // a few per cent faster here (docs/fabric.md#cpu-binding).
   auto galaxy_run = [&](const std::string& extra) {
     return ttemu::bench::launch_json(ttemu, TTEMU_TOPOLOGIES "/galaxy.yaml", opts + extra,
                                      fmt::format("sh -c '{}'", runs("--pattern all_to_all --count 4 --size 16384")));
   };
-  std::vector<json> galaxy, bound;
-  if (bound_first) bound = galaxy_run(" --cpu-bind blocks");
-  galaxy = galaxy_run("");
-  if (!bound_first) bound = galaxy_run(" --cpu-bind blocks");
+  const std::array<std::string, 3> variants{"", " --cpu-bind blocks", " --sched batch"};
+  std::array<std::vector<json>, 3> galaxies;
+  for (size_t k = 0; k < variants.size(); ++k) {
+    const size_t v = (k + static_cast<size_t>(round)) % variants.size();
+    galaxies[v] = galaxy_run(variants[v]);
+  }
+  const auto& [galaxy, bound, batch] = galaxies;
   const size_t latency_lines = kLatencyPairs * (1 + kHops);
-  if (docs.size() != latency_lines + 1 + kBulkRuns || galaxy.size() != 1 + kBulkRuns || bound.size() != 1 + kBulkRuns) {
-    fmt::print(stderr, "ttemu_bench_fabric: --transport {}: expected {} + {} + {} results, got {} + {} + {}\n", transport,
-               latency_lines + 1 + kBulkRuns, 1 + kBulkRuns, 1 + kBulkRuns, docs.size(), galaxy.size(), bound.size());
+  const bool galaxies_whole = std::all_of(galaxies.begin(), galaxies.end(), [](const auto& g) { return g.size() == 1 + kBulkRuns; });
+  if (docs.size() != latency_lines + 1 + kBulkRuns || !galaxies_whole) {
+    fmt::print(stderr, "ttemu_bench_fabric: --transport {}: expected {} + 3 x {} results, got {} + {} + {} + {}\n", transport,
+               latency_lines + 1 + kBulkRuns, 1 + kBulkRuns, docs.size(), galaxy.size(), bound.size(), batch.size());
     return r;
   }
   // Half a slope is one hop one way (the write and its ack each cross every hop).
@@ -196,6 +203,7 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
   r.goodput = ttemu::bench::median(bulk_rates);
   r.galaxy_goodput = ttemu::bench::median(galaxy_rates);
   r.galaxy_bound_goodput = ttemu::bench::median(measured(bound, 0));
+  r.galaxy_batch_goodput = ttemu::bench::median(measured(batch, 0));
   r.galaxy_mean_hops = galaxy[0]["mean_hops"].get<double>();
   r.ok = true;
   return r;
@@ -248,7 +256,7 @@ bool measure_round(const std::vector<std::string>& transports, int samples, int 
   double errors = 0;
   bool ok = true;
   for (const auto& t : transports) {
-    FabricRun r = run_transport(ttemu, t, samples, spin_us, round % 2 == 1);
+    FabricRun r = run_transport(ttemu, t, samples, spin_us, round);
     const double link = link_goodput(ttemu, t, spin_us, r);
     ok = ok && r.ok && link > 0;
     errors += r.errors;
@@ -267,6 +275,9 @@ bool measure_round(const std::vector<std::string>& transports, int samples, int 
         {"galaxy_bound_all_to_all_gb_per_s", r.galaxy_bound_goodput / 1e9},
         {"galaxy_bound_x_hops_vs_link", link > 0 ? r.galaxy_bound_goodput * r.galaxy_mean_hops / link : 0.0},
         {"galaxy_bound_vs_unbound", r.galaxy_goodput > 0 ? r.galaxy_bound_goodput / r.galaxy_goodput : 0.0},
+        {"galaxy_batch_all_to_all_gb_per_s", r.galaxy_batch_goodput / 1e9},
+        {"galaxy_batch_x_hops_vs_link", link > 0 ? r.galaxy_batch_goodput * r.galaxy_mean_hops / link : 0.0},
+        {"galaxy_batch_vs_normal", r.galaxy_goodput > 0 ? r.galaxy_batch_goodput / r.galaxy_goodput : 0.0},
         {"galaxy_x_hops_vs_raw_mesh", raw_mesh > 0 ? galaxy / raw_mesh : 0.0},
         {"raw_mesh_vs_link", link > 0 ? raw_mesh / link : 0.0},
         {"galaxy_x_hops_vs_least_work_mesh", least > 0 ? galaxy / least : 0.0},
@@ -312,6 +323,10 @@ void print_round(const json& result, int spin_us, int round, int repeat) {
            r["galaxy_bound_all_to_all_gb_per_s"].get<double>() * r["galaxy_mean_hops"].get<double>(),
            r["galaxy_bound_x_hops_vs_link"].get<double>());
     fmt::print("  {:<48} {:>10} {:>10} {:>7.2f}\n", "  (bound vs unbound)", "", "", r["galaxy_bound_vs_unbound"].get<double>());
+    gb_row("  the same, --sched batch", link,
+           r["galaxy_batch_all_to_all_gb_per_s"].get<double>() * r["galaxy_mean_hops"].get<double>(),
+           r["galaxy_batch_x_hops_vs_link"].get<double>());
+    fmt::print("  {:<48} {:>10} {:>10} {:>7.2f}\n", "  (batch vs normal)", "", "", r["galaxy_batch_vs_normal"].get<double>());
     const std::string wire = r["raw_mesh_wire"].get<std::string>();
     const std::string relayed = wire == "shm" ? "over shm rings" : "in raw UDP";
     const double raw_mesh = meshes[wire]["crc_check"].get<double>(), least = meshes[wire]["tt_link_least"].get<double>();
@@ -330,7 +345,7 @@ json summarise(const json& rounds) {
   json out = json::object();
   for (const auto& [t, first] : rounds[0]["transports"].items()) {
     for (const char* row : {"per_hop_vs_raw_chain", "six_hop_vs_link", "galaxy_x_hops_vs_link", "galaxy_bound_x_hops_vs_link",
-                            "galaxy_bound_vs_unbound", "galaxy_x_hops_vs_raw_mesh",
+                            "galaxy_bound_vs_unbound", "galaxy_batch_x_hops_vs_link", "galaxy_batch_vs_normal", "galaxy_x_hops_vs_raw_mesh",
                             "raw_mesh_vs_link", "galaxy_x_hops_vs_least_work_mesh", "least_work_mesh_vs_link"}) {
       std::vector<double> v;
       for (const auto& r : rounds) v.push_back(r["transports"][t][row].get<double>());
