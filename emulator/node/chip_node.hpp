@@ -244,7 +244,7 @@ class ChipNode {
   static constexpr int kMaxOpenBatches = 4;
   // A batch of more than two full frames' payload streams, even as one datagram: a Galaxy's
   // chips over UDP mostly read one datagram per socket read, and kept open after those too they
-  // send 11 % fewer datagrams (docs/fabric.md, "Fuller datagrams over UDP").
+  // send 10 % fewer datagrams (docs/fabric.md, "Fuller datagrams over UDP").
   static constexpr size_t kStreamingBatchBytes = 8192;
   std::vector<Port*> open_;  // ports whose link may keep a datagram open
   bool keep_open_ = false;   // services now may keep one open (inside end_of_batch)
