@@ -76,6 +76,7 @@ class Launcher : public ControlTarget {
     uring_by_default_ = transport.by_default;
     if (!transport.note.empty()) fmt::print(stderr, "ttemu: {}\n", transport.note);
     sys_ = control::load_system(o_.file);
+    o_.spin_us = resolve_spin_us(o_.spin_us, o_.transport, static_cast<size_t>(sys_.node_count()), process::allowed_cpus().size());
     tables_ = control::compute_tables(sys_);
     if (!o_.tables.empty()) {
       // Deliberately chosen (or broken) tables, as `ttemu topo tables --json` writes them.
@@ -91,6 +92,7 @@ class Launcher : public ControlTarget {
     json begun = job_started_event(sys_, std::filesystem::absolute(o_.file).string());
     begun["job"] = job_.text();
     begun["transport"] = o_.transport;
+    begun["spin_us"] = o_.spin_us;
     record(stamp(begun, uptime()));
     std::vector<bool> here;
     if (multi_) {
@@ -579,7 +581,7 @@ class Launcher : public ControlTarget {
       for (int h = 0; agents_ && h < static_cast<int>(sys_.hosts.size()); ++h) hosts.push_back(sys_.hosts[static_cast<size_t>(h)]);
       reply({{"job", job_.text()}, {"system", o_.file}, {"system_path", std::filesystem::absolute(o_.file).string()},
              {"ready", ready_}, {"seed", seed_},
-             {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"transport", o_.transport}, {"memory", o_.memory}, {"cpu_bind", o_.cpu_bind}, {"sched", o_.sched}, {"events", events_},
+             {"planes", sys_.planes}, {"data_fvcs", o_.data_fvcs}, {"transport", o_.transport}, {"spin_us", o_.spin_us}, {"memory", o_.memory}, {"cpu_bind", o_.cpu_bind}, {"sched", o_.sched}, {"events", events_},
              {"tables_version", live_ ? live_->version() : 1}, {"injection_paused", injection_paused_},
              {"event_log", log_ ? log_->path() : ""}, {"hosts", hosts},
              {"uptime_s", uptime()},
@@ -1051,6 +1053,11 @@ std::string default_system_file() {
     if (std::ifstream(candidate)) return candidate;
   }
   return "topologies/galaxy.yaml";
+}
+
+int resolve_spin_us(int option, const std::string& transport, size_t chips, size_t cpus) {
+  if (option != kSpinAuto) return option;
+  return transport == "shm" && chips <= cpus ? kAutoSpinUs : 0;
 }
 
 ChosenTransport resolve_transport(const std::string& option) {

@@ -22,6 +22,16 @@ namespace ttemu::launcher {
 // The largest `--dram-mib`: 64 GiB per chip, twice a Blackhole's (segments are sparse).
 inline constexpr uint64_t kMaxDramMib = 65536;
 
+// `--spin-us` not given: resolve_spin_us() chooses.
+inline constexpr int kSpinAuto = -1;
+// The spin a launch's chips use when --spin-us is not given (docs/fabric.md#transports): over
+// shm, with a CPU for every chip of the launch, a chip that has just had traffic polls its
+// rings for kAutoSpinUs before it sleeps, since waking a sleeping peer is what holds a shm link
+// to a third of its speed; otherwise (more chips than CPUs, where spinning chips only take
+// turns, or over sockets, where measured it did not pay) 0: sleep at once.
+inline constexpr int kAutoSpinUs = 100;
+int resolve_spin_us(int option, const std::string& transport, size_t chips, size_t cpus);
+
 struct LaunchOptions {
   std::string file;                   // system specification
   std::string faults;                 // fault plan, optional
@@ -38,7 +48,8 @@ struct LaunchOptions {
   int timeout_ms = 3000;              // a buffer head stuck this long is dropped (5.5)
   int ack_delay_us = 1000;            // TT-link pure acknowledgements wait this long for data
   int credit_delay_us = 10000;        // freed buffer slots are returned after this long
-  int spin_us = 0;                    // chips poll this long after traffic before sleeping
+  // Chips poll this long after traffic before sleeping; kSpinAuto: resolve_spin_us() decides.
+  int spin_us = kSpinAuto;
   std::string cpu_bind = "none";      // none | blocks (docs/fabric.md#cpu-binding)
   std::string sched = "normal";       // normal | batch (docs/fabric.md#scheduling)
   int timer_slack_us = 1000;          // a sleeping chip wakes at most this late for a deadline (docs/fabric.md#defaults-from-measurements)

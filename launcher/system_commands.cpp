@@ -86,7 +86,10 @@ void print_status(const json& s) {
   fmt::print("job {}  {}  up {:.1f} s  chips {}/{} running  links {}/{} up\n", s["job"].get<std::string>(),
              s["system"].get<std::string>(), s["uptime_s"].get<double>(), alive, s["chips"].size(), up,
              s["links"].size());
+  const int spin = s.value("spin_us", 0);
   fmt::print("transport: {}\n", transport);
+  fmt::print("waiting: {}\n", spin > 0 ? fmt::format("a chip polls for {} us after traffic, then sleeps (--spin-us)", spin)
+                                        : std::string("a chip sleeps as soon as it is idle (--spin-us 0)"));
   std::map<std::string, int> on_cpus;  // the running chips by the CPUs they may run on (and host, over several)
   const bool hosts = !s.value("hosts", json::array()).empty();
   for (const auto& c : s["chips"]) {
@@ -225,7 +228,10 @@ void add_launch_options(CLI::App* cmd, LaunchOptions& lo) {
                      "open: writes, reads and atomics go anywhere; protected: each needs the key of a memory window "
                      "the target chip's worker registered (docs/api.md#memory-protection)")
       ->check(CLI::IsMember({"open", "protected"}));
-  cmd->add_option("--spin-us", lo.spin_us, "Chips keep polling this long after traffic before they sleep (0: sleep at once)")->check(whole_number(0, 100000));
+  cmd->add_option("--spin-us", lo.spin_us,
+                  fmt::format("Chips keep polling this long after traffic before they sleep (0: sleep at once); default: {} "
+                              "over shm when the host has a CPU per chip, else 0 (docs/fabric.md#transports)",
+                              kAutoSpinUs))->check(whole_number(0, 100000));
   cmd->add_option("--cpu-bind", lo.cpu_bind,
                   "none: the kernel places the chips' processes; blocks: each host's chips are bound in compact blocks "
                   "of their meshes to its CPUs, a block per CPU (docs/fabric.md#cpu-binding)")

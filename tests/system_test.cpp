@@ -21,6 +21,8 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/ranges.h>
+
 #include "emulator/chip/chip_control.hpp"
 #include "emulator/chip/segments.hpp"
 #include "emulator/job/job.hpp"
@@ -90,12 +92,8 @@ void expect_nothing_left(const Held& h) {
   EXPECT_TRUE(left.empty()) << "left in " << fs::path(h.socket).parent_path() << ": " << (left.empty() ? "" : left[0]);
 }
 
-// A running N300's chips all say `mode` (`ttemu status`, text and JSON), idle in system call
-// `idle_call`, and their link carries a link test.
-void expect_transport_mode(System& sys, const std::string& mode, long idle_call, const std::string& idle_name) {
-  const json s = sys.status();
-  ASSERT_EQ(s["chips"].size(), 2u);
-  for (const auto& c : s["chips"]) EXPECT_EQ(c["transport_mode"].get<std::string>().rfind(mode, 0), 0u) << c;
+// Every chip of the status `s` comes to sleep in system call `idle_call` within 10 s.
+void expect_chips_idle_in(const json& s, long idle_call, const std::string& idle_name) {
   for (int pid : chip_pids(s)) {
     std::string call;
     EXPECT_TRUE(eventually(
@@ -107,6 +105,15 @@ void expect_transport_mode(System& sys, const std::string& mode, long idle_call,
         10s))
         << "chip " << pid << " idles in system call '" << call << "', not " << idle_name << " (" << idle_call << ")";
   }
+}
+
+// A running N300's chips all say `mode` (`ttemu status`, text and JSON), idle in system call
+// `idle_call`, and their link carries a link test.
+void expect_transport_mode(System& sys, const std::string& mode, long idle_call, const std::string& idle_name) {
+  const json s = sys.status();
+  ASSERT_EQ(s["chips"].size(), 2u);
+  for (const auto& c : s["chips"]) EXPECT_EQ(c["transport_mode"].get<std::string>().rfind(mode, 0), 0u) << c;
+  expect_chips_idle_in(s, idle_call, idle_name);
   RunResult text = sys.ttemu({"status"});
   EXPECT_NE(text.out.find("transport: " + mode), std::string::npos) << text.out;
   RunResult t = sys.ttemu({"link", "test", "M0D0P2", "--frames", "20000", "--json"});
@@ -158,6 +165,36 @@ TEST(System, UringChosenWhereIoUringIsRefusedIsAnError) {
   TTEMU_ONCE_FOR_ALL_TRANSPORTS();
   const RunResult r = run({TTEMU_NO_URING, TTEMU_BINARY, "launch", "--transport", "uring", topo("n300.yaml")}, 60s);
   expect_one_line_error(r, "--transport uring: io_uring is refused here (io_uring_setup: Operation not permitted)");
+}
+
+// Over shm, with a CPU for each chip, chips poll for 100 us after traffic before they sleep (a
+// sleeping peer's wake-up is what held a shm link to a third of its speed); over sockets, or
+// when asked, they sleep at once. `ttemu status` says which, and a spinning chip still sleeps
+// once traffic stops: idle is free.
+TEST(System, OverShmWithACpuPerChipChipsSpinAfterTrafficThenSleep) {
+  TTEMU_ONCE_FOR_ALL_TRANSPORTS();
+  const bool cpu_per_chip = process::allowed_cpus().size() >= 2;  // an n300 has two chips
+  struct Case {
+    std::vector<std::string> args;
+    int spin;
+  };
+  for (const Case& c : {Case{{"--transport", "shm"}, cpu_per_chip ? 100 : 0}, Case{{"--transport", "udp"}, 0},
+                        Case{{"--transport", "shm", "--spin-us", "0"}, 0}, Case{{"--transport", "udp", "--spin-us", "40"}, 40}}) {
+    SCOPED_TRACE(fmt::format("{}", fmt::join(c.args, " ")));
+    std::vector<std::string> args{topo("n300.yaml")};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    System sys(args);
+    EXPECT_EQ(sys.status()["spin_us"], c.spin);
+    const RunResult text = sys.ttemu({"status"});
+    EXPECT_NE(text.out.find(c.spin > 0 ? fmt::format("waiting: a chip polls for {} us after traffic, then sleeps", c.spin)
+                                       : std::string("waiting: a chip sleeps as soon as it is idle")),
+              std::string::npos)
+        << text.out;
+    RunResult t = sys.ttemu({"link", "test", "M0D0P2", "--frames", "20000", "--json"});
+    ASSERT_EQ(t.status, 0) << t.out;
+    EXPECT_EQ(json::parse(t.stdout_text)["verified"], 20000);
+    expect_chips_idle_in(sys.status(), SYS_epoll_pwait2, "epoll_pwait2");  // after the spin, asleep
+  }
 }
 
 TEST(System, TwoChipsComeUpAndShutDownLeavingNothing) {

@@ -134,7 +134,7 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::string script;
   for (size_t k = 0; k < kLatencyPairs; ++k) {
-    script += fmt::format("{} --raw-chain {} {}; ", self, samples, spin_us);
+    script += fmt::format("{} --raw-chain {} {}; ", self, samples, ttemu::bench::raw_spin(spin_us).count());
     for (const auto& d : kDestinations) {
       script += fmt::format("{} traffic --pattern unicast --src M0D0 --dst {} --count 1 --size 64 "
                             "--latency-samples {} --json; ", ttemu, d, samples);
@@ -144,7 +144,7 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
     return warm_up_and_measure(fmt::format("{} traffic {} --latency-samples 1 --json; ", ttemu, traffic_args));
   };
   script += runs("--pattern unicast --src M0D0 --dst M0D15 --count 48 --size 65536");
-  const std::string opts = fmt::format("--transport {} --spin-us {}", transport, spin_us);
+  const std::string opts = fmt::format("--transport {}{}", transport, ttemu::bench::spin_flag(spin_us));
   auto docs = ttemu::bench::launch_json(ttemu, topo, opts, fmt::format("sh -c '{}'", script));
   // The Galaxy as launched by default, bound (--cpu-bind blocks) and under SCHED_BATCH (--sched
   // batch), in turn; which goes first turns with the round, since a later launch of a series read
@@ -216,7 +216,7 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
 double link_goodput(const std::string& ttemu, const std::string& transport, int spin_us, FabricRun& r) {
   const std::string script = warm_up_and_measure(ttemu + " link test M0D0P2 --frames 100000 --size 4096 --json; ");
   auto docs = ttemu::bench::launch_json(ttemu, TTEMU_TOPOLOGIES "/n300.yaml",
-                                        fmt::format("--transport {} --spin-us {}", transport, spin_us),
+                                        fmt::format("--transport {}{}", transport, ttemu::bench::spin_flag(spin_us)),
                                         fmt::format("sh -c '{}'", script));
   if (docs.size() != 1 + kBulkRuns) return 0;
   std::vector<double> rates;
@@ -230,7 +230,7 @@ double link_goodput(const std::string& ttemu, const std::string& transport, int 
 
 // One round: the raw baselines, then every transport; false if some run failed or lost bytes.
 bool measure_round(const std::vector<std::string>& transports, int samples, int spin_us, int round, json& result) {
-  const ttemu::bench::Waiting waiting{std::chrono::microseconds(spin_us)};
+  const ttemu::bench::Waiting waiting{ttemu::bench::raw_spin(spin_us)};
   const std::string ttemu = TTEMU_BINARY;
   const double raw_one_way = ttemu::bench::median(ttemu::bench::raw_round_trips(64, 2000, waiting)) / 2;
   const double raw_tput = ttemu::bench::raw_throughput(4096, 200000ull * 4096);
@@ -286,7 +286,7 @@ bool measure_round(const std::vector<std::string>& transports, int samples, int 
   }
   result = {{"raw_udp_one_way_us", raw_one_way}, {"raw_udp_gb_per_s", raw_tput / 1e9},
             {"raw_mesh_all_to_all_x_hops_gb_per_s", meshes},
-            {"spin_us", spin_us}, {"transports", by_transport}, {"errors", errors}};
+            {"spin_us", spin_us == ttemu::bench::kLaunchChooses ? json("launch default") : json(spin_us)}, {"transports", by_transport}, {"errors", errors}};
   return ok && errors == 0 && meshes_ok;
 }
 
@@ -297,7 +297,8 @@ void print_round(const json& result, int spin_us, int round, int repeat) {
   const json& by_transport = result["transports"];
   if (repeat > 1) fmt::print("Round {} of {}\n", round + 1, repeat);
   fmt::print("Fabric routers vs raw UDP on this machine (4x4 mesh and Galaxy, one process per chip; all wait\n"
-             "in the kernel when idle{})\n", spin_us ? fmt::format(", after a {} us spin", spin_us) : std::string());
+             "in the kernel when idle{})\n", spin_us > 0 ? fmt::format(", after a {} us spin", spin_us)
+                                             : spin_us < 0 ? std::string(", chips after the launch's default spin") : std::string());
   fmt::print("  {:<48} {:>10} {:>10} {:>7}\n", "", "raw", "ttemu", "ratio");
   for (const auto& [t, r] : by_transport.items()) {
     const double hop = r["per_hop_us"].get<double>(), six = r["six_hop_goodput_gb_per_s"].get<double>();
@@ -360,7 +361,7 @@ json summarise(const json& rounds) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int samples = 300, spin_us = 0, repeat = 1;
+  int samples = 300, spin_us = ttemu::bench::kLaunchChooses, repeat = 1;
   bool as_json = false;
   std::vector<std::string> transports = ttemu::wire::kTransports;
   std::vector<int> raw_chain;  // SAMPLES SPIN_US

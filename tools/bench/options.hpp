@@ -49,10 +49,21 @@ inline CLI::Option* add_repeat(CLI::App& app, int& out, const std::string& help)
   return app.add_option("--repeat", out, help)->check(whole_number(1, kMaxRepeat))->capture_default_str();
 }
 
-// --spin-us N, passed on to the chips (at least `lo`).
+// A --spin-us not given: the chips spin as `ttemu launch` chooses by default (over shm with a
+// CPU per chip, kAutoSpinUs in launcher/launch.hpp; else 0), and raw processes do not.
+inline constexpr int kLaunchChooses = -1;
+
+// --spin-us N, passed on to the chips (at least `lo`). With `out` at kLaunchChooses, a run
+// without the option leaves it there.
 inline CLI::Option* add_spin_us(CLI::App& app, int& out, const std::string& help, int lo = 0) {
-  return app.add_option("--spin-us", out, help)->check(whole_number(lo, kMaxSpinUs))->capture_default_str();
+  auto* o = app.add_option("--spin-us", out, out == kLaunchChooses ? help + " (default: as ttemu launch chooses)" : help)
+                ->check(whole_number(lo, kMaxSpinUs));
+  return out == kLaunchChooses ? o : o->capture_default_str();
 }
+// The launch option for a --spin-us (none when the launch chooses; it starts with a space).
+inline std::string spin_flag(int spin_us) { return spin_us == kLaunchChooses ? "" : fmt::format(" --spin-us {}", spin_us); }
+// How long raw processes spin for a --spin-us.
+inline std::chrono::microseconds raw_spin(int spin_us) { return std::chrono::microseconds(spin_us < 0 ? 0 : spin_us); }
 
 // --transport LIST: comma-separated names, each one of wire::kTransports.
 inline CLI::Option* add_transports(CLI::App& app, std::vector<std::string>& out, const std::string& help) {
