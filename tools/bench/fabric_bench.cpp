@@ -286,7 +286,7 @@ bool measure_round(const std::vector<std::string>& transports, int samples, int 
   }
   result = {{"raw_udp_one_way_us", raw_one_way}, {"raw_udp_gb_per_s", raw_tput / 1e9},
             {"raw_mesh_all_to_all_x_hops_gb_per_s", meshes},
-            {"spin_us", spin_us == ttemu::bench::kLaunchChooses ? json("launch default") : json(spin_us)}, {"transports", by_transport}, {"errors", errors}};
+            {"spin_us", ttemu::bench::spin_json(spin_us)}, {"transports", by_transport}, {"errors", errors}};
   return ok && errors == 0 && meshes_ok;
 }
 

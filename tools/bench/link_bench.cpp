@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
   }
 
   json result = {
-      {"payload_bytes", payload}, {"frames", frames}, {"spin_us", spin_us == ttemu::bench::kLaunchChooses ? json("launch default") : json(spin_us)},
+      {"payload_bytes", payload}, {"frames", frames}, {"spin_us", ttemu::bench::spin_json(spin_us)},
       {"raw_udp_gb_per_s", raw_small / 1e9}, {"raw_udp_packed_gb_per_s", raw_packed / 1e9},
       {"packed_datagram_bytes", packed}, {"fer", fer}, {"raw_rtt_p50_us", raw_p50},
       {"raw_udp_least_work_gb_per_s", raw_least / 1e9}, {"raw_udp_least_work_vs_packed", least_ratio},

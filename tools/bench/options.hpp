@@ -3,12 +3,14 @@
 // uncaught std::stoi exception or atoi's silent 0.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "emulator/wire/transport.hpp"
 #include "launcher/cli_checks.hpp"
@@ -62,6 +64,10 @@ inline CLI::Option* add_spin_us(CLI::App& app, int& out, const std::string& help
 }
 // The launch option for a --spin-us (none when the launch chooses; it starts with a space).
 inline std::string spin_flag(int spin_us) { return spin_us == kLaunchChooses ? "" : fmt::format(" --spin-us {}", spin_us); }
+// A --spin-us as the benchmarks' JSON reports it.
+inline nlohmann::json spin_json(int spin_us) {
+  return spin_us == kLaunchChooses ? nlohmann::json("launch default") : nlohmann::json(spin_us);
+}
 // How long raw processes spin for a --spin-us.
 inline std::chrono::microseconds raw_spin(int spin_us) { return std::chrono::microseconds(spin_us < 0 ? 0 : spin_us); }
 
