@@ -6,15 +6,21 @@
 
 #include <fmt/format.h>
 
-#include "emulator/common/error.hpp"
 #include <isa-l/crc64.h>
+
+#include "emulator/common/error.hpp"
+#include "emulator/common/vector_state.hpp"
 
 namespace ttemu::session {
 
 namespace {
 
 // CRC-64/XZ (ECMA-182, reflected) continued over `value`'s bytes: ISA-L's, as fast as memory.
-uint64_t crc64(uint64_t crc, std::span<const uint8_t> bytes) { return crc64_ecma_refl(crc, bytes.data(), bytes.size()); }
+uint64_t crc64(uint64_t crc, std::span<const uint8_t> bytes) {
+  crc = crc64_ecma_refl(crc, bytes.data(), bytes.size());
+  clear_upper_vector_state();
+  return crc;
+}
 
 template <class T>
 uint64_t crc64(uint64_t crc, T value) {

@@ -41,7 +41,6 @@
 #include <functional>
 #include <vector>
 
-#include <isa-l/crc.h>
 
 #include "emulator/chip/doorbell.hpp"
 #include "emulator/common/futex.hpp"
@@ -105,7 +104,7 @@ struct Node {
     uint32_t sum = 0;
     std::memcpy(&dst, u, 4);
     std::memcpy(&sum, u + 4, 4);
-    if (crc32_gzip_refl(0, u + kHeader, chunk) != sum) bad = true;
+    if (link::crc32({u + kHeader, chunk}) != sum) bad = true;
     if (static_cast<int>(dst) != self) return false;
     if (copy) std::memcpy(sink.data() + (arrived % (sink.size() / chunk)) * chunk, u + kHeader, chunk);
     ++arrived;
@@ -114,7 +113,7 @@ struct Node {
   // The CRC a chunk leaves with: computed (at its source, and again at every relay with least
   // work), else carried from the header it arrived with.
   uint32_t departing_crc(const uint8_t* payload, const uint8_t* header) const {
-    if (copy || !header) return crc32_gzip_refl(0, payload, chunk);
+    if (copy || !header) return link::crc32({payload, chunk});
     uint32_t sum = 0;
     std::memcpy(&sum, header + 4, 4);
     return sum;

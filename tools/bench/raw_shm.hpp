@@ -23,7 +23,6 @@
 #include <new>
 #include <vector>
 
-#include <isa-l/crc.h>
 
 #include "emulator/wire/datagram.hpp"
 #include "emulator/wire/shm_ring.hpp"
@@ -65,7 +64,7 @@ inline double raw_shm_stream(size_t payload, size_t per_datagram, size_t bytes) 
           uint32_t sum = 0;
           std::memcpy(&sum, d.data() + at + 4, 4);
           const uint8_t* p = d.data() + at + kHeader;
-          if (crc32_gzip_refl(0, p, payload) != sum) shared->failed.store(1);
+          if (link::crc32({p, payload}) != sum) shared->failed.store(1);
           std::memcpy(sink.data() + (got % slots) * payload, p, payload);
         }
       });
@@ -83,7 +82,7 @@ inline double raw_shm_stream(size_t payload, size_t per_datagram, size_t bytes) 
     const size_t n = std::min(per_datagram, frames - sent);
     for (size_t k = 0; k < n; ++k) {
       const uint8_t* p = source.data() + ((sent + k) % slots) * payload;
-      const uint32_t number = static_cast<uint32_t>(sent + k), sum = crc32_gzip_refl(0, p, payload);
+      const uint32_t number = static_cast<uint32_t>(sent + k), sum = link::crc32({p, payload});
       const auto h = d.append_owned(kHeader);
       std::memcpy(h.data(), &number, 4);
       std::memcpy(h.data() + 4, &sum, 4);

@@ -24,8 +24,9 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <isa-l/crc.h>
 #include <nlohmann/json.hpp>
+
+#include "emulator/link/frame.hpp"
 
 namespace ttemu::bench {
 
@@ -173,7 +174,7 @@ inline double raw_throughput(Socket rx, Socket tx, sockaddr_in to, size_t size, 
           uint32_t sum = 0;
           std::memcpy(&sum, bufs[i].data() + at + 4, 4);
           const uint8_t* p = bufs[i].data() + at + LeastWork::kHeader;
-          failed |= crc32_gzip_refl(0, p, work.payload) != sum;
+          failed |= link::crc32({p, work.payload}) != sum;
           std::memcpy(sink.data() + (frames % slots) * work.payload, p, work.payload);
           got += work.payload;
         }
@@ -205,7 +206,7 @@ inline double raw_throughput(Socket rx, Socket tx, sockaddr_in to, size_t size, 
     if (work.payload > 0) {  // the next 32 datagrams' frames: a CRC each, gathered from memory
       for (size_t f = 0; f < 32 * work.per_datagram; ++f, ++number) {
         uint8_t* p = payload.data() + (number % slots) * work.payload;
-        headers[f] = {static_cast<uint32_t>(number), crc32_gzip_refl(0, p, work.payload)};
+        headers[f] = {static_cast<uint32_t>(number), link::crc32({p, work.payload})};
         iov[2 * f] = {headers[f].data(), LeastWork::kHeader};
         iov[2 * f + 1] = {p, work.payload};
       }

@@ -12,7 +12,6 @@
 // the fabric's logic (routing, buffers, credits, go-back-N, acks, the event queue).
 //
 //   ttemu_bench_sim [--sizes 64,4096] [--count N] [--repeat R] [--json]
-#include <isa-l/crc.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,14 +55,14 @@ double raw_hops_per_s(size_t size, uint64_t packets, int hops) {
       pool.pop_back();
       std::memset(frame.data(), static_cast<int>(h), kHeader);
       std::memcpy(frame.data() + kHeader, in, size);
-      const uint32_t crc = crc32_gzip_refl(0, frame.data(), kHeader + size);
+      const uint32_t crc = ttemu::link::crc32({frame.data(), kHeader + size});
       std::memcpy(frame.data() + kHeader + size, &crc, kCrc);
       wire.push_back(std::move(frame));
       std::vector<uint8_t> got = std::move(wire.front());
       wire.pop_front();
       uint32_t sent = 0;
       std::memcpy(&sent, got.data() + kHeader + size, kCrc);
-      if (crc32_gzip_refl(0, got.data(), kHeader + size) != sent) ++bad;
+      if (ttemu::link::crc32({got.data(), kHeader + size}) != sent) ++bad;
       pool.push_back(std::move(got));
       in = pool.back().data() + kHeader;  // the next hop sends what this one received
     }
