@@ -1,6 +1,6 @@
 // Per-link, per-end counters. They live in the chip's shared memory so the control plane reads
 // them without asking the chip (spec 1.1.2: observed rates, drops, link down); one writer (the
-// chip), any number of readers, relaxed atomics.
+// chip), any number of readers, relaxed atomics (plain loads and stores: no locked instruction).
 #pragma once
 
 #include <atomic>
@@ -42,7 +42,11 @@ struct LinkCounters {
 #undef TTEMU_DECLARE
   std::atomic<uint32_t> state{0};  // LinkState
 
-  void add(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
+  // One writer (the chip's event loop), so a load and a store: a locked add is a full barrier
+  // that waits for every store before it (a payload just written) to reach the cache.
+  void add(std::atomic<uint64_t>& c, uint64_t n = 1) {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters are shared between processes");
 
