@@ -76,7 +76,7 @@ class Launcher : public ControlTarget {
     uring_by_default_ = transport.by_default;
     if (!transport.note.empty()) fmt::print(stderr, "ttemu: {}\n", transport.note);
     sys_ = control::load_system(o_.file);
-    o_.spin_us = resolve_spin_us(o_.spin_us, o_.transport, static_cast<size_t>(sys_.node_count()), process::allowed_cpus().size());
+    o_.spin_us = resolve_spin_us(o_.spin_us, static_cast<size_t>(sys_.node_count()), process::allowed_cpus().size());
     tables_ = control::compute_tables(sys_);
     if (!o_.tables.empty()) {
       // Deliberately chosen (or broken) tables, as `ttemu topo tables --json` writes them.
@@ -1055,9 +1055,9 @@ std::string default_system_file() {
   return "topologies/galaxy.yaml";
 }
 
-int resolve_spin_us(int option, const std::string& transport, size_t chips, size_t cpus) {
+int resolve_spin_us(int option, size_t chips, size_t cpus) {
   if (option != kSpinAuto) return option;
-  return transport == "shm" && chips <= cpus ? kAutoSpinUs : 0;
+  return chips <= cpus ? kAutoSpinUs : 0;
 }
 
 ChosenTransport resolve_transport(const std::string& option) {

@@ -24,13 +24,13 @@ inline constexpr uint64_t kMaxDramMib = 65536;
 
 // `--spin-us` not given: resolve_spin_us() chooses.
 inline constexpr int kSpinAuto = -1;
-// The spin a launch's chips use when --spin-us is not given (docs/fabric.md#transports): over
-// shm, with a CPU for every chip of the launch, a chip that has just had traffic polls its
-// rings for kAutoSpinUs before it sleeps, since waking a sleeping peer is what holds a shm link
-// to a third of its speed; otherwise (more chips than CPUs, where spinning chips only take
-// turns, or over sockets, where measured it did not pay) 0: sleep at once.
+// The spin a launch's chips use when --spin-us is not given (docs/fabric.md#transports): with a
+// CPU for every chip of the launch, over any transport, a chip that has just had traffic polls
+// for kAutoSpinUs before it sleeps, since waking a sleeping peer is what held one link to a
+// third of its speed over shm, four fifths over io_uring and nine tenths over UDP; with more
+// chips than CPUs, where spinning chips only take turns, 0: sleep at once.
 inline constexpr int kAutoSpinUs = 100;
-int resolve_spin_us(int option, const std::string& transport, size_t chips, size_t cpus);
+int resolve_spin_us(int option, size_t chips, size_t cpus);
 
 struct LaunchOptions {
   std::string file;                   // system specification

@@ -230,7 +230,7 @@ void add_launch_options(CLI::App* cmd, LaunchOptions& lo) {
       ->check(CLI::IsMember({"open", "protected"}));
   cmd->add_option("--spin-us", lo.spin_us,
                   fmt::format("Chips keep polling this long after traffic before they sleep (0: sleep at once); default: {} "
-                              "over shm when the host has a CPU per chip, else 0 (docs/fabric.md#transports)",
+                              "when the host has a CPU per chip, else 0 (docs/fabric.md#transports)",
                               kAutoSpinUs))->check(whole_number(0, 100000));
   cmd->add_option("--cpu-bind", lo.cpu_bind,
                   "none: the kernel places the chips' processes; blocks: each host's chips are bound in compact blocks "

@@ -167,19 +167,24 @@ TEST(System, UringChosenWhereIoUringIsRefusedIsAnError) {
   expect_one_line_error(r, "--transport uring: io_uring is refused here (io_uring_setup: Operation not permitted)");
 }
 
-// Over shm, with a CPU for each chip, chips poll for 100 us after traffic before they sleep (a
-// sleeping peer's wake-up is what held a shm link to a third of its speed); over sockets, or
-// when asked, they sleep at once. `ttemu status` says which, and a spinning chip still sleeps
-// once traffic stops: idle is free.
-TEST(System, OverShmWithACpuPerChipChipsSpinAfterTrafficThenSleep) {
+// With a CPU for each chip, chips poll for 100 us after traffic before they sleep, over every
+// transport (a sleeping peer's wake-up is what held a shm link to a third of its speed); when
+// asked, they sleep at once. `ttemu status` says which, and a spinning chip still sleeps once
+// traffic stops: idle is free. (With more chips than CPUs: tests/spin_choice_test.cpp.)
+TEST(System, WithACpuPerChipChipsSpinAfterTrafficThenSleep) {
   TTEMU_ONCE_FOR_ALL_TRANSPORTS();
   const bool cpu_per_chip = process::allowed_cpus().size() >= 2;  // an n300 has two chips
   struct Case {
     std::vector<std::string> args;
     int spin;
+    long idle_call = SYS_epoll_pwait2;
+    const char* idle_name = "epoll_pwait2";
   };
-  for (const Case& c : {Case{{"--transport", "shm"}, cpu_per_chip ? 100 : 0}, Case{{"--transport", "udp"}, 0},
-                        Case{{"--transport", "shm", "--spin-us", "0"}, 0}, Case{{"--transport", "udp", "--spin-us", "40"}, 40}}) {
+  const std::vector<Case> cases{Case{{"--transport", "shm"}, cpu_per_chip ? 100 : 0},
+                                Case{{"--transport", "uring"}, cpu_per_chip ? 100 : 0, SYS_io_uring_enter, "io_uring_enter"},
+                                Case{{"--transport", "udp"}, cpu_per_chip ? 100 : 0}, Case{{"--transport", "shm", "--spin-us", "0"}, 0},
+                                Case{{"--transport", "udp", "--spin-us", "40"}, 40}};
+  for (const Case& c : cases) {
     SCOPED_TRACE(fmt::format("{}", fmt::join(c.args, " ")));
     std::vector<std::string> args{topo("n300.yaml")};
     args.insert(args.end(), c.args.begin(), c.args.end());
@@ -193,7 +198,7 @@ TEST(System, OverShmWithACpuPerChipChipsSpinAfterTrafficThenSleep) {
     RunResult t = sys.ttemu({"link", "test", "M0D0P2", "--frames", "20000", "--json"});
     ASSERT_EQ(t.status, 0) << t.out;
     EXPECT_EQ(json::parse(t.stdout_text)["verified"], 20000);
-    expect_chips_idle_in(sys.status(), SYS_epoll_pwait2, "epoll_pwait2");  // after the spin, asleep
+    expect_chips_idle_in(sys.status(), c.idle_call, c.idle_name);  // after the spin, asleep
   }
 }
 

@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
   } else {
     fmt::print("TT-link vs raw UDP on this machine, {} payloads of {} B (median of {} runs, {})\n", frames, payload,
                repeat,
-               spin_us == ttemu::bench::kLaunchChooses ? std::string("chips spin as ttemu launch chooses: 100 us over shm with a CPU per chip, else 0")
+               spin_us == ttemu::bench::kLaunchChooses ? std::string("chips spin as ttemu launch chooses: 100 us with a CPU per chip, else 0")
                                                       : fmt::format("chips spin {} us", spin_us));
     fmt::print("  {:<54} {:>10} {:>10} {:>7}\n", "", "raw", "ttemu", "ratio");
     // A rate row: what it is, the yardstick, ttemu's figure (bytes per second), their ratio.

@@ -51,8 +51,8 @@ inline CLI::Option* add_repeat(CLI::App& app, int& out, const std::string& help)
   return app.add_option("--repeat", out, help)->check(whole_number(1, kMaxRepeat))->capture_default_str();
 }
 
-// A --spin-us not given: the chips spin as `ttemu launch` chooses by default (over shm with a
-// CPU per chip, kAutoSpinUs in launcher/launch.hpp; else 0), and raw processes do not.
+// A --spin-us not given: the chips spin as `ttemu launch` chooses by default (with a CPU per
+// chip, kAutoSpinUs in launcher/launch.hpp; else 0), and raw processes do not.
 inline constexpr int kLaunchChooses = -1;
 
 // --spin-us N, passed on to the chips (at least `lo`). With `out` at kLaunchChooses, a run
