@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <numeric>
+#include <span>
+#include <string>
 #include <vector>
 
 #include <isa-l/crc.h>
