@@ -1055,11 +1055,6 @@ std::string default_system_file() {
   return "topologies/galaxy.yaml";
 }
 
-int resolve_spin_us(int option, size_t chips, size_t cpus) {
-  if (option != kSpinAuto) return option;
-  return chips <= cpus ? kAutoSpinUs : 0;
-}
-
 ChosenTransport resolve_transport(const std::string& option) {
   ChosenTransport t{option, false, ""};
   const char* env = std::getenv("TTEMU_TRANSPORT");

@@ -15,22 +15,13 @@
 
 #include "emulator/process/chip_messages.hpp"
 #include "launcher/mpi_bootstrap.hpp"
+#include "launcher/spin_choice.hpp"
 #include "emulator/wire/transport.hpp"
 
 namespace ttemu::launcher {
 
 // The largest `--dram-mib`: 64 GiB per chip, twice a Blackhole's (segments are sparse).
 inline constexpr uint64_t kMaxDramMib = 65536;
-
-// `--spin-us` not given: resolve_spin_us() chooses.
-inline constexpr int kSpinAuto = -1;
-// The spin a launch's chips use when --spin-us is not given (docs/fabric.md#transports): with a
-// CPU for every chip of the launch, over any transport, a chip that has just had traffic polls
-// for kAutoSpinUs before it sleeps, since waking a sleeping peer is what held one link to a
-// third of its speed over shm, four fifths over io_uring and nine tenths over UDP; with more
-// chips than CPUs, where spinning chips only take turns, 0: sleep at once.
-inline constexpr int kAutoSpinUs = 100;
-int resolve_spin_us(int option, size_t chips, size_t cpus);
 
 struct LaunchOptions {
   std::string file;                   // system specification

@@ -167,7 +167,7 @@ TEST(System, UringChosenWhereIoUringIsRefusedIsAnError) {
   expect_one_line_error(r, "--transport uring: io_uring is refused here (io_uring_setup: Operation not permitted)");
 }
 
-// With a CPU for each chip, chips poll for 100 us after traffic before they sleep, over every
+// With a CPU for each chip, chips poll for 1 ms after traffic before they sleep, over every
 // transport (a sleeping peer's wake-up is what held a shm link to a third of its speed); when
 // asked, they sleep at once. `ttemu status` says which, and a spinning chip still sleeps once
 // traffic stops: idle is free. (With more chips than CPUs: tests/spin_choice_test.cpp.)
@@ -180,9 +180,9 @@ TEST(System, WithACpuPerChipChipsSpinAfterTrafficThenSleep) {
     long idle_call = SYS_epoll_pwait2;
     const char* idle_name = "epoll_pwait2";
   };
-  const std::vector<Case> cases{Case{{"--transport", "shm"}, cpu_per_chip ? 100 : 0},
-                                Case{{"--transport", "uring"}, cpu_per_chip ? 100 : 0, SYS_io_uring_enter, "io_uring_enter"},
-                                Case{{"--transport", "udp"}, cpu_per_chip ? 100 : 0}, Case{{"--transport", "shm", "--spin-us", "0"}, 0},
+  const std::vector<Case> cases{Case{{"--transport", "shm"}, cpu_per_chip ? 1000 : 0},
+                                Case{{"--transport", "uring"}, cpu_per_chip ? 1000 : 0, SYS_io_uring_enter, "io_uring_enter"},
+                                Case{{"--transport", "udp"}, cpu_per_chip ? 1000 : 0}, Case{{"--transport", "shm", "--spin-us", "0"}, 0},
                                 Case{{"--transport", "udp", "--spin-us", "40"}, 40}};
   for (const Case& c : cases) {
     SCOPED_TRACE(fmt::format("{}", fmt::join(c.args, " ")));

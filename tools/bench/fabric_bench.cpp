@@ -65,6 +65,7 @@ constexpr size_t kHops = 6;
 // The latency routes: from M0D0 of the 4x4 mesh to devices 1..6 hops away (X first: along row
 // 0, then down column 3).
 constexpr const char* kMesh = TTEMU_TOPOLOGIES "/mesh_4x4.yaml";
+constexpr size_t kMeshChips = 16, kGalaxyChips = 32;  // (for how their raw stand-ins wait)
 constexpr std::array<const char*, kHops> kDestinations = {"M0D1", "M0D2", "M0D3", "M0D7", "M0D11", "M0D15"};
 
 // Each latency route's shape for the raw relay: the chips that a write from M0D0 crosses to
@@ -134,7 +135,7 @@ FabricRun run_transport(const std::string& ttemu, const std::string& transport, 
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::string script;
   for (size_t k = 0; k < kLatencyPairs; ++k) {
-    script += fmt::format("{} --raw-chain {} {}; ", self, samples, ttemu::bench::raw_spin(spin_us).count());
+    script += fmt::format("{} --raw-chain {} {}; ", self, samples, ttemu::bench::raw_spin(spin_us, kMeshChips).count());
     for (const auto& d : kDestinations) {
       script += fmt::format("{} traffic --pattern unicast --src M0D0 --dst {} --count 1 --size 64 "
                             "--latency-samples {} --json; ", ttemu, d, samples);
@@ -230,9 +231,12 @@ double link_goodput(const std::string& ttemu, const std::string& transport, int 
 
 // One round: the raw baselines, then every transport; false if some run failed or lost bytes.
 bool measure_round(const std::vector<std::string>& transports, int samples, int spin_us, int round, json& result) {
-  const ttemu::bench::Waiting waiting{ttemu::bench::raw_spin(spin_us)};
+  // The raw processes wait as the chips they stand for: the 4x4 mesh's for the latencies, the
+  // Galaxy's for its relays.
+  const ttemu::bench::Waiting as_mesh{ttemu::bench::raw_spin(spin_us, kMeshChips)};
+  const ttemu::bench::Waiting as_galaxy{ttemu::bench::raw_spin(spin_us, kGalaxyChips)};
   const std::string ttemu = TTEMU_BINARY;
-  const double raw_one_way = ttemu::bench::median(ttemu::bench::raw_round_trips(64, 2000, waiting)) / 2;
+  const double raw_one_way = ttemu::bench::median(ttemu::bench::raw_round_trips(64, 2000, as_mesh)) / 2;
   const double raw_tput = ttemu::bench::raw_throughput(4096, 200000ull * 4096);
   // The Galaxy's all_to_all (4x8, 64 KiB per pair in 4 KiB chunks) relayed raw by a process per
   // chip, over UDP and over shared-memory rings, doing TT-link's work in part (raw_mesh.hpp).
@@ -243,7 +247,7 @@ bool measure_round(const std::vector<std::string>& transports, int samples, int 
                                      std::pair{"tt_link_least", ttemu::bench::RelayWork::kTtLinkLeast}}) {
       std::vector<double> runs;
       for (size_t i = 0; i < kBulkRuns; ++i) {
-        const auto m = std::string(wire) == "udp" ? ttemu::bench::raw_mesh_all_to_all(4, 8, 65536, 4096, work, waiting)
+        const auto m = std::string(wire) == "udp" ? ttemu::bench::raw_mesh_all_to_all(4, 8, 65536, 4096, work, as_galaxy)
                                                   : ttemu::bench::raw_shm_mesh_all_to_all(4, 8, 65536, 4096, work);
         if (m.complete) runs.push_back(m.crossings_per_s);
       }
@@ -298,7 +302,7 @@ void print_round(const json& result, int spin_us, int round, int repeat) {
   if (repeat > 1) fmt::print("Round {} of {}\n", round + 1, repeat);
   fmt::print("Fabric routers vs raw UDP on this machine (4x4 mesh and Galaxy, one process per chip; all wait\n"
              "in the kernel when idle{})\n", spin_us > 0 ? fmt::format(", after a {} us spin", spin_us)
-                                             : spin_us < 0 ? std::string(", chips after the launch's default spin") : std::string());
+                                             : spin_us < 0 ? std::string(", after the spin the launch chooses for each system") : std::string());
   fmt::print("  {:<48} {:>10} {:>10} {:>7}\n", "", "raw", "ttemu", "ratio");
   for (const auto& [t, r] : by_transport.items()) {
     const double hop = r["per_hop_us"].get<double>(), six = r["six_hop_goodput_gb_per_s"].get<double>();

@@ -94,8 +94,8 @@ int main(int argc, char** argv) {
   const double least_ratio = least_vs_raw.empty() ? 0 : median(least_vs_raw);
   // A least-work run that measured nothing had a frame whose CRC did not match.
   const bool least_failed = std::count(least_rates.begin(), least_rates.end(), 0.0) > 0;
-  // Raw round trips wait as the chips do: in epoll, after the same bounded spin.
-  auto raw_rtt = raw_round_trips(64, 2000, Waiting{ttemu::bench::raw_spin(spin_us)});
+  // Raw round trips wait as the N300's two chips do: in epoll, after the same bounded spin.
+  auto raw_rtt = raw_round_trips(64, 2000, Waiting{ttemu::bench::raw_spin(spin_us, 2)});
   const double raw_p50 = median(raw_rtt);
   std::string client = fmt::format("link test M0D0P2 --frames {} --size {} --json", frames, payload);
   const ScratchFile plan(fmt::format("links:\n  - link: all\n    corrupt: {}\n", fer));
@@ -148,7 +148,8 @@ int main(int argc, char** argv) {
   } else {
     fmt::print("TT-link vs raw UDP on this machine, {} payloads of {} B (median of {} runs, {})\n", frames, payload,
                repeat,
-               spin_us == ttemu::bench::kLaunchChooses ? std::string("chips spin as ttemu launch chooses: 100 us with a CPU per chip, else 0")
+               spin_us == ttemu::bench::kLaunchChooses ? fmt::format("chips and raw processes spin as ttemu launch chooses: {} us with a CPU per chip, else 0",
+                                                                    ttemu::launcher::kAutoSpinUs)
                                                       : fmt::format("chips spin {} us", spin_us));
     fmt::print("  {:<54} {:>10} {:>10} {:>7}\n", "", "raw", "ttemu", "ratio");
     // A rate row: what it is, the yardstick, ttemu's figure (bytes per second), their ratio.

@@ -3,6 +3,8 @@
 // uncaught std::stoi exception or atoi's silent 0.
 #pragma once
 
+#include <sched.h>
+
 #include <chrono>
 #include <optional>
 #include <string>
@@ -14,6 +16,7 @@
 
 #include "emulator/wire/transport.hpp"
 #include "launcher/cli_checks.hpp"
+#include "launcher/spin_choice.hpp"
 
 namespace ttemu::bench {
 
@@ -52,8 +55,9 @@ inline CLI::Option* add_repeat(CLI::App& app, int& out, const std::string& help)
 }
 
 // A --spin-us not given: the chips spin as `ttemu launch` chooses by default (with a CPU per
-// chip, kAutoSpinUs in launcher/launch.hpp; else 0), and raw processes do not.
-inline constexpr int kLaunchChooses = -1;
+// chip, kAutoSpinUs in launcher/spin_choice.hpp; else 0), and raw processes as the chips of the
+// system they stand for.
+inline constexpr int kLaunchChooses = launcher::kSpinAuto;
 
 // --spin-us N, passed on to the chips (at least `lo`). With `out` at kLaunchChooses, a run
 // without the option leaves it there.
@@ -68,8 +72,14 @@ inline std::string spin_flag(int spin_us) { return spin_us == kLaunchChooses ? "
 inline nlohmann::json spin_json(int spin_us) {
   return spin_us == kLaunchChooses ? nlohmann::json("launch default") : nlohmann::json(spin_us);
 }
-// How long raw processes spin for a --spin-us.
-inline std::chrono::microseconds raw_spin(int spin_us) { return std::chrono::microseconds(spin_us < 0 ? 0 : spin_us); }
+// How long raw processes standing for a system of `chips` chips spin for a --spin-us: what
+// `ttemu launch` would choose for that system on this host.
+inline std::chrono::microseconds raw_spin(int spin_us, size_t chips) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const size_t cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<size_t>(CPU_COUNT(&set)) : 1;
+  return std::chrono::microseconds(launcher::resolve_spin_us(spin_us, chips, cpus));
+}
 
 // --transport LIST: comma-separated names, each one of wire::kTransports.
 inline CLI::Option* add_transports(CLI::App& app, std::vector<std::string>& out, const std::string& help) {
