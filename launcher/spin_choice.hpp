@@ -14,7 +14,7 @@ inline constexpr int kSpinAuto = -1;
 // for kAutoSpinUs before it sleeps, since waking a sleeping peer is what held one link to a
 // third of its speed over shm, four fifths over io_uring and nine tenths over UDP. 1 ms, not
 // the 100 us of before: a peer's stall longer than the spin (a VM's cross-CPU wake-up, a turn
-// of another task) puts both chips of a shm link into sleeping in turn, at half the speed.
+// of another task) puts both chips of a shm link into sleeping in turn, at 0.6 of the speed.
 // With more chips than CPUs, where spinning chips only take turns, 0: sleep at once.
 inline constexpr int kAutoSpinUs = 1000;
 

@@ -1,7 +1,7 @@
-// How long a launch's chips spin after traffic when --spin-us is not given (launcher/launch.hpp).
+// How long a launch's chips spin after traffic when --spin-us is not given (launcher/spin_choice.hpp).
 #include <gtest/gtest.h>
 
-#include "launcher/launch.hpp"
+#include "launcher/spin_choice.hpp"
 
 namespace {
 
