@@ -3,8 +3,6 @@
 // uncaught std::stoi exception or atoi's silent 0.
 #pragma once
 
-#include <sched.h>
-
 #include <chrono>
 #include <optional>
 #include <string>
@@ -14,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "emulator/process/cpu_binding.hpp"
 #include "emulator/wire/transport.hpp"
 #include "launcher/cli_checks.hpp"
 #include "launcher/spin_choice.hpp"
@@ -75,10 +74,7 @@ inline nlohmann::json spin_json(int spin_us) {
 // How long raw processes standing for a system of `chips` chips spin for a --spin-us: what
 // `ttemu launch` would choose for that system on this host.
 inline std::chrono::microseconds raw_spin(int spin_us, size_t chips) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const size_t cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<size_t>(CPU_COUNT(&set)) : 1;
-  return std::chrono::microseconds(launcher::resolve_spin_us(spin_us, chips, cpus));
+  return std::chrono::microseconds(launcher::resolve_spin_us(spin_us, chips, process::allowed_cpus().size()));
 }
 
 // --transport LIST: comma-separated names, each one of wire::kTransports.
