@@ -20,7 +20,7 @@ set(layers
   "libfabric_tt:emulator/common,emulator/job,emulator/routing,emulator/chip"
   "tools/viz:emulator/common,emulator/transport,emulator/routing,emulator/control"
   "launcher:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node,emulator/process,tools/viz"
-  "tools/bench:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node,libfabric_tt,launcher"
+  "tools/bench:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node,emulator/process,libfabric_tt,launcher"
   "tools/traffic:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node,emulator/sim,emulator/process,tools/viz,launcher,libfabric_tt"
   "tools/campaign:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,tools/viz,launcher"
   "cli:emulator/common,emulator/job,emulator/transport,emulator/routing,emulator/control,emulator/wire,emulator/link,emulator/session,emulator/chip,emulator/node,emulator/sim,emulator/process,tools/viz,launcher,libfabric_tt,tools/traffic,tools/campaign"
