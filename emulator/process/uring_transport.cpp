@@ -66,7 +66,6 @@ UringTransport::UringTransport(bool allow_multishot) : by_port_(256, nullptr) {
   if (ring_.features & IORING_FEAT_CQE_SKIP) {
     stage_.resize(kStageSlots);
     stage_bytes_.reset(new uint8_t[kStageSlots * kDeferMax]);
-    lone_bytes_.reset(new uint8_t[kDeferMax]);
   }
 }
 
@@ -248,15 +247,9 @@ bool UringTransport::goes_alone(const Socket& s, std::span<const wire::Datagram>
 }
 
 size_t UringTransport::send_now(Socket& s, const wire::Datagram& d) {
-  d.copy_to(lone_bytes_.get());
-  iovec iov{lone_bytes_.get(), d.size()};
-  msghdr m{};
-  const wire::Address* to = s.sock->name_for(d);  // none: the connected peer
-  m.msg_name = to ? const_cast<sockaddr_storage*>(&to->storage) : nullptr;
-  m.msg_namelen = to ? to->length : 0;
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  if (::sendmsg(s.sock->fd(), &m, MSG_DONTWAIT) >= 0) return 1;
+  // Gathered from where its pieces lie, as over UDP: the call has read them when it returns.
+  batch_.prepare(std::span(&d, 1), s.sock->peer_name(), &s.sock->inbox());
+  if (::sendmsg(s.sock->fd(), &batch_.msg(0), MSG_DONTWAIT) >= 0) return 1;
   const int err = errno;
   if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS) {
     arm_writable(s);  // the caller keeps it until the socket drains, as over UDP

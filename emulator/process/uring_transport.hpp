@@ -143,7 +143,6 @@ class UringTransport final : public wire::Transport, public EventLoop::Waiter {
   };
   std::vector<Staged> stage_;
   std::unique_ptr<uint8_t[]> stage_bytes_;
-  std::unique_ptr<uint8_t[]> lone_bytes_;  // a lone small datagram's bytes (send_now)
   size_t staged_ = 0;
   // Completions of other requests reaped while send() waited for its own, and the ones poll()
   // is handling (both keep their storage).
