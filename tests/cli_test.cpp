@@ -521,9 +521,10 @@ TEST(Campaign, BadCampaignFilesAreOneLineErrors) {
   bad("topologies: [n300]\nworkloads: [{pattern: all_to_all}]\nseeds: [a]\n", "'seed' must be a number");
   bad("topologies: [n300]\nworkloads: [{pattern: all_to_all, op: cas}]\n", "op 'cas' is not write, read or atomic");
   // A run the processes engine does not run, asked for by its id, says why.
-  write_file(dir / "atomic.yaml", "topologies: [n300]\nworkloads: [{pattern: all_to_all, op: atomic}]\n");
-  expect_one_line_error(cli("campaign " + (dir / "atomic.yaml").string() + " --engine processes --run 0 --out " + (dir / "out").string()),
-                        "run 0 does not run in the processes engine: reads and atomics run in the simulator only");
+  write_file(dir / "loop.yaml",
+             "topologies: [t3k]\nworkloads: [{pattern: all_to_all}]\nscenarios: [{name: l, loop: ['M0D0:M0D3@0-100']}]\n");
+  expect_one_line_error(cli("campaign " + (dir / "loop.yaml").string() + " --engine processes --run 0 --out " + (dir / "out").string()),
+                        "run 0 does not run in the processes engine: a forwarding loop runs in the simulator only");
 }
 
 // The scenarios of the live control plane (issue 11's processes tests), replayed in ttemu sim

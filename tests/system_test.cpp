@@ -953,6 +953,50 @@ TEST(Fabric, TrafficVerifiesEveryPatternWithCrcErrorsOnEveryLink) {
   expect_nothing_left(held);
 }
 
+// `ttemu traffic --op atomic` and `--op read` through the chip processes, with one frame in
+// fifty failing its CRC on every link, so that go-back-N sends frames again: every increment
+// counts exactly once (a frame taken twice would count twice), each run's counters from zero,
+// and every block read back is what was written.
+TEST(Fabric, TrafficCountsEveryIncrementOnceAndReadsBackWhatItWroteThroughCrcErrors) {
+  TempFile plan("links:\n  - link: all\n    corrupt: 0.02\n");
+  System sys({topo("mesh_4x4.yaml"), "--faults", plan.path()});
+  const Held held = held_by(sys, sys.status());
+  for (const char* count : {"20", "7"}) {
+    RunResult r = sys.ttemu({"traffic", "--pattern", "all_to_all", "--op", "atomic", "--count", count, "--json"});
+    ASSERT_EQ(r.status, 0) << r.out;
+    const std::vector<json> runs = json_lines(r.stdout_text);
+    ASSERT_EQ(runs.size(), 1u) << r.out;
+    const json& a = runs[0];
+    SCOPED_TRACE(a.dump());
+    EXPECT_EQ(a.value("op", ""), "atomic");
+    EXPECT_EQ(a.value("pairs", 0), 16 * 15);
+    EXPECT_EQ(a.value("bytes", 0.0), 16 * 15 * std::stod(count) * 4);
+    EXPECT_EQ(a.value("verified", -1.0), a.value("bytes", 0.0)) << "every counter holds its pair's increments, once each";
+    EXPECT_EQ(a.value("atomic_errors", -1), 0);
+    EXPECT_EQ(a.value("nacks", -1), 0);
+    EXPECT_EQ(a.value("unanswered", -1), 0);
+  }
+  RunResult r = sys.ttemu({"traffic", "--pattern", "all_to_all,random_pairing", "--op", "read", "--size", "8192", "--count", "2", "--json"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::vector<json> reads = json_lines(r.stdout_text);
+  expect_every_byte_verified(reads, {"all_to_all", "random_pairing"}, 8192, 2);
+  for (const auto& p : reads) {
+    SCOPED_TRACE(p.dump());
+    EXPECT_EQ(p.value("read_bytes", 0.0), p.value("bytes", -1.0)) << "every pair reads its block back";
+    EXPECT_EQ(p.value("read_verified", -1.0), p.value("read_bytes", 0.0));
+    EXPECT_EQ(p.value("read_errors", -1), 0);
+    EXPECT_EQ(p.value("reads_nacked", -1), 0);
+  }
+  json s = sys.status();
+  uint64_t retransmits = 0;
+  for (const auto& l : s["links"]) {
+    for (const auto& end : l["ends"]) retransmits += end["counters"]["retransmits"].get<uint64_t>();
+  }
+  EXPECT_GT(retransmits, 0u) << "the faults were real";
+  EXPECT_EQ(sys.stop(), 0);
+  expect_nothing_left(held);
+}
+
 // The Ethernet Fallback Channel between chip processes (spec 2.2.5). Of the four links
 // between M0D0 and M0D1, plane 0's is cut for two seconds (both directions) and plane 1's
 // corrupts one frame in five, while all_to_all runs on both planes again and again. Every
@@ -1476,24 +1520,27 @@ TEST(Fabric, TrafficRefusesToGuessBetweenTwoRunningSystems) {
 }
 
 // The campaign's processes engine: a small matrix of real systems (faults, a chip killed and
-// restarted, a consumer stalled past the routers' timeout), each judged by the invariants,
-// including that nothing of its job outlived it.
+// restarted, a consumer stalled past the routers' timeout), writes and atomics, each judged by
+// the invariants, including that nothing of its job outlived it.
 TEST(Fabric, TheProcessesCampaignPasses) {
   TempDir dir;
   const RunResult r = test::ttemu({"campaign", std::string(TTEMU_TOPOLOGIES) + "/../tools/campaigns/processes.yaml", "--engine",
                                    "processes", "--out", dir.path().string()});
   ASSERT_EQ(r.status, 0) << r.out;
-  std::set<std::string> scenarios;
+  std::set<std::string> scenarios, ops;
   size_t runs = 0;
   for (const auto& run : read_event_log((dir / "runs.jsonl").string())) {
     ++runs;
+    ASSERT_FALSE(run.contains("skipped")) << run.dump();
     EXPECT_TRUE(run["pass"].get<bool>()) << run.dump();
     EXPECT_EQ(run["engine"], "processes");
     EXPECT_NE(run["sim"].get<std::string>().find("ttemu launch "), std::string::npos) << "its reproduction is a launch";
     scenarios.insert(run["scenario"].get<std::string>());
+    ops.insert(run["op"].get<std::string>());
   }
-  EXPECT_EQ(runs, 16u) << "2 topologies x 3 scenarios x 2 seeds, and the kill and the stall on the T3K x 2 seeds each";
+  EXPECT_EQ(runs, 32u) << "(writes, atomics) x (2 topologies x 3 scenarios x 2 seeds, and the kill and the stall on the T3K x 2 seeds each)";
   EXPECT_EQ(scenarios.size(), 5u);
+  EXPECT_EQ(ops, (std::set<std::string>{"write", "atomic"}));
 }
 
 // A processes run past its bound (a consumer stalled for ten minutes, the bound 8 s) fails as

@@ -206,10 +206,9 @@ int run_campaign(const CampaignOptions& o) {
   const bool processes = o.engine == "processes";
   if (processes && o.jobs > 1) throw Error("--jobs: the processes engine runs one system at a time");
   // Why the engine does not run a run, or nullptr. (No operator command corrupts a running
-  // system's tables, and ttemu traffic only writes.)
+  // system's tables.)
   auto engine_skips = [&](const Run& r) -> const char* {
     if (processes && !c.scenarios[r.scenario].loops.empty()) return "a forwarding loop runs in the simulator only";
-    if (processes && c.workloads[r.workload].op != "write") return "reads and atomics run in the simulator only";
     return nullptr;
   };
   if (o.run >= 0) {

@@ -309,9 +309,9 @@ ProcessesRun processes_run(const RunPlan& p, const std::string& dir, const std::
   r.script = "# ttemu campaign, processes engine: the workload, and the faults at their times (ms since it started)\n";
   if (!s.faults_yaml.empty()) r.script += fmt::format("{} faults apply --from-now {} > /dev/null\n", t, shell_word((d / "plan.yaml").string()));
   r.script += fmt::format(
-      "{} traffic --pattern {} --size {} --count {} --fvc {} --seed {} --retry {} --json > {} &\n"
+      "{} traffic --pattern {} --op {} --size {} --count {} --fvc {} --seed {} --retry {} --json > {} &\n"
       "traffic=$!\n",
-      t, shell_word(w.pattern), w.size, w.count, w.fvc, p.seed, p.retry, shell_word((d / "stdout.jsonl").string()));
+      t, shell_word(w.pattern), shell_word(w.op), w.size, w.count, w.fvc, p.seed, p.retry, shell_word((d / "stdout.jsonl").string()));
   double now = 0;
   for (const auto& [at, command] : actions) {
     if (at > now) r.script += fmt::format("sleep {:.4f}\n", (at - now) / 1000);

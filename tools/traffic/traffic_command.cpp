@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <set>
 #include <memory>
@@ -39,6 +40,7 @@ namespace {
 
 struct TrafficOptions {
   std::vector<std::string> patterns{"all_to_all"};
+  std::string op = "write";  // write | read (the writes, then read back) | atomic (increments)
   uint32_t size = 4096;
   uint32_t count = 4;
   int plane = 0;
@@ -192,7 +194,7 @@ struct RunContext {
     return out;
   }
   // Chip i's L1, mapped on first use and kept for the run.
-  const uint8_t* l1(int i) {
+  uint8_t* l1(int i) {
     auto it = l1_.find(i);
     if (it == l1_.end()) {
       const auto& c = desc.chips.at(static_cast<size_t>(i));
@@ -200,6 +202,9 @@ struct RunContext {
     }
     return it->second.as<uint8_t>();
   }
+  // The routing tables' version chip i has loaded, and the pid of its process (chips of this host).
+  uint32_t tables_version(int i) { return control(i).tables_version.load(std::memory_order_acquire); }
+  uint32_t pid(int i) { return control(i).pid.load(std::memory_order_acquire); }
 
   job::SystemDescription desc;
   Spread spread;
@@ -211,6 +216,10 @@ struct RunContext {
   control::TableSet tables;
 
  private:
+  const chip::ChipControl& control(int i) {
+    running_here();  // (opens the control blocks)
+    return *controls_.at(static_cast<size_t>(i)).as<chip::ChipControl>();
+  }
   std::map<int, tt_fabric*> workers_;
   std::map<int, chip::Segment> l1_;
   std::map<size_t, chip::Segment> controls_;
@@ -218,6 +227,61 @@ struct RunContext {
 
 // How long a latency probe's retry mode waits before it takes the probe as lost.
 constexpr uint32_t kProbeRetryWaitMs = 100;
+// Transaction ids: a pattern's writes (retry mode keeps them by transaction), then the latency
+// probes (1 to kTxnIds - 2, moving on after a probe that failed), and reads and atomics, which
+// are waited for apart (await_answers) so that one lost in a dead chip holds up no barrier.
+constexpr uint8_t kPatternTxn = 0;
+constexpr uint8_t kReadAtomicTxn = chip::kTxnIds - 1;
+
+// Reads and atomics are not retried (an atomic is not idempotent: the client library retries
+// writes only), and a barrier would wait out its limit (a minute) for one lost in a chip that
+// died. This waits as the library's retry mode judges a loss: until every packet of transaction
+// `txn` of the running sources is answered, or none has been for a second since new tables were
+// loaded (lost with a chip that died: no router is left to NACK them), or for five seconds in any
+// case (silent: neither answered nor NACKed, and no chip's death to explain it). `before`: each
+// worker's packets of `txn` unanswered before (lost in an earlier pattern).
+struct Unanswered {
+  std::map<int, uint64_t> by_source;  // a source whose chip died is left out: its pairs went with it
+  bool lost = false;                  // after new tables (else silent)
+  uint64_t total() const {
+    uint64_t n = 0;
+    for (const auto& [s, k] : by_source) n += k;
+    return n;
+  }
+};
+Unanswered await_answers(const std::map<int, tt_fabric*>& workers, uint8_t txn, RunContext& run,
+                         const std::map<int, int64_t>& before) {
+  constexpr auto kLostAfter = std::chrono::seconds(1), kGiveUp = std::chrono::seconds(5);
+  std::map<int, uint32_t> version;
+  for (const auto& [s, w] : workers) version[s] = run.tables_version(s);
+  auto progress = Clock::now();
+  uint64_t last = ~uint64_t{0};
+  for (Unanswered left;; left.by_source.clear()) {
+    uint64_t total = 0;
+    bool reloaded = false;
+    const std::vector<bool> up = run.running_here();
+    for (const auto& [s, w] : workers) {
+      if (!up[static_cast<size_t>(s)]) continue;
+      const int64_t n = tt_fabric_pending(w, txn) - before.at(s);
+      if (n > 0) left.by_source[s] = static_cast<uint64_t>(n), total += static_cast<uint64_t>(n);
+      reloaded = reloaded || run.tables_version(s) != version[s];
+    }
+    const auto now = Clock::now();
+    if (total != last) last = total, progress = now;
+    left.lost = reloaded;
+    if (total == 0 || (reloaded && now - progress >= kLostAfter) || now - progress >= kGiveUp) return left;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// Per source chip, values known where the source runs, made known everywhere (spread over
+// hosts, each host fills its own sources).
+std::vector<uint64_t> shared_by_source(Spread& spread, size_t chips, const std::map<int, uint64_t>& mine) {
+  std::vector<uint64_t> out(chips, 0);
+  for (const auto& [s, v] : mine) out[static_cast<size_t>(s)] = v;
+  for (auto& v : out) v = spread.sum(v);
+  return out;
+}
 
 // A pattern by name, or (`given`) the pairs of a tt-metal test, named `pattern` in the report.
 json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext& run,
@@ -240,11 +304,15 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   std::erase_if(pairs, [&](const auto& p) { return !running[static_cast<size_t>(p.first)]; });
   if (pairs.empty()) throw Error(fmt::format("pattern {}: no source chip is running", pattern));
   Spread& spread = run.spread;
+  const bool atomic = o.op == "atomic", reads = o.op == "read";
   const uint64_t block = uint64_t{o.size} * o.count;
+  // What a pair's commands carry: its block of writes, or `count` increments of one counter.
+  const uint64_t per_pair = atomic ? uint64_t{4} * o.count : block;
   const uint64_t l1 = chips[0].l1_bytes;
-  if (block * chips.size() > l1 / 2) {
-    throw Error(fmt::format("size x count x chips = {} bytes does not fit half of a chip's L1 ({} bytes)",
-                            block * chips.size(), l1 / 2));
+  // (--op read: the blocks read back too, above the sources' data.)
+  if ((reads ? 2 : 1) * block * chips.size() > l1 / 2) {
+    throw Error(fmt::format("size x count x chips{} = {} bytes does not fit half of a chip's L1 ({} bytes)",
+                            reads ? " x 2 (--op read)" : "", (reads ? 2 : 1) * block * chips.size(), l1 / 2));
   }
   // One worker per source chip (the run keeps them); sources keep their data in the upper half
   // of their L1.
@@ -266,13 +334,37 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   }
   auto src_addr = [&](int, int d) { return l1 / 2 + static_cast<uint64_t>(d) * block; };
   auto dst_addr = [&](int s) { return static_cast<uint64_t>(s) * block; };
+  auto readback_addr = [&](int d) { return l1 / 2 + (chips.size() + static_cast<uint64_t>(d)) * block; };
+  auto device = [&](int i) { return tt_fabric_device{chips[static_cast<size_t>(i)].mesh, chips[static_cast<size_t>(i)].device}; };
   for (auto [s, d] : sending) {
+    if (atomic) break;  // (increments carry no data)
     auto* mem = static_cast<uint8_t*>(tt_fabric_memory(workers[s], src_addr(s, d), block));
     for (uint32_t k = 0; k < o.count; ++k) control::fill_pattern({mem + uint64_t{k} * o.size, o.size}, s, d, k);
+  }
+  // Every destination range starts cleared, as in ttemu sim: counters start at 0, and a write
+  // of an earlier run cannot pass for this one's.
+  for (auto [s, d] : pairs) {
+    if (spread.mine(d) && running[static_cast<size_t>(d)]) std::memset(run.l1(d) + dst_addr(s), 0, atomic ? 4 : block);
   }
   uint32_t nacks_before = 0;
   uint64_t retried_before = 0;
   for (auto& [s, w] : workers) nacks_before += tt_fabric_nacks(w), retried_before += tt_fabric_retried(w);
+  // Each chip's process as the pattern starts: one restarted meanwhile lost its memory and its
+  // workers' transactions (judged as dead for reads and atomics, as ttemu sim judges them).
+  std::vector<uint32_t> born(chips.size(), 0);
+  for (size_t i = 0; i < chips.size(); ++i) {
+    if (spread.mine(static_cast<int>(i)) && running[i]) born[i] = run.pid(static_cast<int>(i));
+  }
+  // Chips that run now, and (reads and atomics) have run since the pattern started.
+  auto running_since_start = [&] {
+    std::vector<bool> up = run.running();
+    if (!atomic && !reads) return up;
+    std::vector<int> restarted(chips.size(), 0);
+    for (size_t i = 0; i < chips.size(); ++i) restarted[i] = spread.mine(static_cast<int>(i)) && run.pid(static_cast<int>(i)) != born[i];
+    restarted = spread.max(restarted);
+    for (size_t i = 0; i < chips.size(); ++i) up[i] = up[i] && restarted[i] == 0;
+    return up;
+  };
   const auto before = run.links.sample();
   spread.barrier();  // every host starts together
   const auto start = Clock::now();
@@ -280,21 +372,76 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   // after the retries (ENACKED) are judged below, pair by pair.
   std::map<int, int> rc;
   for (auto& [s, w] : workers) rc[s] = TT_FABRIC_OK;
-  for (uint32_t k = 0; k < o.count; ++k) {
-    for (auto [s, d] : sending) {
-      if (rc[s] != TT_FABRIC_OK) continue;
-      tt_fabric_status st;
-      rc[s] = fabric_async_write(workers[s], static_cast<uint8_t>(o.plane), src_addr(s, d) + uint64_t{k} * o.size,
-                                 {chips[static_cast<size_t>(d)].mesh, chips[static_cast<size_t>(d)].device},
-                                 dst_addr(s) + uint64_t{k} * o.size, o.size, o.fvc, 0, &st);
+  // --op atomic, in rounds as ttemu sim sends them: every pair's increments; then, while --retry
+  // rounds are left, again what a pair's counter misses once the round's increments were all
+  // answered, NACKed or lost with a chip (a NACKed increment never counted, and one lost with a
+  // chip never will), over the new routes. The last round's NACKs, answers and increments are
+  // what the counters are judged by (judge_counters).
+  Unanswered increments_unanswered;
+  std::map<int, uint64_t> last_nacked;                      // by source
+  std::vector<uint32_t> last_sends(pairs.size(), o.count);  // by pair
+  uint64_t increments_retried = 0;
+  auto increment_rounds = [&] {
+    std::vector<uint32_t> sends(pairs.size(), o.count);
+    for (int round = 0;; ++round) {
+      std::map<int, uint32_t> nacks_then, version_then;
+      std::map<int, int64_t> pending_then;  // (lost in an earlier pattern or round)
+      for (auto& [s, w] : workers) {
+        nacks_then[s] = tt_fabric_nacks(w), version_then[s] = run.tables_version(s);
+        pending_then[s] = std::max<int64_t>(0, tt_fabric_pending(w, kReadAtomicTxn));
+      }
+      for (uint32_t k = 0; k < o.count; ++k) {
+        for (size_t i = 0; i < pairs.size(); ++i) {
+          auto [s, d] = pairs[i];
+          if (k >= sends[i] || !spread.mine(s) || rc[s] != TT_FABRIC_OK) continue;
+          tt_fabric_status st;
+          // (An increment by 1 of the pair's 32-bit counter, which wraps past 2^32 - 1.)
+          rc[s] = fabric_async_atomic_inc(workers[s], static_cast<uint8_t>(o.plane), device(d), dst_addr(s), 1, 31, o.fvc,
+                                          kReadAtomicTxn, &st);
+        }
+      }
+      increments_unanswered = await_answers(workers, kReadAtomicTxn, run, pending_then);
+      for (auto& [s, w] : workers) last_nacked[s] = tt_fabric_nacks(w) - nacks_then[s];
+      last_sends = sends;
+      // What each pair's counter misses now (read where the destination runs).
+      const std::vector<bool> up = running_since_start();
+      std::vector<int> missing(pairs.size(), 0);
+      for (size_t i = 0; i < pairs.size(); ++i) {
+        auto [s, d] = pairs[i];
+        if (!spread.mine(d) || !up[static_cast<size_t>(s)] || !up[static_cast<size_t>(d)]) continue;
+        uint32_t counter = 0;
+        std::memcpy(&counter, run.l1(d) + dst_addr(s), 4);
+        missing[i] = counter < o.count ? static_cast<int>(o.count - counter) : 0;
+      }
+      missing = spread.max(missing);
+      if (round >= o.retry || std::all_of(missing.begin(), missing.end(), [](int m) { return m == 0; })) return;
+      // New routes first, as the library's retry mode waits for them (up to a second).
+      for (const auto until = Clock::now() + std::chrono::seconds(1); Clock::now() < until;) {
+        if (std::any_of(workers.begin(), workers.end(), [&](const auto& w) { return run.tables_version(w.first) != version_then[w.first]; })) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      for (size_t i = 0; i < pairs.size(); ++i) {
+        sends[i] = static_cast<uint32_t>(missing[i]);
+        if (spread.mine(pairs[i].first)) increments_retried += sends[i];
+      }
     }
-  }
-  {
+  };
+  if (atomic) {
+    increment_rounds();
+  } else {
+    for (uint32_t k = 0; k < o.count; ++k) {
+      for (auto [s, d] : sending) {
+        if (rc[s] != TT_FABRIC_OK) continue;
+        tt_fabric_status st;
+        rc[s] = fabric_async_write(workers[s], static_cast<uint8_t>(o.plane), src_addr(s, d) + uint64_t{k} * o.size, device(d),
+                                   dst_addr(s) + uint64_t{k} * o.size, o.size, o.fvc, kPatternTxn, &st);
+      }
+    }
     // Barriers in parallel, as workers on many chips wait: one that retries (and waits for new
     // routes) holds up no other.
     std::vector<std::jthread> waiting;
     for (auto& [s, w] : workers) {
-      if (rc[s] == TT_FABRIC_OK) waiting.emplace_back([w = w, &code = rc[s]] { code = fabric_async_write_barrier(w, 0); });
+      if (rc[s] == TT_FABRIC_OK) waiting.emplace_back([w = w, &code = rc[s]] { code = fabric_async_write_barrier(w, kPatternTxn); });
     }
   }
   for (auto [s, code] : rc) {
@@ -312,32 +459,136 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   // Verify every byte at every destination, straight from its memory: every pair between chips
   // that still run. Pairs from a chip that died went with it; pairs to one are NACKed.
   uint64_t verified = 0, errors = 0;
-  const std::vector<bool> alive = run.running();  // once the writes are done
+  const std::vector<bool> alive = running_since_start();  // once the writes are done
   const PairSplit split = split_dead(
       static_cast<int>(chips.size()), pairs, [&](int i) { return !alive[static_cast<size_t>(i)]; },
       [&](int i) { return chips[static_cast<size_t>(i)].name; });
   // A source whose writes stayed NACKed after its retries (ENACKED) was told so: what of them
   // is missing is unverified, not an error (as ttemu sim judges a NACKed pair).
-  uint64_t unverified = 0;
+  uint64_t unverified = 0, atomic_errors = 0;
   json error_writes = json::array();
-  for (auto [s, d] : split.live) {
-    if (!spread.mine(d)) continue;  // its host verifies it
+  std::vector<int> landed(split.live.size(), 0);  // every write of the pair verified (--op read reads them back)
+  // --op atomic: a pair's counter holds at most its `count` increments, and what a source's
+  // counters miss must have been NACKed or never answered (an answer can be lost after the
+  // count); what was NACKed cannot have counted, but toward chips that died (counted apart).
+  // NACKs and answers are known by source (one worker sends to all its destinations), so the
+  // sums are judged by source, as ttemu sim judges them by pair.
+  auto judge_counters = [&] {
+    std::map<int, uint64_t> nacked_incs, missing, good;  // by source (missing, good: of the destinations here)
+    for (const auto& [s, n] : last_nacked) nacked_incs[s] = n;
+    for (auto [s, d] : split.live) {
+      if (!spread.mine(d)) continue;
+      uint32_t counter = 0;
+      std::memcpy(&counter, run.l1(d) + dst_addr(s), 4);
+      if (counter > o.count) {  // an increment counted twice
+        errors += per_pair, ++atomic_errors;
+        continue;
+      }
+      missing[s] += o.count - counter, ++good[s];
+    }
+    const auto all_nacked = shared_by_source(spread, chips.size(), nacked_incs);
+    const auto all_unanswered = shared_by_source(spread, chips.size(), increments_unanswered.by_source);
+    const auto all_missing = shared_by_source(spread, chips.size(), missing);
+    const auto all_good = shared_by_source(spread, chips.size(), good);
+    if (!spread.leader()) return;  // (summed over the hosts below: counted once)
+    std::vector<uint64_t> to_dead(chips.size(), 0);  // the last round's increments toward chips that died
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      auto [s, d] = pairs[i];
+      if (alive[static_cast<size_t>(s)] && !alive[static_cast<size_t>(d)]) to_dead[static_cast<size_t>(s)] += last_sends[i];
+    }
+    for (size_t s = 0; s < chips.size(); ++s) {
+      if (all_good[s] == 0) continue;
+      const uint64_t n = all_nacked[s], to_dead_most = to_dead[s];
+      if (all_missing[s] + to_dead_most < n || all_missing[s] > n + all_unanswered[s]) {
+        errors += all_good[s] * per_pair, ++atomic_errors;
+        continue;
+      }
+      verified += (all_good[s] * o.count - all_missing[s]) * 4, unverified += all_missing[s] * 4;
+    }
+  };
+  // --op read: every pair whose writes all landed reads its block back into the source's
+  // memory, above its data, and what comes back must be what was written. Not retried: what a
+  // source read while some of its reads were NACKed or never answered is counted, not checked
+  // (its NACKs are known by source, as for its writes). Every host calls this.
+  auto read_back = [&](const std::vector<int>& to_read) {
+    std::map<int, uint32_t> nacks_then;
+    std::map<int, int64_t> pending_then;
+    std::map<int, int> code;
+    for (auto& [s, w] : workers) {
+      nacks_then[s] = tt_fabric_nacks(w);
+      pending_then[s] = std::max<int64_t>(0, tt_fabric_pending(w, kReadAtomicTxn));
+      code[s] = TT_FABRIC_OK;
+    }
+    auto readback = [&](int s, int d) { return static_cast<uint8_t*>(tt_fabric_memory(workers[s], readback_addr(d), block)); };
+    for (size_t i = 0; i < split.live.size(); ++i) {
+      auto [s, d] = split.live[i];
+      if (to_read[i] && spread.mine(s)) std::memset(readback(s, d), 0, block);
+    }
+    for (uint32_t k = 0; k < o.count; ++k) {
+      for (size_t i = 0; i < split.live.size(); ++i) {
+        auto [s, d] = split.live[i];
+        if (!to_read[i] || !spread.mine(s) || code[s] != TT_FABRIC_OK) continue;
+        tt_fabric_status st;
+        code[s] = fabric_async_read(workers[s], static_cast<uint8_t>(o.plane), device(d), dst_addr(s) + uint64_t{k} * o.size,
+                                    readback_addr(d) + uint64_t{k} * o.size, o.size, o.fvc, kReadAtomicTxn, &st);
+      }
+    }
+    for (auto [s, c] : code) {
+      if (c != TT_FABRIC_OK && c != TT_FABRIC_ECHIPDOWN) {
+        throw Error(fmt::format("pattern {}: reading back: {}: {}", pattern, chips[static_cast<size_t>(s)].name, tt_fabric_strerror(c)));
+      }
+    }
+    const Unanswered left = await_answers(workers, kReadAtomicTxn, run, pending_then);
+    const std::vector<bool> up = running_since_start();
+    uint64_t read_bytes = 0, read_verified = 0, read_errors = 0, reads_nacked = 0, reads_unanswered = 0;
+    for (auto& [s, w] : workers) {
+      if (!up[static_cast<size_t>(s)]) continue;
+      reads_nacked += tt_fabric_nacks(w) - nacks_then[s];
+      if (const auto it = left.by_source.find(s); it != left.by_source.end()) reads_unanswered += it->second;
+    }
+    for (size_t i = 0; i < split.live.size(); ++i) {
+      auto [s, d] = split.live[i];
+      if (!to_read[i] || !spread.mine(s) || !up[static_cast<size_t>(s)] || !up[static_cast<size_t>(d)]) continue;
+      const bool answered = tt_fabric_nacks(workers[s]) == nacks_then[s] && !left.by_source.count(s);
+      const uint8_t* back = readback(s, d);
+      for (uint32_t k = 0; k < o.count; ++k) {
+        read_bytes += o.size;
+        if (control::check_pattern({back + uint64_t{k} * o.size, o.size}, s, d, k)) read_verified += o.size;
+        else if (answered) read_errors += o.size;  // answered, and wrong
+      }
+    }
+    // (Spread over hosts, a host's reads may be lost while another's are silent: lost wins.)
+    const bool lost = spread.max(left.lost ? 1.0 : 0.0) > 0;
+    reads_unanswered = spread.sum(reads_unanswered);
+    return json{{"read_bytes", spread.sum(read_bytes)}, {"read_verified", spread.sum(read_verified)},
+                {"read_errors", spread.sum(read_errors)}, {"reads_nacked", spread.sum(reads_nacked)},
+                {"reads_unanswered", lost ? 0 : reads_unanswered}, {"reads_lost", lost ? reads_unanswered : 0}};
+  };
+  for (size_t i = 0; i < split.live.size(); ++i) {
+    auto [s, d] = split.live[i];
+    if (!spread.mine(d) || atomic) continue;  // its host verifies it; atomics below
     const bool nack = nacked[static_cast<size_t>(s)] != 0;
     const uint8_t* mem = run.l1(d) + dst_addr(s);
+    landed[i] = 1;
     for (uint32_t k = 0; k < o.count; ++k) {
       const bool ok = control::check_pattern({mem + uint64_t{k} * o.size, o.size}, s, d, k);
       (ok ? verified : nack ? unverified : errors) += o.size;
+      if (!ok) landed[i] = 0;
       if (!ok && !nack) name_error_write(error_writes, chips[static_cast<size_t>(s)].name, chips[static_cast<size_t>(d)].name, k);
     }
   }
+  if (atomic) judge_counters();
   verified = spread.sum(verified);
   errors = spread.sum(errors);
   unverified = spread.sum(unverified);
+  atomic_errors = spread.sum(atomic_errors);
+  const json read_result = reads ? read_back(spread.max(landed)) : json();
   // Hops per pair, from the system's computed routing tables (the description lists chips in
   // node order).
   const double hops = run.sys ? mean_hops(*run.sys, run.tables, o.plane, pairs) : 0.0;
-  // The pattern's writes written again by retry mode (not the probes').
-  uint64_t retried = 0;
+  // The pattern's writes written again by retry mode (not the probes'), or its increments sent
+  // again by a later round.
+  uint64_t retried = increments_retried;
   for (auto& [s, w] : workers) retried += tt_fabric_retried(w);
   retried -= retried_before;
   // Latency: single small writes, each waited for (write and its acknowledgement). A probe the
@@ -370,7 +621,7 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
     if (wrc != TT_FABRIC_OK && wrc != TT_FABRIC_ECHIPDOWN && wrc != TT_FABRIC_ENACKED) {
       throw Error(fmt::format("pattern {}: latency probe: {}", pattern, tt_fabric_strerror(wrc)));
     }
-    probe_txn = static_cast<uint8_t>(probe_txn % (chip::kTxnIds - 1) + 1);  // 1 to 15: 0 is the pattern's
+    probe_txn = static_cast<uint8_t>(probe_txn % (chip::kTxnIds - 2) + 1);  // 1 to 14 (kPatternTxn, kReadAtomicTxn)
     if (wrc == TT_FABRIC_OK) continue;  // landed once written again: the pair goes on being probed
     unanswered.insert({s, d});
     up = run.running_here();
@@ -392,15 +643,25 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
   }
   links_used = static_cast<int>(spread.sum(static_cast<uint64_t>(links_used)));
   max_link = spread.max(max_link);
-  const double bytes = static_cast<double>(pairs.size()) * static_cast<double>(block);
-  return {{"pattern", pattern}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
+  const double bytes = static_cast<double>(pairs.size()) * static_cast<double>(per_pair);
+  json out{{"pattern", pattern}, {"op", o.op}, {"pairs", pairs.size()}, {"bytes", bytes}, {"seconds", seconds},
           {"gb_per_s", bytes / seconds / 1e9}, {"verified", verified}, {"errors", errors}, {"error_writes", error_writes}, {"nacks", nacks},
           {"unverified", unverified}, {"retried", retried}, {"dead_chips", split.dead_chips}, {"pairs_to_dead", split.to_dead},
-          {"pairs_from_dead", split.from_dead}, {"dead_pair_bytes", (split.to_dead + split.from_dead) * block},
+          {"pairs_from_dead", split.from_dead}, {"dead_pair_bytes", (split.to_dead + split.from_dead) * per_pair},
           {"latency_us", lat.to_json()}, {"link_directions_used", links_used}, {"max_link_gb_per_s", max_link},
           {"mean_hops", hops},
           // The write and its acknowledgement each cross every hop.
           {"per_hop_us", hops > 0 ? lat.p50 / (2 * hops) : 0.0}};
+  if (atomic) {
+    // Increments never answered: lost with a chip that died, or silent (ttemu sim's `unanswered`).
+    const uint64_t never = spread.sum(increments_unanswered.total());
+    const bool lost = spread.max(increments_unanswered.lost ? 1.0 : 0.0) > 0;
+    out["atomic_errors"] = atomic_errors;
+    out["unanswered"] = lost ? 0 : never;
+    out["increments_lost"] = lost ? never : 0;
+  }
+  if (reads) out.update(read_result);
+  return out;
 }
 
 // --tt-metal: every run of every test of the file, with tt-metal's figures beside ttemu's; a
@@ -441,6 +702,10 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
                       ->delimiter(',');
   auto* size = t->add_option("--size", o->size, "Bytes per write")->check(whole_number(1u, static_cast<unsigned>(TT_FABRIC_MAX_SIZE)));
   auto* count = t->add_option("--count", o->count, "Writes per pair")->check(whole_number(1u, 100000u));
+  auto* op = t->add_option("--op", o->op,
+                           "write; read (the writes, then every pair whose writes landed reads its block back); atomic (each "
+                           "of the count commands an increment of one 32-bit counter per pair)")
+                 ->check(CLI::IsMember({"write", "read", "atomic"}));
   // Plane and FVC are checked against the running system by the client library.
   t->add_option("--plane", o->plane, "Routing plane")->check(whole_number(0, 255));
   t->add_option("--fvc", o->fvc, "FVC (-1: automatic)")->check(whole_number(-1, 7));
@@ -455,15 +720,15 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
   auto* tt_metal = t->add_option("--tt-metal", o->tt_metal,
                                  "Run the tests of a tt-metal fabric test description (test_tt_fabric's YAML) instead of patterns, "
                                  "and report bandwidth as it does (docs/user-guide.md#tt-metals-fabric-tests)");
-  for (auto* shaping : {pattern, size, count, t->get_option("--src"), t->get_option("--dst")}) tt_metal->excludes(shaping);
+  for (auto* shaping : {pattern, size, count, op, t->get_option("--src"), t->get_option("--dst")}) tt_metal->excludes(shaping);
   t->add_option("--csv", o->csv, "With --tt-metal: write tt-metal's bandwidth summary CSV to FILE")->needs(tt_metal);
   t->add_option("--retry", o->retry, "Write again what the fabric NACKed, after the next table change, up to this many rounds (0: off)")
       ->check(whole_number(0, 100));
   auto* replay = t->add_option("--replay", o->replay,
                                "Instead of patterns, issue a capture's writes and atomic increments again, each from its source, "
                                "and compare what was delivered with what the simulator delivers (docs/capture.md)");
-  for (const char* shaping : {"--pattern", "--size", "--count", "--plane", "--fvc", "--src", "--dst", "--seed", "--latency-samples", "--retry",
-                              "--tt-metal", "--csv"}) {
+  for (const char* shaping : {"--pattern", "--size", "--count", "--op", "--plane", "--fvc", "--src", "--dst", "--seed",
+                              "--latency-samples", "--retry", "--tt-metal", "--csv"}) {
     replay->excludes(t->get_option(shaping));
   }
   t->callback([o, &exit_status] {
@@ -509,7 +774,7 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
     bool bad = false;
     for (const auto& p : patterns) {
       json r = run_pattern(p, *o, run);
-      bad = bad || r["errors"].get<uint64_t>() > 0;
+      bad = bad || r["errors"].get<uint64_t>() > 0 || r.value("read_errors", uint64_t{0}) > 0;
       if (!run.spread.leader()) continue;  // (spread over hosts: rank 0 reports the totals)
       if (o->json) {
         fmt::print("{}\n", r.dump());
@@ -525,6 +790,16 @@ void add_traffic_command(CLI::App& app, int& exit_status) {
           fmt::print("{:<18} chips not running: {}; {} pair(s) to them (NACKed), {} from them (lost with them); "
                      "{} NACK(s), {} write(s) retried\n", "", r["dead_chips"].dump(), r["pairs_to_dead"].get<size_t>(),
                      r["pairs_from_dead"].get<size_t>(), r["nacks"].get<uint32_t>(), r["retried"].get<uint64_t>());
+        }
+        if (r.contains("atomic_errors")) {
+          fmt::print("{:<18} atomic increments: {} counted, {} NACKed or never answered ({} lost with a chip, "
+                     "{} silent), {} counter(s) wrong\n", "", r["verified"].get<uint64_t>() / 4, r["unverified"].get<uint64_t>() / 4,
+                     r["increments_lost"].get<uint64_t>(), r["unanswered"].get<uint64_t>(), r["atomic_errors"].get<uint64_t>());
+        }
+        if (r.contains("read_bytes")) {
+          fmt::print("{:<18} read back {} B: verified {} B, errors {} B; {} read(s) NACKed, {} lost with a chip, {} silent\n", "",
+                     r["read_bytes"].get<uint64_t>(), r["read_verified"].get<uint64_t>(), r["read_errors"].get<uint64_t>(),
+                     r["reads_nacked"].get<uint64_t>(), r["reads_lost"].get<uint64_t>(), r["reads_unanswered"].get<uint64_t>());
         }
       }
       std::fflush(stdout);
