@@ -44,8 +44,10 @@ class ChipHosts {
 class HostedLaunch {
  public:
   // `ttemu mpirun SYSTEM --network SUBNET [options] -- MPIRUN-ARGS --host host0,host1,...`
-  static HostedLaunch mpirun(const NetnsHosts& hosts, const std::string& system, const std::vector<std::string>& options = {}) {
-    std::vector<std::string> args{TTEMU_BINARY, "mpirun", system, "--network", hosts.subnet()};
+  // (SUBNET: the hosts' IPv4 one, unless `network` names another, such as hosts.subnet6()).
+  static HostedLaunch mpirun(const NetnsHosts& hosts, const std::string& system, const std::vector<std::string>& options = {},
+                             const std::string& network = "") {
+    std::vector<std::string> args{TTEMU_BINARY, "mpirun", system, "--network", network.empty() ? hosts.subnet() : network};
     args.insert(args.end(), options.begin(), options.end());
     args.push_back("--");
     for (const auto& a : hosts.mpirun_args()) args.push_back(a);

@@ -324,6 +324,36 @@ TEST(MultiHostUring, AHostThatRefusesIoUringFallsBackAloneAndItsChipsTalkToTheOt
   }
 }
 
+// The hosts meet over IPv6 (`--network` an IPv6 subnet of the namespaces, which have IPv4
+// addresses too): the chips' link sockets are bound to the hosts' IPv6 addresses, not their IPv4
+// ones, every link comes up, including the two between the hosts, and every pattern lands.
+TEST(MultiHostIpv6, AnIpv6NetworkCarriesTheLinksBetweenHosts) {
+  if (const std::string why = NetnsHosts::unsupported(); !why.empty()) GTEST_SKIP() << why;
+  NetnsHosts hosts(2, /*ipv6=*/true);
+  HostedLaunch sys = HostedLaunch::mpirun(hosts, topo("n300_pair_2host.yaml"), {}, hosts.subnet6());
+  ASSERT_TRUE(sys.wait_for("ready in", std::chrono::seconds(120))) << sys.output();
+  const json s = sys.status(0);
+  const ChipHosts where(s);
+  int crossing = 0;
+  for (const auto& l : s["links"]) crossing += where.crosses(l);
+  EXPECT_EQ(crossing, 2);
+  EXPECT_EQ(ends_up(s), 2 * static_cast<int>(s["links"].size()));
+  for (int i = 0; i < hosts.size(); ++i) {
+    // The UDP sockets of the host (its chips' links, and nothing else of ttemu's binds one).
+    int st = -1;
+    const std::string udp = hosts.run_in(i, "ss -Huan 2>&1", &st);
+    ASSERT_EQ(st, 0) << udp;
+    EXPECT_NE(udp.find("[" + hosts.address6(i) + "]:"), std::string::npos) << hosts.name(i) << ":\n" << udp;
+    EXPECT_EQ(udp.find(hosts.address(i) + ":"), std::string::npos) << hosts.name(i) << ":\n" << udp;
+  }
+  expect_all_patterns_verified_across(hosts);
+  if (HasFailure()) print_what_the_system_saw(hosts, sys);
+  EXPECT_GE(sys.stop(), 0);
+  for (int i = 0; i < hosts.size(); ++i) {
+    EXPECT_TRUE(eventually([&] { return nothing_of_ttemu_in(hosts, i); }, std::chrono::seconds(20))) << hosts.name(i);
+  }
+}
+
 // Two hosts as spec 7.3 has them (host1: gateways M4-M7 and Galaxy 9); four, two gateways each
 // (host1: M2D0 and M3D0; the Galaxies on host0 and host2).
 INSTANTIATE_TEST_SUITE_P(Tgg, MultiHost,
