@@ -84,7 +84,7 @@ class HostAgent {
   void on_message(const json& m) {
     try {
       if (m.contains("setup")) return setup(m["setup"]);
-      if (m.contains("start")) return start(m["start"].get<int>(), m.at("config").get<std::string>());
+      if (m.contains("start")) return start(m["start"].get<int>(), m.at("config").get<std::string>(), m.value("renew", json()));
       if (m.contains("to")) {
         const int v = m.at("node").get<int>();
         if (here(v) && chips_) chips_->send(v, msg::decode_to_chip(m["to"].get<std::string>()));
@@ -135,11 +135,16 @@ class HostAgent {
                std::count(here_nodes.begin(), here_nodes.end(), true), cluster_job_, job_.text());
   }
 
-  void start(int v, const std::string& config_line) {
+  // `renew` (a restart, `ttemu chip restart`): the tables in force and their version, which the
+  // chip's memory is made anew with first, as the launcher does for a chip of its own host.
+  void start(int v, const std::string& config_line, const json& renew) {
     if (!here(v) || !chips_) throw Error(fmt::format("node {} is not a chip of host {}", v, host()));
     const msg::ToChip m = msg::decode_to_chip(config_line);
     const auto* config = std::get_if<msg::Config>(&m);
     if (!config) throw Error("a start without a configuration");
+    if (!renew.is_null()) {
+      memory_->renew(v, control::tables_from_json(sys_, renew.at("tables"), "the control plane's tables"), renew.at("version").get<uint32_t>());
+    }
     chips_->start(v, *config);
     channel_->send({{"started", v}, {"pid", chips_->pid(v)}});
   }

@@ -2,7 +2,8 @@
 //
 // agent -> control plane                       control plane -> agent
 //   {"hello": rank, "version", "pid"}            {"setup": {job, job_hash, tables, version, ...}}
-//   {"started": node, "pid"}                     {"start": node, "config": "<Config line>"}
+//   {"started": node, "pid"}                     {"start": node, "config": "<Config line>"
+//                                                  [, "renew": {"tables": {...}, "version"}]}
 //   {"node": node, "from": "<FromChip line>"}    {"node": node, "to": "<ToChip line>"}
 //   {"died": node, "pid", "how"}                 {"kill": node}
 //   {"entries": node, "list": [{"hex", "age_ns"}]}  {"tables": {...}, "version"}
@@ -42,7 +43,8 @@ HostAgents::HostAgents(asio::io_context& io, const control::System& sys, MultiHo
                        Events events, Hooks hooks)
     : io_(io), sys_(sys), multi_(std::move(multi)), local_(std::move(local)),
       events_(std::move(events)), hooks_(std::move(hooks)), acceptor_(io),
-      remote_pid_(sys.chips.size(), 0) {}
+      remote_pid_(sys.chips.size(), 0),
+      starting_(sys.chips.size(), false) {}
 
 HostAgents::~HostAgents() { kill_all(); }
 
@@ -117,11 +119,14 @@ void HostAgents::on_message(const std::shared_ptr<HostChannel>& ch, const json& 
     if (m.contains("from")) {
       events_.message(node_in("node"), msg::decode_from_chip(m.at("from").get<std::string>()));
     } else if (m.contains("started")) {
-      remote_pid_[static_cast<size_t>(node_in("started"))] = m.value("pid", 0);
+      const int v = node_in("started");
+      remote_pid_[static_cast<size_t>(v)] = m.value("pid", 0);
+      starting_[static_cast<size_t>(v)] = false;
     } else if (m.contains("died")) {
       const int v = node_in("died");
       const int pid = remote_pid_[static_cast<size_t>(v)];
       remote_pid_[static_cast<size_t>(v)] = 0;
+      starting_[static_cast<size_t>(v)] = false;
       if (pid > 0) events_.died(v, pid, m.value("how", std::string("died")));
     } else if (m.contains("entries")) {
       const int v = node_in("entries");
@@ -156,6 +161,7 @@ void HostAgents::on_closed(const std::shared_ptr<HostChannel>& ch, const std::st
     hooks_.host_lost(sys_.hosts[static_cast<size_t>(host)], why);
     for (int v = 0; v < sys_.node_count(); ++v) {
       const int pid = remote_pid_[static_cast<size_t>(v)];
+      if (host_of(v) == host) starting_[static_cast<size_t>(v)] = false;
       if (host_of(v) != host || pid == 0) continue;
       remote_pid_[static_cast<size_t>(v)] = 0;
       events_.died(v, pid, fmt::format("went with host {} ({})", sys_.hosts[static_cast<size_t>(host)], why));
@@ -184,6 +190,15 @@ void HostAgents::start(int node, const msg::Config& config) {
   Agent* a = agent_of(node);
   if (!a) throw Error(fmt::format("the host of {} is gone", routing::to_string(sys_.chips[static_cast<size_t>(node)].id)));
   a->channel->send({{"start", node}, {"config", msg::encode(msg::ToChip{config})}});
+  starting_[static_cast<size_t>(node)] = true;
+}
+
+void HostAgents::restart(int node, const msg::Config& config, const json& tables, uint32_t version) {
+  if (here(node)) throw Error("HostAgents::restart: a chip of this host is restarted by its launcher");
+  Agent* a = agent_of(node);
+  if (!a) throw Error(fmt::format("the host of {} is gone", routing::to_string(sys_.chips[static_cast<size_t>(node)].id)));
+  a->channel->send({{"start", node}, {"config", msg::encode(msg::ToChip{config})}, {"renew", {{"tables", tables}, {"version", version}}}});
+  starting_[static_cast<size_t>(node)] = true;
 }
 
 void HostAgents::kill(int node) {
@@ -193,7 +208,9 @@ void HostAgents::kill(int node) {
 
 void HostAgents::send(int node, const msg::ToChip& m) {
   if (here(node)) return local_->send(node, m);
-  if (Agent* a = agent_of(node); a && remote_pid_[static_cast<size_t>(node)] > 0) a->channel->send({{"node", node}, {"to", msg::encode(m)}});
+  // (To a chip being started too: its agent starts it before it reads what follows.)
+  const bool listening = remote_pid_[static_cast<size_t>(node)] > 0 || starting_[static_cast<size_t>(node)];
+  if (Agent* a = agent_of(node); a && listening) a->channel->send({{"node", node}, {"to", msg::encode(m)}});
 }
 
 bool HostAgents::alive(int node) const { return here(node) ? local_->alive(node) : remote_pid_[static_cast<size_t>(node)] > 0; }

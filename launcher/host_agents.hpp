@@ -64,6 +64,9 @@ class HostAgents final : public ChipSupervisor {
 
   void start_all(const std::function<process::msg::Config(int node)>& config) override;
   void start(int node, const process::msg::Config& config) override;
+  // Starts a chip of another host again (`ttemu chip restart`): its agent first renews its
+  // memory as the launcher does for one of its own (ChipMemory::renew, with these tables).
+  void restart(int node, const process::msg::Config& config, const nlohmann::json& tables, uint32_t version);
   void kill(int node) override;
   void send(int node, const process::msg::ToChip& m) override;
   bool alive(int node) const override;
@@ -95,6 +98,7 @@ class HostAgents final : public ChipSupervisor {
   std::map<int, Agent> agents_;  // by host index, once it said hello
   std::vector<std::shared_ptr<HostChannel>> unnamed_;  // connected, no hello yet
   std::vector<int> remote_pid_;  // by node: a remote chip's pid, 0 when not running
+  std::vector<bool> starting_;   // by node: a remote chip asked to start, not yet started
   std::function<process::msg::Config(int node)> config_;
   uint64_t next_status_ = 0;
   struct Gather;

@@ -14,7 +14,10 @@
 
 namespace ttemu::launcher {
 
-inline std::string host_wire_version() { return fmt::format("ttemu-control-{}", chip::kControlVersion); }
+// The protocol's own revision, besides the chips' control block: 2 added the restart of a chip
+// on another host ({"start", "renew"}), which an agent of revision 1 would take as a first start.
+inline constexpr int kHostWireRevision = 2;
+inline std::string host_wire_version() { return fmt::format("ttemu-control-{}.{}", chip::kControlVersion, kHostWireRevision); }
 
 inline std::string status_entry_hex(const chip::StatusEntry& e) {
   unsigned char bytes[sizeof e];

@@ -191,7 +191,7 @@ class Launcher : public ControlTarget {
 
   bool here(int v) const { return !agents_ || agents_->here(v); }
   // Whether `ttemu chip restart` can bring the chip back (chip_action says why not).
-  bool can_restart(int v) const { return o_.transport != "shm" && here(v); }
+  bool can_restart(int) const { return o_.transport != "shm"; }
   const std::string& address_of(int v) const { return agents_ ? agents_->address_of(v) : o_.bind; }
 
   // --- the chips: configuration, wiring, readiness, deaths ---------------------------------
@@ -484,13 +484,18 @@ class Launcher : public ControlTarget {
     }
     if (chips_->alive(v)) throw Error(fmt::format("chip {} is running: kill it first", to_string(id)));
     if (o_.transport == "shm") throw Error("a chip cannot restart over --transport shm (its rings stay with the old process); use udp or uring");
-    if (!here(v)) throw Error(fmt::format("chip {} runs on host {}: only chips of the control plane's host restart for now", to_string(id), agents_->host_name(v)));
     // A new process: empty memory, the tables in force, new sockets; its links handshake
-    // anew, and the tables are computed again to include it once they are up.
-    memory_->renew(v, live().tables(), static_cast<uint32_t>(live().version()));
+    // anew, and the tables are computed again to include it once they are up. A chip of
+    // another host is started by its agent, which renews its memory first.
+    const auto version = static_cast<uint32_t>(live().version());
+    if (here(v)) memory_->renew(v, live().tables(), version);
     live().chip_restarted(v);
     for (uint8_t port : sys_.wired_ports(v)) link_state_[{v, port}] = "handshake";
-    chips_->start(v, config_for(v));
+    if (here(v)) {
+      chips_->start(v, config_for(v));
+    } else {
+      agents_->restart(v, config_for(v), control::tables_to_json(sys_, live().tables()), version);
+    }
     if (injection_paused_) send(v, msg::Injection{true});
     // The operator's word on its ports reaches it before its peers' addresses, which start it:
     // it never handshakes a link out of service.

@@ -354,6 +354,57 @@ TEST(MultiHostIpv6, AnIpv6NetworkCarriesTheLinksBetweenHosts) {
   }
 }
 
+// `ttemu chip kill` and `ttemu chip restart`, from the control plane's host, of a chip of the
+// other host: its agent starts it again with its memory made anew (what landed in its L1 before
+// is gone) and the tables in force, its
+// links come up again (one of them between the hosts), the control plane routes through it
+// again, and every pattern lands across the hosts. (The restart used to be refused for a chip
+// of another host.)
+TEST(MultiHostRestart, AChipOfAnotherHostIsKilledAndRestartedByItsAgent) {
+  if (const std::string why = NetnsHosts::unsupported(); !why.empty()) GTEST_SKIP() << why;
+  NetnsHosts hosts(2);
+  HostedLaunch sys = HostedLaunch::mpirun(hosts, topo("n300_pair_2host.yaml"));
+  ASSERT_TRUE(sys.wait_for("ready in", std::chrono::seconds(120))) << sys.output();
+  auto chip = [&](const json& status, const std::string& name) {
+    for (const auto& c : status["chips"]) {
+      if (c["name"] == name) return c;
+    }
+    return json();
+  };
+  const json before = chip(sys.status(0), "M0D2");
+  ASSERT_EQ(before.value("host", ""), hosts.name(1)) << before.dump();
+  const int old_pid = before.value("pid", 0);
+  ASSERT_GT(old_pid, 0);
+  // Nonzero bytes among the first 2 KiB of M0D2's L1 (where M0D0's writes land), read on host1.
+  auto written = [&] {
+    int status = -1;
+    const std::string n = hosts.run_in(1, "od -An -tx1 -v -N 2048 /dev/shm/*M0D2.l1 | tr -d ' 0\n' | wc -c", &status);
+    return status == 0 ? std::stoi(n) : -1;
+  };
+  expect_all_patterns_verified_across(hosts);
+  ASSERT_GT(written(), 0);
+  int st = -1;
+  std::string out = hosts.run_in(0, std::string(TTEMU_BINARY) + " chip kill M0D2 2>&1", &st);
+  ASSERT_EQ(st, 0) << out;
+  ASSERT_TRUE(eventually([&] { return !chip(sys.status(0), "M0D2").value("alive", true); }, std::chrono::seconds(30)));
+  ASSERT_TRUE(sys.wait_for("routing tables v2 loaded", std::chrono::seconds(60))) << sys.output();  // routed around it
+  out = hosts.run_in(0, std::string(TTEMU_BINARY) + " chip restart M0D2 2>&1", &st);
+  ASSERT_EQ(st, 0) << out;
+  ASSERT_TRUE(eventually([&] {
+    const json s = sys.status(0);
+    const json c = chip(s, "M0D2");
+    return c.value("alive", false) && c.value("pid", 0) != old_pid && ends_up(s) == 2 * static_cast<int>(s["links"].size());
+  }, std::chrono::seconds(60))) << sys.status(0).dump().substr(0, 3000);
+  EXPECT_EQ(written(), 0) << "the restarted chip's memory is new";
+  ASSERT_TRUE(sys.wait_for("routing tables v3 loaded", std::chrono::seconds(60))) << sys.output();  // routed through it again
+  expect_all_patterns_verified_across(hosts, "--retry 2");
+  if (HasFailure()) print_what_the_system_saw(hosts, sys);
+  EXPECT_GE(sys.stop(), 0);
+  for (int i = 0; i < hosts.size(); ++i) {
+    EXPECT_TRUE(eventually([&] { return nothing_of_ttemu_in(hosts, i); }, std::chrono::seconds(20))) << hosts.name(i);
+  }
+}
+
 // Two hosts as spec 7.3 has them (host1: gateways M4-M7 and Galaxy 9); four, two gateways each
 // (host1: M2D0 and M3D0; the Galaxies on host0 and host2).
 INSTANTIATE_TEST_SUITE_P(Tgg, MultiHost,
