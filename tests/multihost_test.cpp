@@ -43,8 +43,8 @@ std::set<std::string> hosts_of_chips(const json& s) {
 }
 
 // `ttemu traffic --pattern all` under mpirun, one rank per host, each driving its host's chips
-// and verifying what landed in them: six reports, every byte verified, no error. `options` go
-// to `ttemu traffic`.
+// and verifying what landed in them: six reports, every byte verified (every counter right,
+// every block read back), no error. `options` go to `ttemu traffic`.
 void expect_all_patterns_verified_across(const NetnsHosts& hosts, const std::string& options = "") {
   std::string cmd = "mpirun";
   for (const auto& a : hosts.mpirun_args()) cmd += " " + a;
@@ -61,6 +61,11 @@ void expect_all_patterns_verified_across(const NetnsHosts& hosts, const std::str
     EXPECT_GT(r["pairs"].get<uint64_t>(), 0u) << line;
     EXPECT_EQ(static_cast<double>(r["verified"].get<uint64_t>()), r["bytes"].get<double>()) << line;
     EXPECT_GT(r["mean_hops"].get<double>(), 0.0) << line;
+    EXPECT_EQ(r.value("atomic_errors", 0), 0) << line;  // (--op atomic)
+    if (r.contains("read_bytes")) {                        // (--op read)
+      EXPECT_EQ(r["read_bytes"].get<double>(), r["bytes"].get<double>()) << line;
+      EXPECT_EQ(r["read_verified"].get<double>(), r["read_bytes"].get<double>()) << line;
+    }
   }
   EXPECT_EQ(patterns.size(), 6u) << out;
 }
@@ -326,7 +331,8 @@ TEST(MultiHostUring, AHostThatRefusesIoUringFallsBackAloneAndItsChipsTalkToTheOt
 
 // The hosts meet over IPv6 (`--network` an IPv6 subnet of the namespaces, which have IPv4
 // addresses too): the chips' link sockets are bound to the hosts' IPv6 addresses, not their IPv4
-// ones, every link comes up, including the two between the hosts, and every pattern lands.
+// ones, every link comes up, including the two between the hosts, and every pattern lands, as
+// writes, atomics and reads.
 TEST(MultiHostIpv6, AnIpv6NetworkCarriesTheLinksBetweenHosts) {
   if (const std::string why = NetnsHosts::unsupported(); !why.empty()) GTEST_SKIP() << why;
   NetnsHosts hosts(2, /*ipv6=*/true);
@@ -346,7 +352,12 @@ TEST(MultiHostIpv6, AnIpv6NetworkCarriesTheLinksBetweenHosts) {
     EXPECT_NE(udp.find("[" + hosts.address6(i) + "]:"), std::string::npos) << hosts.name(i) << ":\n" << udp;
     EXPECT_EQ(udp.find(hosts.address(i) + ":"), std::string::npos) << hosts.name(i) << ":\n" << udp;
   }
-  expect_all_patterns_verified_across(hosts);
+  // Writes, atomics and reads, each host's rank driving its own sources and judging what landed
+  // in its own chips (ttemu traffic --op spreads its counts over the ranks).
+  for (const char* op : {"write", "atomic", "read"}) {
+    SCOPED_TRACE(op);
+    expect_all_patterns_verified_across(hosts, std::string("--op ") + op);
+  }
   if (HasFailure()) print_what_the_system_saw(hosts, sys);
   EXPECT_GE(sys.stop(), 0);
   for (int i = 0; i < hosts.size(); ++i) {
