@@ -58,6 +58,20 @@ struct TrafficOptions {
 };
 
 
+// A chip's segment. A chip being restarted (`ttemu chip restart`) has its segments made anew:
+// between the old ones' removal and the new ones' creation the name is missing for a moment, so
+// a missing one is looked for again for up to two seconds (as a worker's open waits).
+chip::Segment open_chip_segment(const std::string& name) {
+  for (const auto give_up = Clock::now() + std::chrono::seconds(2);;) {
+    try {
+      return chip::Segment::open(name);
+    } catch (const Error&) {
+      if (Clock::now() > give_up) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+}
+
 // Which chips this process drives and verifies: every chip; or, when the system is spread over
 // hosts (multi-host launch), the chips of this host, with one rank per host under mpirun (or
 // srun), the ranks agreeing through MPI on when to start and on the totals.
@@ -114,7 +128,7 @@ class LinkBytes {
         if (!end) throw Error(fmt::format("the system description names a port '{}'", name));
         if (!spread.mine(routing::to_string(end->chip), d)) continue;
         if (!blocks_.count(end->chip)) {
-          blocks_.emplace(end->chip, chip::Segment::open(chip::segment_name(d.job, end->chip, chip::SegmentKind::kControl)));
+          blocks_.emplace(end->chip, open_chip_segment(chip::segment_name(d.job, end->chip, chip::SegmentKind::kControl)));
         }
         ends_.push_back(*end);
       }
@@ -187,7 +201,7 @@ struct RunContext {
       auto it = controls_.find(i);
       if (it == controls_.end()) {
         const auto& c = desc.chips[i];
-        it = controls_.emplace(i, chip::Segment::open(chip::segment_name(desc.job, {c.mesh, c.device}, chip::SegmentKind::kControl))).first;
+        it = controls_.emplace(i, open_chip_segment(chip::segment_name(desc.job, {c.mesh, c.device}, chip::SegmentKind::kControl))).first;
       }
       out.push_back(chip::chip_running(*it->second.as<chip::ChipControl>()));
     }
@@ -198,7 +212,7 @@ struct RunContext {
     auto it = l1_.find(i);
     if (it == l1_.end()) {
       const auto& c = desc.chips.at(static_cast<size_t>(i));
-      it = l1_.emplace(i, chip::Segment::open(chip::segment_name(desc.job, {c.mesh, c.device}, chip::SegmentKind::kL1))).first;
+      it = l1_.emplace(i, open_chip_segment(chip::segment_name(desc.job, {c.mesh, c.device}, chip::SegmentKind::kL1))).first;
     }
     return it->second.as<uint8_t>();
   }
@@ -342,9 +356,14 @@ json run_pattern(const std::string& pattern, const TrafficOptions& o, RunContext
     for (uint32_t k = 0; k < o.count; ++k) control::fill_pattern({mem + uint64_t{k} * o.size, o.size}, s, d, k);
   }
   // Every destination range starts cleared, as in ttemu sim: counters start at 0, and a write
-  // of an earlier run cannot pass for this one's.
+  // of an earlier run cannot pass for this one's. (A chip whose memory is gone since it was seen
+  // running, its process ended, needs none.)
   for (auto [s, d] : pairs) {
-    if (spread.mine(d) && running[static_cast<size_t>(d)]) std::memset(run.l1(d) + dst_addr(s), 0, atomic ? 4 : block);
+    if (!spread.mine(d) || !running[static_cast<size_t>(d)]) continue;
+    try {
+      std::memset(run.l1(d) + dst_addr(s), 0, atomic ? 4 : block);
+    } catch (const Error&) {
+    }
   }
   uint32_t nacks_before = 0;
   uint64_t retried_before = 0;
