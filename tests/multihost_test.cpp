@@ -96,6 +96,14 @@ bool nothing_of_ttemu_in(const NetnsHosts& hosts, int i) {
   return hosts.pids(i).empty();
 }
 
+// Stops the launch; then no host may keep a process, segment or runtime file of ttemu.
+void stop_and_expect_nothing_left(const NetnsHosts& hosts, HostedLaunch& sys) {
+  EXPECT_GE(sys.stop(), 0);
+  for (int i = 0; i < hosts.size(); ++i) {
+    EXPECT_TRUE(eventually([&] { return nothing_of_ttemu_in(hosts, i); }, std::chrono::seconds(20))) << hosts.name(i);
+  }
+}
+
 // A spread of the TGG: its file, how many hosts, the chip fi_pingpong's client uses on the
 // host it runs on, the host whose agent is killed and the chips that run on without it.
 struct TggSpread {
@@ -287,10 +295,7 @@ TEST(MultiHostPartition, ACutBetweenHostsIsALinkFailureRoutedAroundAndHealed) {
   expect_all_patterns_verified_across(hosts, "--retry 2");
   if (HasFailure()) print_what_the_system_saw(hosts, sys);
 
-  EXPECT_GE(sys.stop(), 0);
-  for (int i = 0; i < hosts.size(); ++i) {
-    EXPECT_TRUE(eventually([&] { return nothing_of_ttemu_in(hosts, i); }, std::chrono::seconds(20))) << hosts.name(i);
-  }
+  stop_and_expect_nothing_left(hosts, sys);
 }
 
 // A host where io_uring is refused (host1's agent runs under a seccomp filter that refuses
@@ -323,10 +328,7 @@ TEST(MultiHostUring, AHostThatRefusesIoUringFallsBackAloneAndItsChipsTalkToTheOt
   EXPECT_EQ(ends_up(s), 2 * static_cast<int>(s["links"].size()));
   expect_all_patterns_verified_across(hosts);
   if (HasFailure()) print_what_the_system_saw(hosts, sys);
-  EXPECT_GE(sys.stop(), 0);
-  for (int i = 0; i < hosts.size(); ++i) {
-    EXPECT_TRUE(eventually([&] { return nothing_of_ttemu_in(hosts, i); }, std::chrono::seconds(20))) << hosts.name(i);
-  }
+  stop_and_expect_nothing_left(hosts, sys);
 }
 
 // The hosts meet over IPv6 (`--network` an IPv6 subnet of the namespaces, which have IPv4
@@ -359,10 +361,7 @@ TEST(MultiHostIpv6, AnIpv6NetworkCarriesTheLinksBetweenHosts) {
     expect_all_patterns_verified_across(hosts, std::string("--op ") + op);
   }
   if (HasFailure()) print_what_the_system_saw(hosts, sys);
-  EXPECT_GE(sys.stop(), 0);
-  for (int i = 0; i < hosts.size(); ++i) {
-    EXPECT_TRUE(eventually([&] { return nothing_of_ttemu_in(hosts, i); }, std::chrono::seconds(20))) << hosts.name(i);
-  }
+  stop_and_expect_nothing_left(hosts, sys);
 }
 
 // `ttemu chip kill` and `ttemu chip restart`, from the control plane's host, of a chip of the
@@ -410,10 +409,7 @@ TEST(MultiHostRestart, AChipOfAnotherHostIsKilledAndRestartedByItsAgent) {
   ASSERT_TRUE(sys.wait_for("routing tables v3 loaded", std::chrono::seconds(60))) << sys.output();  // routed through it again
   expect_all_patterns_verified_across(hosts, "--retry 2");
   if (HasFailure()) print_what_the_system_saw(hosts, sys);
-  EXPECT_GE(sys.stop(), 0);
-  for (int i = 0; i < hosts.size(); ++i) {
-    EXPECT_TRUE(eventually([&] { return nothing_of_ttemu_in(hosts, i); }, std::chrono::seconds(20))) << hosts.name(i);
-  }
+  stop_and_expect_nothing_left(hosts, sys);
 }
 
 // Two hosts as spec 7.3 has them (host1: gateways M4-M7 and Galaxy 9); four, two gateways each
